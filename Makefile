@@ -1,0 +1,34 @@
+# Set-up and checks. Every target creates .venv and installs what it needs on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_TEST := $(VENV)/.installed-test
+STAMP_BASE := $(VENV)/.installed-base
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+demo: $(STAMP_BASE)
+	$(VENV)/bin/steerable demo
+
+test: $(STAMP_TEST)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m mypy
+	$(PY) -m pytest -q
+
+bench: $(STAMP_TEST)
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

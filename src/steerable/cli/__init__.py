@@ -1,0 +1,1 @@
+"""The `steerable` command line: one module per subcommand, thin over the library."""

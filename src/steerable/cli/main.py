@@ -1,0 +1,61 @@
+"""Entry point of the `steerable` command: parses arguments, dispatches, maps errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from steerable import __version__
+from steerable.errors import SteerableError
+
+# Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
+SUBCOMMANDS = ("info", "make_dataset")
+
+USER_ERROR_EXIT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="steerable",
+        description="Language annotations, recipes and steering for LeRobot v3 datasets.",
+    )
+    parser.add_argument("--version", action="version", version=f"steerable {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        import_module(f"steerable.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug may come anywhere on the line, also after the subcommand.
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return USER_ERROR_EXIT
+    try:
+        return int(args.func(args) or 0)
+    except SteerableError as exc:
+        if debug:
+            raise
+        print(f"steerable: error: {exc}", file=sys.stderr)
+        return USER_ERROR_EXIT
+    except KeyboardInterrupt:
+        print("steerable: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Atomic file replacement: write to a temp file beside the target, fsync, rename into place.
+
+A crash at any instant leaves the target either as it was or fully new, never half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from steerable.errors import WriteError
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_json", "fsync_dir"]
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename inside `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temp path beside `target`; on clean exit fsync it and rename it over `target`.
+
+    The caller writes the temp path with any library (pyarrow, json...). On error the temp file
+    is removed and `target` is untouched.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(f"could not write {target}: {exc}; the previous file is intact") from exc
+        raise
+
+
+def atomic_write_bytes(target: Path, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_json(target: Path, obj: Any, *, default: Callable[[Any], Any] | None = None) -> None:
+    """Write JSON with LeRobot's formatting (indent 4) atomically."""
+    text = json.dumps(obj, indent=4, ensure_ascii=False, default=default) + "\n"
+    atomic_write_bytes(target, text.encode("utf-8"))

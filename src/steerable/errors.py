@@ -1,0 +1,93 @@
+"""The error hierarchy. Every failure a user can cause or fix is a `SteerableError`.
+
+Leaves also inherit the builtin they resemble, so `except FileNotFoundError` keeps working.
+The CLI prints `str(error)` as one line and exits with status 2; messages say what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AnnotationError",
+    "ConfigError",
+    "CorruptDatasetError",
+    "DatasetError",
+    "DatasetNotFoundError",
+    "HubError",
+    "LanguageSchemaError",
+    "MissingExtraError",
+    "RecipeError",
+    "SteerableError",
+    "UnsupportedDatasetVersionError",
+    "VideoError",
+    "VideoNotFoundError",
+    "VLMError",
+    "WriteError",
+]
+
+
+class SteerableError(Exception):
+    """Root of every error steerable raises on purpose."""
+
+
+class DatasetError(SteerableError):
+    """A dataset cannot be read or does not follow the LeRobot v3 layout."""
+
+
+class DatasetNotFoundError(DatasetError, FileNotFoundError):
+    """The dataset root, or a file it must contain, does not exist."""
+
+
+class UnsupportedDatasetVersionError(DatasetError, ValueError):
+    """The dataset uses a codebase version steerable does not read (e.g. v2.1)."""
+
+
+class CorruptDatasetError(DatasetError, ValueError):
+    """A file of the dataset exists but cannot be parsed, or disagrees with the metadata."""
+
+
+class VideoError(DatasetError):
+    """A video file cannot be decoded, or lacks the frames asked for."""
+
+
+class VideoNotFoundError(VideoError, FileNotFoundError):
+    """An episode's video file is missing."""
+
+
+class LanguageSchemaError(SteerableError, ValueError):
+    """Language rows break the schema (unknown style, camera rule, off-frame event time...)."""
+
+
+class WriteError(SteerableError, OSError):
+    """Writing a dataset file failed; the previous version of the file is intact."""
+
+
+class RecipeError(SteerableError, ValueError):
+    """A recipe is malformed or cannot be rendered; the message names file, line and key."""
+
+
+class ConfigError(SteerableError, ValueError):
+    """A configuration value or combination of values is invalid."""
+
+
+class VLMError(SteerableError):
+    """A vision-language model backend failed (unreachable, wrong model, bad replies)."""
+
+
+class AnnotationError(SteerableError):
+    """The annotation pipeline cannot proceed for the whole dataset."""
+
+
+class HubError(SteerableError):
+    """A Hugging Face Hub operation failed (offline, missing repo, permissions, tags)."""
+
+
+class MissingExtraError(SteerableError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"this feature needs the optional package {package!r}: "
+            f"install it with `pip install 'steerable[{extra}]'`"
+        )
+        self.package = package
+        self.extra = extra
