@@ -1,0 +1,94 @@
+"""What a module sees of one episode: frames, timestamps, task, the VLM, upstream output."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from steerable.dataset import EpisodeMeta, LeRobotDataset
+
+__all__ = ["EpisodeContext", "FrameCache", "seeded_rng"]
+
+
+def seeded_rng(seed: int, episode_index: int, purpose: str) -> np.random.Generator:
+    """Randomness keyed by (seed, episode, purpose): stable across runs, order and machines."""
+    digest = hashlib.blake2b(f"{seed}:{episode_index}:{purpose}".encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "big"))
+
+
+class FrameCache:
+    """Decodes an episode's frames per camera once and serves them by stored frame timestamp.
+
+    Decoding runs in a worker thread (PyAV releases the GIL) so the event loop keeps the VLM busy.
+    """
+
+    def __init__(self, dataset: LeRobotDataset, episode: EpisodeMeta) -> None:
+        self._dataset = dataset
+        self._episode = episode
+        self._frames: dict[tuple[str, float], np.ndarray] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, camera: str, timestamps: Sequence[float]) -> list[np.ndarray]:
+        async with self._lock:
+            missing = sorted({float(t) for t in timestamps if (camera, float(t)) not in self._frames})
+            if missing:
+                decoded = await asyncio.to_thread(
+                    self._dataset.decode_frames, self._episode.episode_index, camera, missing
+                )
+                for t, frame in zip(missing, decoded, strict=True):
+                    self._frames[(camera, t)] = frame
+        return [self._frames[(camera, float(t))] for t in timestamps]
+
+    def release(self) -> None:
+        self._frames.clear()
+
+
+@dataclass
+class EpisodeContext:
+    dataset: LeRobotDataset
+    episode: EpisodeMeta
+    timestamps: np.ndarray  # stored float32 frame timestamps, frame order
+    task: str  # the dataset's task; modules read `effective_task` for the one in force
+    seed: int
+    vlm: Any | None = None  # steerable.vlm client (generate_json); None when no model is configured
+    camera: str | None = None  # default camera for plan / interjections
+    frames: FrameCache | None = None
+    upstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    upstream_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def episode_index(self) -> int:
+        return self.episode.episode_index
+
+    @property
+    def duration(self) -> float:
+        return float(self.timestamps[-1]) if len(self.timestamps) else 0.0
+
+    @property
+    def effective_task(self) -> str:
+        return str(self.upstream_meta.get("plan", {}).get("effective_task") or self.task)
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        return seeded_rng(self.seed, self.episode_index, purpose)
+
+    def frame_time(self, t: float) -> float:
+        """The stored timestamp of the frame nearest to `t` (what event rows must carry)."""
+        if len(self.timestamps) == 1:
+            return float(self.timestamps[0])
+        i = int(np.clip(np.searchsorted(self.timestamps, t), 1, len(self.timestamps) - 1))
+        j = i - 1 if abs(self.timestamps[i - 1] - t) <= abs(self.timestamps[i] - t) else i
+        return float(self.timestamps[j])
+
+    def sample_times(self, fps: float, start: float = 0.0, end: float | None = None) -> list[float]:
+        """Stored frame timestamps sampled at about `fps` over [start, end]."""
+        end = self.duration if end is None else end
+        if fps <= 0 or len(self.timestamps) == 0:
+            return []
+        count = max(1, int(np.floor((end - start) * fps)) + 1)
+        wanted = np.linspace(start, start + (count - 1) / fps, count)
+        return sorted({self.frame_time(float(t)) for t in wanted if t <= end + 1e-9})

@@ -1,0 +1,67 @@
+"""The one gateway to pyarrow.parquet for reading: failures become our typed errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from steerable.errors import CorruptDatasetError, DatasetNotFoundError
+
+__all__ = ["file_metadata", "read_parquet", "read_row_groups"]
+
+_footer_cache: dict[tuple[str, int, int], pq.FileMetaData] = {}
+_cache_lock = threading.Lock()
+
+
+def _key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+def file_metadata(path: Path) -> pq.FileMetaData:
+    """The parquet footer, cached per (path, mtime, size) so repeated episode reads skip it."""
+    try:
+        key = _key(path)
+    except FileNotFoundError as exc:
+        raise DatasetNotFoundError(f"{path} does not exist") from exc
+    with _cache_lock:
+        cached = _footer_cache.get(key)
+    if cached is not None:
+        return cached
+    try:
+        meta = pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc
+    with _cache_lock:
+        _footer_cache[key] = meta
+    return meta
+
+
+def read_parquet(
+    path: Path, columns: Sequence[str] | None = None, *, optional: Sequence[str] = ()
+) -> pa.Table:
+    """Read `columns` of a whole file; names in `optional` may be absent, the rest must exist."""
+    meta = file_metadata(path)
+    present = set(meta.schema.to_arrow_schema().names)
+    if columns is not None:
+        missing = [c for c in columns if c not in present and c not in optional]
+        if missing:
+            raise CorruptDatasetError(f"{path} lacks column(s) {missing}")
+        columns = [c for c in columns if c in present]
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc
+
+
+def read_row_groups(path: Path, row_groups: Sequence[int], columns: Sequence[str] | None) -> pa.Table:
+    meta = file_metadata(path)
+    try:
+        pf = pq.ParquetFile(path, metadata=meta)
+        return pf.read_row_groups(list(row_groups), columns=list(columns) if columns else None)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc

@@ -1,0 +1,45 @@
+"""Shared fixtures: the real LeRobot datasets in ../shared/data and writable copies of them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_dataset(name: str) -> Path:
+    path = SHARED_DATA / name
+    if not (path / "meta" / "info.json").is_file():
+        pytest.skip(f"shared fixture {name} not found at {path}")
+    return path
+
+
+@pytest.fixture
+def lingzu() -> Path:
+    """Real LeRobot v3 dataset with h264 video (read-only)."""
+    return shared_dataset("lingzu_teleop_4")
+
+
+@pytest.fixture
+def so101() -> Path:
+    """Real LeRobot v3 dataset whose mp4 files are absent (read-only)."""
+    return shared_dataset("so101_record_test")
+
+
+@pytest.fixture
+def writable_copy(tmp_path: Path):
+    """Return a function that copies a shared fixture into tmp_path and returns the copy."""
+
+    def copy(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(shared_dataset(name), dst)
+        for p in dst.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        dst.chmod(0o755)
+        return dst
+
+    return copy
