@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from pandas_dataset import make_pandas_dataset
 
+from pandas_dataset import make_pandas_dataset
 from steerable.dataset import DatasetInfo, open_dataset
 from steerable.dataset import parquet as parquet_gateway
 from steerable.dataset.frames import feature_matrix, vector_names

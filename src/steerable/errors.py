@@ -21,6 +21,8 @@ __all__ = [
     "VideoError",
     "VideoNotFoundError",
     "VLMError",
+    "VLMReplyError",
+    "VLMUnavailableError",
     "WriteError",
 ]
 
@@ -71,6 +73,19 @@ class ConfigError(SteerableError, ValueError):
 
 class VLMError(SteerableError):
     """A vision-language model backend failed (unreachable, wrong model, bad replies)."""
+
+
+class VLMReplyError(VLMError):
+    """One VLM call still had no usable reply after its retries; `reason` says why."""
+
+    def __init__(self, message: str, *, reason: str = "", purpose: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+        self.purpose = purpose
+
+
+class VLMUnavailableError(VLMError, ConnectionError):
+    """No configured VLM endpoint answers (refused connections, timeouts, server errors)."""
 
 
 class AnnotationError(SteerableError):

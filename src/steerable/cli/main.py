@@ -12,7 +12,7 @@ from steerable import __version__
 from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
-SUBCOMMANDS = ("info", "make_dataset")
+SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets")
 
 USER_ERROR_EXIT = 2
 
@@ -37,7 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if debug:
         argv.remove("--debug")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "pass_through", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.options = [*getattr(args, "options", []), *extra]
+    args.debug = debug
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -6,6 +6,7 @@ A crash at any instant leaves the target either as it was or fully new, never ha
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import tempfile
@@ -15,7 +16,7 @@ from typing import Any
 
 from steerable.errors import WriteError
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_json", "fsync_dir"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_json", "fsync_dir", "remove_stale_temps"]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -25,6 +26,17 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_stale_temps(target: Path) -> int:
+    """Delete the temp files that killed `atomic_path` writes left beside `target`; returns how many."""
+    target = Path(target)
+    pattern = f".{glob.escape(target.name)}.*.tmp"  # the names atomic_path gives its temp files
+    stale = list(target.parent.glob(pattern)) if target.parent.is_dir() else []
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return len(stale)
 
 
 @contextlib.contextmanager

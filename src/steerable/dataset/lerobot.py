@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from steerable.dataset.info import DatasetInfo, load_info
-from steerable.dataset.layout import CODEBASE_VERSION, INFO_PATH
+from steerable.dataset.layout import CODEBASE_VERSION, INFO_PATH, STATS_PATH
 from steerable.dataset.meta import EpisodeMeta, load_episodes, load_tasks
 from steerable.dataset.parquet import file_metadata, read_row_groups
 from steerable.errors import (
@@ -94,6 +94,16 @@ class LeRobotDataset:
         from steerable.language.tools import tools_from_info
 
         return tools_from_info(self.info.to_dict())
+
+    @cached_property
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """`meta/stats.json` (dataset-wide feature statistics); {} when absent or unreadable."""
+        path = self.root / STATS_PATH
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     @property
     def total_frames(self) -> int:
@@ -181,9 +191,7 @@ def _row_groups_for(meta: Any, column: int, episode_index: int) -> list[int]:
     hits: list[int] = []
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            hits.append(i)
-        elif stats.min <= episode_index <= stats.max:
+        if stats is None or not stats.has_min_max or stats.min <= episode_index <= stats.max:
             hits.append(i)
     return hits
 

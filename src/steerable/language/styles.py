@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 from steerable.errors import LanguageSchemaError
@@ -46,7 +47,7 @@ class _StyleRegistry:
     def __contains__(self, style: object) -> bool:
         return style in self._current()
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._current()))
 
     def __len__(self) -> int:

@@ -1,0 +1,28 @@
+"""One async client for vision-language models, whatever serves them.
+
+`make_vlm(config)` / `open_vlm(config)` build the configured backend: an OpenAI-compatible HTTP
+server (vLLM, SGLang, Ollama, hosted), vLLM replicas launched here, or an in-process transformers
+model. `ScriptedVLM` is a test double. Heavy dependencies are imported only by the backend using them.
+"""
+
+from steerable.vlm.config import VLMConfig
+from steerable.vlm.factory import NO_MODEL_MESSAGE, make_vlm, open_vlm, resolve_backend
+from steerable.vlm.images import image_data_url
+from steerable.vlm.jsonrepair import extract_json
+from steerable.vlm.protocol import Message, VLMClient, VLMStats
+from steerable.vlm.scripted import ScriptedCall, ScriptedVLM
+
+__all__ = [
+    "NO_MODEL_MESSAGE",
+    "Message",
+    "ScriptedCall",
+    "ScriptedVLM",
+    "VLMClient",
+    "VLMConfig",
+    "VLMStats",
+    "extract_json",
+    "image_data_url",
+    "make_vlm",
+    "open_vlm",
+    "resolve_backend",
+]

@@ -1,0 +1,322 @@
+"""Benchmark: render every frame of long annotated episodes, indexed timeline vs a plain scan.
+
+The scan renderer below is a straightforward implementation of the reference semantics (every
+resolver filters the whole persistent list, nth_* sorts it, templates are regex substitutions). Both
+render the same frames with `compat="lerobot"`, the outputs are compared frame by frame, and our
+default mode is timed alongside. Times are CPU seconds, best of `--repeat` runs.
+Run: `python benchmarks/render.py [--episodes 5 --frames 3000 --span 40]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+import time
+from collections.abc import Callable
+from hashlib import blake2b
+from typing import Any
+
+import numpy as np
+
+from steerable.recipes import EpisodeTimeline, Recipe, RenderOptions, load_recipe, render_sample
+from steerable.recipes.expressions import PLACEHOLDER_RE, ResolverCall
+
+FPS = 30
+CAMERAS = ("observation.images.top", "observation.images.wrist")
+Row = dict[str, Any]
+Episode = tuple[list[Row], list[list[Row]], list[float]]
+
+
+def make_episode(rng: random.Random, frames: int, span: int) -> Episode:
+    """A synthetic annotated episode: subtask/plan/memory/motion rows every `span` frames, events every ~30."""
+    times = [float(np.float32(i / FPS)) for i in range(frames)]
+    starts = list(range(0, frames, span))
+    names = [
+        f"subtask {k}: move the {rng.choice(['cup', 'plate', 'fork'])} {rng.choice(['left', 'right'])}"
+        for k in range(len(starts))
+    ]
+    persistent: list[Row] = [
+        {
+            "role": "user",
+            "content": f"tidy the table, variant {k}",
+            "style": "task_aug",
+            "timestamp": 0.0,
+            "camera": None,
+            "tool_calls": None,
+        }
+        for k in range(4)
+    ]
+    for k, start in enumerate(starts):
+        ts = times[start]
+        remaining = "\n".join(f"{i + 1}. {n}" for i, n in enumerate(names[k : k + 6]))
+        for style, text in (
+            ("subtask", names[k]),
+            ("plan", remaining),
+            ("memory", f"done {k} of {len(starts)}"),
+        ):
+            persistent.append(
+                {
+                    "role": "assistant",
+                    "content": text,
+                    "style": style,
+                    "timestamp": ts,
+                    "camera": None,
+                    "tool_calls": None,
+                }
+            )
+        persistent.append(
+            {
+                "role": "assistant",
+                "content": f"motion {k}",
+                "style": "motion",
+                "timestamp": times[min(start + span // 2, frames - 1)],
+                "camera": None,
+                "tool_calls": None,
+            }
+        )
+    persistent.sort(key=lambda r: (r["timestamp"], r["style"] or "", r["role"] or ""))
+    events: list[list[Row]] = [[] for _ in range(frames)]
+    for n, i in enumerate(range(15, frames, 30)):
+        i = min(frames - 1, i + rng.randint(-3, 3))
+        if n % 2:
+            events[i] = [
+                {
+                    "role": "user",
+                    "content": "wait, skip that",
+                    "style": "interjection",
+                    "camera": None,
+                    "tool_calls": None,
+                },
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "style": None,
+                    "camera": None,
+                    "tool_calls": [
+                        {"type": "function", "function": {"name": "say", "arguments": {"text": "Okay."}}}
+                    ],
+                },
+            ]
+        else:
+            for cam in CAMERAS:
+                events[i] += [
+                    {
+                        "role": "user",
+                        "content": f"how many cups ({cam})?",
+                        "style": "vqa",
+                        "camera": cam,
+                        "tool_calls": None,
+                    },
+                    {
+                        "role": "assistant",
+                        "content": '{"count": 2}',
+                        "style": "vqa",
+                        "camera": cam,
+                        "tool_calls": None,
+                    },
+                ]
+    return persistent, events, times
+
+
+# --- the plain-scan renderer (reference semantics) ---------------------------------------------------
+
+
+def _h(key: str) -> int:
+    return int.from_bytes(blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
+def _select_one(rows: list[Row]) -> Row | None:
+    if len(rows) > 1:
+        raise ValueError("ambiguous")
+    return rows[0] if rows else None
+
+
+def _match(row: Row, call: ResolverCall) -> bool:
+    return (
+        (call.style is None or row.get("style") == call.style)
+        and (call.role is None or row.get("role") == call.role)
+        and (call.camera is None or row.get("camera") == call.camera)
+        and (
+            call.tool_name is None
+            or any(
+                isinstance(c, dict) and c.get("function", {}).get("name") == call.tool_name
+                for c in row.get("tool_calls") or []
+            )
+        )
+    )
+
+
+def scan_resolve(call: ResolverCall, persistent: list[Row], events: list[Row], t: float) -> Row | None:
+    if call.resolver == "emitted_at":
+        if call.is_persistent:
+            return _select_one([r for r in persistent if _match(r, call) and abs(r["timestamp"] - t) <= 0.1])
+        return _select_one([r for r in events if _match(r, call)])
+    rows = [r for r in persistent if _match(r, call)]
+    if call.resolver == "active_at":
+        before = [r for r in rows if r["timestamp"] <= t]
+        if not before:
+            return None
+        latest = max(r["timestamp"] for r in before)
+        return _select_one([r for r in before if r["timestamp"] == latest])
+    rows.sort(key=lambda r: (r["timestamp"], r["style"] or "", r["role"] or ""))
+    anchor = max((i for i, r in enumerate(rows) if r["timestamp"] <= t), default=None)
+    offset = call.offset if call.resolver == "nth_next" else -call.offset
+    target = (offset - 1 if offset > 0 else -1) if anchor is None else anchor + offset
+    return rows[target] if 0 <= target < len(rows) else None
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return (value.get("content") or "") if isinstance(value, dict) else str(value)
+
+
+def _scan_component(
+    recipe: Recipe, persistent: list[Row], events: list[Row], t: float, idx: int, task: str
+) -> dict[str, Any] | None:
+    rephrasings = [r for r in persistent if r.get("style") == "task_aug" and r.get("role") == "user"]
+    values: dict[str, Any] = {
+        "task": task
+        if task is not None
+        else (rephrasings[_h(f"task_aug:{idx}") % len(rephrasings)]["content"] if rephrasings else None)
+    }
+    for name in recipe.referenced_binding_names() | set(recipe.bindings):
+        if name != "task":
+            values[name] = scan_resolve(recipe.binding(name), persistent, events, t)
+
+    def sub(s: str) -> str:
+        return PLACEHOLDER_RE.sub(lambda m: _text(values[m.group(1)]), s)
+
+    messages, streams, targets = [], [], []
+    for turn in recipe.messages or ():
+        if turn.if_present and values.get(turn.if_present) is None:
+            continue
+        msg: dict[str, Any] = {"role": turn.role}
+        if isinstance(turn.content, str):
+            msg["content"] = sub(turn.content)
+        elif turn.content is not None:
+            msg["content"] = [
+                {k: sub(v) if isinstance(v, str) else v for k, v in copy.deepcopy(b).items()}
+                for b in turn.content
+            ]
+        src = values.get(turn.tool_calls_from) if turn.tool_calls_from else None
+        if isinstance(src, dict) and src.get("tool_calls"):
+            msg["tool_calls"] = copy.deepcopy(src["tool_calls"])
+        if turn.target:
+            targets.append(len(messages))
+        messages.append(msg)
+        streams.append(turn.stream)
+    if not targets and "low_level" not in streams:
+        return None
+    return {"messages": messages, "message_streams": streams, "target_message_indices": targets}
+
+
+def _pick(weighted: list[tuple[float, Any]], key: str) -> Any:
+    draw = _h(key) / 2**64 * sum(w for w, _ in weighted)
+    cumulative = 0.0
+    for weight, item in weighted:
+        cumulative += weight
+        if draw < cumulative:
+            return item
+    return weighted[-1][1]
+
+
+def scan_render(
+    recipe: Recipe, persistent: list[Row], events: list[Row], t: float, idx: int, task: str
+) -> dict[str, Any] | None:
+    if recipe.blend is None:
+        return _scan_component(recipe, persistent, events, t, idx, task)
+    hits = [
+        (c.weight or 0.0, out)
+        for _, c in recipe.components()
+        if c.route == "vqa" and (out := _scan_component(c, persistent, events, t, idx, task)) is not None
+    ]
+    if hits:
+        return hits[0][1] if len(hits) == 1 else _pick(hits, f"vqa:{idx}")
+    component = _pick([(c.weight or 0.0, c) for c in recipe.blend.values()], str(idx))
+    return _scan_component(component, persistent, events, t, idx, task)
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def best_of(repeat: int, run: Callable[..., tuple[float, list[Any]]], *args: Any) -> tuple[float, list[Any]]:
+    """Best CPU time of `repeat` runs (other processes on a shared machine inflate wall time)."""
+    runs = [run(*args) for _ in range(repeat)]
+    return min(seconds for seconds, _ in runs), runs[0][1]
+
+
+def run_ours(recipe: Recipe, episodes: list[Episode], options: RenderOptions) -> tuple[float, list[Any]]:
+    out: list[Any] = []
+    start = time.process_time()
+    base = 0
+    for persistent, events, times in episodes:
+        timeline = EpisodeTimeline(persistent, fps=FPS)
+        for i, t in enumerate(times):
+            out.append(render_sample(recipe, timeline, t=t, frame_events=events[i], sample_idx=base + i,
+                                     task="tidy the table", options=options))
+        base += len(times)
+    return time.process_time() - start, out
+
+
+def run_scan(recipe: Recipe, episodes: list[Episode]) -> tuple[float, list[Any]]:
+    out: list[Any] = []
+    start = time.process_time()
+    base = 0
+    for persistent, events, times in episodes:
+        for i, t in enumerate(times):
+            out.append(scan_render(recipe, persistent, events[i], t, base + i, "tidy the table"))
+        base += len(times)
+    return time.process_time() - start, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=5)
+    parser.add_argument("--frames", type=int, default=3000)
+    parser.add_argument("--repeat", type=int, default=2, help="runs per renderer; the best CPU time counts")
+    parser.add_argument(
+        "--span", type=int, default=40, help="frames per subtask (sets the persistent row count)"
+    )
+    args = parser.parse_args()
+    rng = random.Random(0)
+    episodes = [make_episode(rng, args.frames, args.span) for _ in range(args.episodes)]
+    n = sum(len(e[2]) for e in episodes)
+    rows = len(episodes[0][0])
+    print(
+        f"{args.episodes} episodes x {args.frames} frames, {rows} persistent rows per episode, "
+        f"{sum(1 for e in episodes for ev in e[1] if ev)} event frames"
+    )
+    print(f"{'recipe':<24} {'renderer':<28} {'samples/s':>11} {'vs scan':>8} {'identical':>10}")
+    ratios: list[float] = []
+    ours_rates: list[float] = []
+    scan_rates: list[float] = []
+    all_same = True
+    for name in ("subtask_mem_vqa_speech", "hirobot"):
+        recipe = load_recipe(name)
+        scan_s, expected = best_of(args.repeat, run_scan, recipe, episodes)
+        lerobot_s, got = best_of(args.repeat, run_ours, recipe, episodes, RenderOptions(compat="lerobot"))
+        default_s, _ = best_of(args.repeat, run_ours, recipe, episodes, RenderOptions())
+        same = all((g.to_dict() if g is not None else None) == e for g, e in zip(got, expected, strict=True))
+        all_same &= same
+        ratios.append(scan_s / lerobot_s)
+        ours_rates.append(n / lerobot_s)
+        scan_rates.append(n / scan_s)
+        print(f"{name:<24} {'plain scan (reference)':<28} {n / scan_s:>11,.0f} {1.0:>7.1f}x {'-':>10}")
+        print(
+            f"{'':<24} {'timeline, compat=lerobot':<28} {n / lerobot_s:>11,.0f} {scan_s / lerobot_s:>7.1f}x "
+            f"{str(same).lower():>10}"
+        )
+        print(
+            f"{'':<24} {'timeline, steerable default':<28} {n / default_s:>11,.0f} {scan_s / default_s:>7.1f}x "
+            f"{'n/a':>10}"
+        )
+    print(
+        f"RESULT samples_per_s={min(ours_rates):.0f} scan_samples_per_s={min(scan_rates):.0f} "
+        f"speedup_min={min(ratios):.1f} identical={str(all_same).lower()} persistent_rows={rows} frames={n}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The episode pipeline: episodes flow through the modules concurrently, with staging and resume.
+
+There are no global phase barriers: each episode runs its modules in order while other episodes
+run theirs, so the VLM server always has work. A failure stays inside its episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from steerable.annotate.context import EpisodeContext, FrameCache
+from steerable.annotate.module import AnnotationModule, ModuleOutput
+from steerable.annotate.staging import StagedOutput, Staging, fingerprint_hash
+from steerable.dataset import EpisodeMeta, LeRobotDataset
+from steerable.errors import SteerableError
+
+__all__ = ["EpisodeResult", "Progress", "run_episodes"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EpisodeResult:
+    episode_index: int
+    outputs: dict[str, StagedOutput] = field(default_factory=dict)
+    reused: list[str] = field(default_factory=list)  # modules taken from staging (resume)
+    failure: str | None = None  # "module: reason" when the episode failed
+    seconds: float = 0.0
+
+
+@dataclass
+class Progress:
+    """Live counters the display reads; updated from the event loop only."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    resumed: int = 0
+    running: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+async def run_episodes(
+    dataset: LeRobotDataset,
+    episodes: Sequence[EpisodeMeta],
+    modules: Sequence[AnnotationModule],
+    staging: Staging,
+    *,
+    seed: int,
+    vlm: Any | None,
+    camera: str | None,
+    parallelism: int,
+    force: bool = False,
+    progress: Progress | None = None,
+    debug: bool = False,
+) -> list[EpisodeResult]:
+    """Run every module on every episode (bounded concurrency); results in episode order."""
+    progress = progress or Progress()
+    progress.total = len(episodes)
+    hashes = _chain_hashes(modules)
+    gate = asyncio.Semaphore(max(1, parallelism))
+
+    async def one(ep: EpisodeMeta) -> EpisodeResult:
+        async with gate:
+            progress.running += 1
+            try:
+                return await _run_episode(
+                    dataset, ep, modules, hashes, staging, seed=seed, vlm=vlm, camera=camera,
+                    force=force, debug=debug,
+                )
+            finally:
+                progress.running -= 1
+
+    async def tracked(ep: EpisodeMeta) -> EpisodeResult:
+        result = await one(ep)
+        if result.failure:
+            progress.failed += 1
+        else:
+            progress.done += 1
+            if result.reused and len(result.reused) == len(modules):
+                progress.resumed += 1
+        return result
+
+    return list(await asyncio.gather(*(tracked(ep) for ep in episodes)))
+
+
+def _chain_hashes(modules: Sequence[AnnotationModule]) -> dict[str, str]:
+    """Each module's hash covers its own fingerprint and those of the modules it reads."""
+    hashes: dict[str, str] = {}
+    for module in modules:
+        upstream = {name: hashes.get(name, "absent") for name in module.requires}
+        hashes[module.name] = fingerprint_hash({"self": module.fingerprint(), "upstream": upstream})
+    return hashes
+
+
+async def _run_episode(
+    dataset: LeRobotDataset,
+    ep: EpisodeMeta,
+    modules: Sequence[AnnotationModule],
+    hashes: dict[str, str],
+    staging: Staging,
+    *,
+    seed: int,
+    vlm: Any | None,
+    camera: str | None,
+    force: bool,
+    debug: bool,
+) -> EpisodeResult:
+    started = time.monotonic()
+    result = EpisodeResult(ep.episode_index)
+    ctx: EpisodeContext | None = None
+    current = "setup"
+    try:
+        for module in modules:
+            current = module.name
+            if not force and staging.is_current(ep.episode_index, module.name, hashes[module.name]):
+                staged = staging.load(ep.episode_index, module.name)
+                assert staged is not None
+                result.reused.append(module.name)
+            else:
+                if ctx is None:
+                    ctx = await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera)
+                ctx.upstream = {n: o.rows for n, o in result.outputs.items()}
+                ctx.upstream_meta = {n: o.meta for n, o in result.outputs.items()}
+                output: ModuleOutput = await module.run(ctx)
+                staging.save(
+                    ep.episode_index, module.name, output.rows, fingerprint=hashes[module.name],
+                    meta=output.meta, notes=output.notes,
+                )
+                staged = StagedOutput(output.rows, output.meta, output.notes, hashes[module.name])
+            result.outputs[module.name] = staged
+    except (SteerableError, OSError, ValueError) as exc:
+        if debug:
+            raise
+        result.failure = f"{current}: {exc}"
+        log.warning("episode %d failed in %s: %s", ep.episode_index, current, exc)
+    except Exception as exc:  # a bug: keep the run going, but keep the evidence
+        if debug:
+            raise
+        result.failure = f"{current}: internal error {type(exc).__name__}: {exc}"
+        log.error("episode %d crashed in %s:\n%s", ep.episode_index, current, traceback.format_exc())
+    finally:
+        if ctx is not None and ctx.frames is not None:
+            ctx.frames.release()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def _context(
+    dataset: LeRobotDataset, ep: EpisodeMeta, *, seed: int, vlm: Any | None, camera: str | None
+) -> EpisodeContext:
+    timestamps = await asyncio.to_thread(dataset.episode_timestamps, ep.episode_index)
+    return EpisodeContext(
+        dataset=dataset,
+        episode=ep,
+        timestamps=timestamps,
+        task=dataset.task_of(ep),
+        seed=seed,
+        vlm=vlm,
+        camera=camera,
+        frames=FrameCache(dataset, ep),
+    )

@@ -1,0 +1,1 @@
+"""The annotation modules (plan, interjections, vqa), one package each."""

@@ -1,0 +1,48 @@
+"""The memory chain: after each completed subtask, a short first-person account of progress so far.
+
+All memories of an episode come from ONE text-only call that sees the whole subtask list, instead
+of one chained call per boundary: the chain stays consistent and costs one round-trip. If the model
+cannot produce them, memories are built from the completed subtask labels instead (and noted).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from steerable.annotate.modules.plan.prompting import memory_schema, text_message
+from steerable.annotate.modules.plan.spans import clean_label
+from steerable.annotate.prompts import load_prompt
+from steerable.errors import VLMReplyError
+
+__all__ = ["memory_chain", "template_memories"]
+
+log = logging.getLogger(__name__)
+
+
+def template_memories(labels: Sequence[str]) -> list[str]:
+    """Memory i lists the subtasks completed before boundary i+1 (no model involved)."""
+    return [f"Completed so far: {'; '.join(labels[: i + 1])}." for i in range(len(labels) - 1)]
+
+
+async def memory_chain(vlm: Any, task: str, labels: Sequence[str], affinity: str) -> tuple[list[str], bool]:
+    """One memory per subtask boundary (len(labels) - 1 of them), and whether the model wrote them."""
+    count = len(labels) - 1
+    if count < 1:
+        return [], True
+    numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, 1))
+    text = load_prompt("plan_memory").render(task=task, subtasks=numbered, count=count)
+    try:
+        reply = await vlm.generate_json(
+            text_message(text), memory_schema(count), affinity=affinity, purpose="plan.memory"
+        )
+    except VLMReplyError as exc:
+        log.info("%s: memories from subtask labels instead: %s", affinity, exc)
+        return template_memories(labels), False
+    raw = reply.get("memories") if isinstance(reply, dict) else None
+    memories = [clean_label(m) for m in raw] if isinstance(raw, list) else []
+    if len(memories) != count or not all(memories):
+        return template_memories(labels), False
+    # clean_label drops the final period that labels must not carry; memories are sentences.
+    return [m if m.endswith(("!", "?")) else f"{m}." for m in memories], True

@@ -1,0 +1,119 @@
+"""What the plan module sends: sampled frames as contact sheets, chat messages, reply schemas."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from steerable.annotate.modules.plan.config import PlanConfig
+from steerable.annotate.prompts import load_prompt
+from steerable.annotate.sheets import ContactSheet, build_contact_sheets
+
+__all__ = [
+    "DESCRIBE_SCHEMA",
+    "REPHRASINGS_SCHEMA",
+    "SEGMENT_SCHEMA",
+    "TASK_SCHEMA",
+    "SampledVideo",
+    "memory_schema",
+    "text_message",
+    "vision_message",
+]
+
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string"}},
+    "required": ["task"],
+}
+REPHRASINGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"rephrasings": {"type": "array", "items": {"type": "string"}}},
+    "required": ["rephrasings"],
+}
+DESCRIBE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"description": {"type": "string"}},
+    "required": ["description"],
+}
+SEGMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "subtasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}, "start": {"type": "number"}},
+                "required": ["text", "start"],
+            },
+        }
+    },
+    "required": ["subtasks"],
+}
+
+
+def memory_schema(count: int) -> dict[str, Any]:
+    """Exactly one memory per completed subtask, so a reply can never shift memories between boundaries."""
+    return {
+        "type": "object",
+        "properties": {
+            "memories": {"type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count}
+        },
+        "required": ["memories"],
+    }
+
+
+def text_message(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def vision_message(sheets: Sequence[ContactSheet], text: str) -> list[dict[str, Any]]:
+    """Sheets first, then the instructions that refer to them."""
+    blocks: list[dict[str, Any]] = [{"type": "image", "image": sheet.image} for sheet in sheets]
+    blocks.append({"type": "text", "text": text})
+    return [{"role": "user", "content": blocks}]
+
+
+class SampledVideo:
+    """An episode's frames sampled for prompting (decoded once), served as badged contact sheets."""
+
+    def __init__(self, times: Sequence[float], frames: Sequence[np.ndarray], config: PlanConfig) -> None:
+        if len(times) != len(frames):
+            raise ValueError(f"{len(frames)} frames decoded for {len(times)} sampled times")
+        self.times = [float(t) for t in times]
+        self._frames = {t: f for t, f in zip(self.times, frames, strict=True)}
+        self._config = config
+
+    def overview(self) -> list[float]:
+        """At most `max_frames_per_prompt` times spread evenly over the whole episode."""
+        limit = self._config.max_frames_per_prompt
+        if len(self.times) <= limit:
+            return list(self.times)
+        picks = np.unique(np.linspace(0, len(self.times) - 1, limit).round().astype(int))
+        return [self.times[i] for i in picks]
+
+    async def sheets(self, times: Sequence[float]) -> list[ContactSheet]:
+        """Contact sheets of the given sampled times (tiled off the event loop)."""
+        c = self._config
+        return await asyncio.to_thread(
+            build_contact_sheets,
+            [self._frames[t] for t in times],
+            list(times),
+            columns=c.contact_sheet_columns,
+            per_sheet=c.contact_sheet_frames_per_sheet,
+            frame_width=c.contact_sheet_frame_width,
+            quality=c.contact_sheet_quality,
+        )
+
+    def guide(self, sheets: Sequence[ContactSheet]) -> str:
+        """The how-to-read-the-sheets preamble for these sheets."""
+        times = [t for sheet in sheets for t in sheet.times]
+        return load_prompt("plan_sheet_guide").render(
+            sheet_count=len(sheets),
+            frame_count=len(times),
+            start=f"{times[0]:.2f}",
+            end=f"{times[-1]:.2f}",
+            columns=self._config.contact_sheet_columns,
+        )

@@ -1,0 +1,41 @@
+"""The no-model motion annotator: keystates, motion primitives and heuristic subtasks from proprioception.
+
+Pure functions over numpy arrays of one episode; the annotation pipeline reads the frames and
+writes the rows. Algorithm, thresholds and limits: docs/motion.md.
+"""
+
+from steerable.annotate.motion.config import MotionConfig
+from steerable.annotate.motion.dims import DimSelection, Gripper, find_dims
+from steerable.annotate.motion.keystates import Keystate, KeystateKind, detect_keystates
+from steerable.annotate.motion.metrics import (
+    MatchScore,
+    boundary_mae,
+    event_precision_recall,
+    segmentation_f1,
+    spans_from_starts,
+)
+from steerable.annotate.motion.primitives import Primitive, motion_rows, primitive_segments
+from steerable.annotate.motion.snap import PAUSES_ONLY, snap_boundaries
+from steerable.annotate.motion.subtasks import Granularity, heuristic_subtasks
+
+__all__ = [
+    "DimSelection",
+    "Granularity",
+    "Gripper",
+    "Keystate",
+    "KeystateKind",
+    "MatchScore",
+    "MotionConfig",
+    "PAUSES_ONLY",
+    "Primitive",
+    "boundary_mae",
+    "detect_keystates",
+    "event_precision_recall",
+    "find_dims",
+    "heuristic_subtasks",
+    "motion_rows",
+    "primitive_segments",
+    "segmentation_f1",
+    "snap_boundaries",
+    "spans_from_starts",
+]

@@ -1,0 +1,78 @@
+"""`steerable make-dataset synthetic --out DIR`: generate a dataset whose ground truth is known."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from steerable.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "make-dataset",
+        help="generate a LeRobot v3 dataset with ground truth (a simulated tabletop)",
+        description="Generate scripted tabletop demonstrations as a LeRobot v3 dataset, with "
+        "meta/steerable_ground_truth.json holding the true subtasks, gripper events and object boxes.",
+    )
+    parser.add_argument("kind", choices=["synthetic"], help="what to generate")
+    parser.add_argument("--out", required=True, type=Path, help="folder to create (must be new or empty)")
+    parser.add_argument("--episodes", type=int, default=20, help="number of episodes (default 20)")
+    parser.add_argument("--cameras", default="top,wrist", help="comma-separated cameras: top, wrist")
+    parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files")
+    parser.add_argument("--fps", type=int, default=15, help="frames per second (default 15)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it already holds a dataset"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from steerable.dataset.info import load_info
+    from steerable.synthetic import generate_synthetic
+
+    out: Path = args.out.expanduser().resolve()
+    _check_out(out, args.overwrite)
+    cameras = [c.strip() for c in args.cameras.split(",") if c.strip()]
+    started = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and swap it in, so a failed run leaves any previous dataset intact.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a dataset folder is an ordinary one
+    try:
+        generate_synthetic(staging, episodes=args.episodes, cameras=cameras, seed=args.seed, fps=args.fps)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(staging)
+    info = load_info(out)
+    print(
+        f"{out}: {info.total_episodes} episodes, {info.total_frames} frames "
+        f"({info.total_frames / info.fps:.1f} s at {info.fps} fps), made in {time.perf_counter() - started:.1f} s"
+    )
+    return 0
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder path")
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"--out {out} is not empty; pass --overwrite to replace it, or choose a new folder")
+    if not (out / "meta" / "info.json").is_file():
+        raise ConfigError(
+            f"refusing to overwrite {out}: it is not a LeRobot dataset (no meta/info.json); "
+            "delete it yourself or choose a new folder"
+        )

@@ -1,0 +1,46 @@
+"""`steerable sheets DATASET --episode E --out DIR`: write the contact sheets the plan module shows a model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "sheets", help="write an episode's timestamped contact sheets (what the plan module's model sees) as JPEG"
+    )
+    parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
+    parser.add_argument("--episode", type=int, required=True, help="episode index")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the JPEG files (created if needed)")
+    parser.add_argument("--camera", default=None, help="camera feature (default: the first video camera)")
+    parser.add_argument(
+        "--frames_per_second", type=float, default=None, help="sampling rate (default: --plan.frames_per_second's)"
+    )
+    parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from steerable.annotate.modules.plan.config import PlanConfig
+    from steerable.annotate.modules.plan.preview import episode_sheets
+    from steerable.dataset import open_dataset
+    from steerable.dataset.atomic import atomic_write_bytes, atomic_write_json
+
+    dataset = open_dataset(args.dataset, revision=args.revision)
+    camera = args.camera or next(iter(dataset.camera_keys), None)
+    settings = {} if args.frames_per_second is None else {"frames_per_second": args.frames_per_second}
+    windows = episode_sheets(dataset, args.episode, camera=camera, config=PlanConfig(**settings))
+    index: list[dict[str, object]] = []
+    frames = 0
+    for window in windows:
+        for number, sheet in enumerate(window.sheets):
+            name = f"episode_{args.episode:06d}_{camera}_w{window.window:02d}_s{number:02d}.jpg"
+            atomic_write_bytes(args.out / name, sheet.jpeg)
+            index.append({"file": name, "window": window.window, "times": sheet.times})
+            frames += len(sheet.times)
+    atomic_write_json(args.out / f"episode_{args.episode:06d}_{camera}_sheets.json", index)
+    print(f"wrote {len(index)} sheet(s) of {frames} frames in {len(windows)} window(s) to {args.out}")
+    return 0

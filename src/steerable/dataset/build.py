@@ -1,0 +1,397 @@
+"""Write a NEW LeRobot v3 dataset episode by episode, in the layout LeRobot itself produces.
+
+Several episodes share each data parquet (one row group per episode) and each camera's mp4
+(episodes back to back, located by from/to timestamps). `finalize` writes the metadata, with
+`meta/info.json` last, so a dataset without info.json is an unfinished one. Every file is
+written to a temp file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from steerable.dataset.atomic import atomic_path, atomic_write_json
+from steerable.dataset.info import DatasetInfo, write_info
+from steerable.dataset.layout import (
+    CODEBASE_VERSION,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_DATA_PATH,
+    DEFAULT_FEATURES,
+    DEFAULT_VIDEO_PATH,
+    EPISODES_PATH,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+)
+from steerable.dataset.stats import (
+    ImageStatsAccumulator,
+    aggregate_stats,
+    numeric_stats,
+    sample_frame_indices,
+    stats_to_lists,
+)
+from steerable.dataset.video import VideoWriter
+from steerable.errors import ConfigError, DatasetError
+
+__all__ = ["DatasetBuilder", "frame_timestamps"]
+
+_ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32()}
+_VIDEO_CODECS = ("h264", "av1")
+_TASKS_SCHEMA = pa.schema([("task_index", pa.int64()), ("task", pa.string())])
+
+
+def frame_timestamps(length: int, fps: int) -> np.ndarray:
+    """Episode-relative frame times as LeRobot stores them: frame_index / fps in double, then float32."""
+    return (np.arange(length, dtype=np.float64) / fps).astype(np.float32)
+
+
+def _hf_feature(dtype: str, shape: list[int]) -> dict[str, Any]:
+    value = {"dtype": dtype, "_type": "Value"}
+    return value if shape == [1] else {"feature": value, "length": shape[0], "_type": "List"}
+
+
+class DatasetBuilder:
+    """Builds a LeRobot v3 dataset under `root` (which must not hold one yet).
+
+    `features` maps each non-default feature to {"dtype", "shape", "names"}: numeric dtypes with
+    shape [n] become columns, dtype "video" with shape [height, width, 3] becomes an mp4 per camera.
+    Used as a context manager, a clean exit finalizes and an exception discards unfinished files.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fps: int,
+        features: dict[str, dict[str, Any]],
+        robot_type: str | None,
+        episodes_per_file: int = 10,
+        video_codec: str = "h264",
+        video_crf: int = 23,
+    ) -> None:
+        if fps <= 0 or episodes_per_file <= 0:
+            raise ConfigError(
+                f"fps and episodes_per_file must be positive, got {fps} and {episodes_per_file}"
+            )
+        if video_codec not in _VIDEO_CODECS:
+            raise ConfigError(f"video_codec must be one of {_VIDEO_CODECS}, got {video_codec!r}")
+        self.root = Path(root)
+        if (self.root / INFO_PATH).exists():
+            raise DatasetError(f"{self.root} already holds a dataset; build into a new or empty folder")
+        self.fps, self.robot_type, self.episodes_per_file = fps, robot_type, episodes_per_file
+        self.video_codec, self.video_crf = video_codec, video_crf
+        self.features = self._check_features(features)
+        self.video_keys = [k for k, f in self.features.items() if f["dtype"] == "video"]
+        self.column_keys = [k for k in self.features if k not in self.video_keys]
+        if not self.column_keys:
+            raise ConfigError(
+                "declare at least one non-video feature (e.g. the state): it sets episode lengths"
+            )
+        self._schema = self._data_schema()
+        self._tasks: dict[str, int] = {}
+        self._episodes: list[dict[str, Any]] = []
+        self._stats: list[dict[str, dict[str, np.ndarray]]] = []
+        self._frames = 0
+        self._file_number = -1  # files are numbered across chunks; -1: none open yet
+        self._group_tables: list[pa.Table] = []
+        self._group_video_frames: dict[str, int] = {}
+        self._writers: dict[str, VideoWriter] = {}
+        self._open = contextlib.ExitStack()
+        self._finalized = False
+
+    # -- set-up -----------------------------------------------------------------------------
+    def _check_features(self, features: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        checked: dict[str, dict[str, Any]] = {}
+        for name, spec in features.items():
+            if name in DEFAULT_FEATURES:
+                raise ConfigError(f"feature {name!r} is a default column the builder writes itself")
+            dtype, shape = spec.get("dtype"), list(spec.get("shape") or [])
+            if dtype == "video":
+                if len(shape) != 3 or shape[2] != 3:
+                    raise ConfigError(f"video feature {name!r} needs shape [height, width, 3], got {shape}")
+                checked[name] = {
+                    "dtype": "video",
+                    "shape": shape,
+                    "names": ["height", "width", "channels"],
+                    "info": {
+                        "video.height": shape[0],
+                        "video.width": shape[1],
+                        "video.codec": self.video_codec,
+                        "video.pix_fmt": "yuv420p",
+                        "video.is_depth_map": False,
+                        "video.fps": self.fps,
+                        "video.channels": 3,
+                        "has_audio": False,
+                    },
+                }
+            elif dtype in _ARROW_TYPES and len(shape) == 1 and shape[0] >= 1:
+                checked[name] = {"dtype": dtype, "shape": shape, "names": spec.get("names")}
+            else:
+                raise ConfigError(
+                    f"feature {name!r}: unsupported dtype/shape {dtype!r} {shape}; "
+                    f"use one of {sorted(_ARROW_TYPES)} with shape [n], or 'video' with [h, w, 3]"
+                )
+        return checked
+
+    def _data_schema(self) -> pa.Schema:
+        specs = {k: self.features[k] for k in self.column_keys} | DEFAULT_FEATURES
+        fields = []
+        for name, spec in specs.items():
+            value = _ARROW_TYPES[spec["dtype"]]
+            n = spec["shape"][0]
+            fields.append(pa.field(name, value if spec["shape"] == [1] else pa.list_(value, n)))
+        hf = {"info": {"features": {k: _hf_feature(s["dtype"], s["shape"]) for k, s in specs.items()}}}
+        return pa.schema(fields, metadata={"huggingface": json.dumps(hf)})
+
+    # -- episodes ---------------------------------------------------------------------------
+    def add_episode(
+        self,
+        task: str,
+        columns: dict[str, np.ndarray],
+        videos: dict[str, Iterable[np.ndarray]] | None = None,
+    ) -> int:
+        """Append one episode (frame columns + camera frames); returns its episode index."""
+        if self._finalized:
+            raise DatasetError(f"{self.root} is already finalized; start a new DatasetBuilder")
+        episode = len(self._episodes)
+        values = self._typed_columns(episode, task, columns, videos or {})
+        length = len(next(iter(values.values())))
+        if len(self._group_tables) == self.episodes_per_file or self._file_number < 0:
+            self._next_file()
+        chunk, file = divmod(self._file_number, DEFAULT_CHUNK_SIZE)
+        task_index = self._tasks.setdefault(task, len(self._tasks))
+        table = self._episode_table(episode, task_index, values, length)
+        self._group_tables.append(table)
+        stats = {k: numeric_stats(v) for k, v in values.items()}
+        row: dict[str, Any] = {
+            "episode_index": episode,
+            "tasks": [task],
+            "length": length,
+            "data/chunk_index": chunk,
+            "data/file_index": file,
+            "dataset_from_index": self._frames,
+            "dataset_to_index": self._frames + length,
+        }
+        for key in self.video_keys:
+            start = self._group_video_frames.get(key, 0)
+            stats[key] = self._encode(episode, key, (videos or {})[key], length, chunk, file)
+            row[f"videos/{key}/chunk_index"] = chunk
+            row[f"videos/{key}/file_index"] = file
+            row[f"videos/{key}/from_timestamp"] = start / self.fps
+            row[f"videos/{key}/to_timestamp"] = (start + length) / self.fps
+        for name in DEFAULT_FEATURES:
+            stats[name] = numeric_stats(table.column(name).to_numpy())
+        self._stats.append({k: stats[k] for k in (*self.features, *DEFAULT_FEATURES)})
+        self._episodes.append(row)
+        self._frames += length
+        return episode
+
+    def _typed_columns(
+        self, episode: int, task: str, columns: dict[str, np.ndarray], videos: dict[str, Iterable[np.ndarray]]
+    ) -> dict[str, np.ndarray]:
+        """Check an episode's inputs before anything is written; return (n, dim) arrays as stored."""
+        if not task:
+            raise DatasetError(f"episode {episode}: the task string is empty")
+        if set(columns) != set(self.column_keys):
+            raise DatasetError(
+                f"episode {episode}: columns {sorted(columns)} != features {sorted(self.column_keys)}"
+            )
+        if set(videos) != set(self.video_keys):
+            raise DatasetError(
+                f"episode {episode}: videos {sorted(videos)} != cameras {sorted(self.video_keys)}"
+            )
+        typed = {k: np.asarray(columns[k], dtype=self.features[k]["dtype"]) for k in self.column_keys}
+        lengths = {len(v) for v in typed.values()}
+        if len(lengths) > 1 or 0 in lengths:
+            raise DatasetError(f"episode {episode}: columns have different or zero lengths {sorted(lengths)}")
+        n = lengths.pop()
+        for key, values in typed.items():
+            dims = self.features[key]["shape"][0]
+            if values.size != n * dims:
+                raise DatasetError(
+                    f"episode {episode}: {key!r} has shape {values.shape}, expected ({n}, {dims})"
+                )
+            typed[key] = values.reshape(n, dims)
+        return typed
+
+    def _episode_table(
+        self, episode: int, task_index: int, values: dict[str, np.ndarray], n: int
+    ) -> pa.Table:
+        arrays: list[pa.Array] = []
+        for key in self.column_keys:
+            spec = self.features[key]
+            flat = pa.array(values[key].ravel(), type=_ARROW_TYPES[spec["dtype"]])
+            arrays.append(
+                flat if spec["shape"] == [1] else pa.FixedSizeListArray.from_arrays(flat, spec["shape"][0])
+            )
+        frame_index = np.arange(n, dtype=np.int64)
+        arrays += [
+            pa.array(frame_timestamps(n, self.fps)),
+            pa.array(frame_index),
+            pa.array(np.full(n, episode, dtype=np.int64)),
+            pa.array(frame_index + self._frames),
+            pa.array(np.full(n, task_index, dtype=np.int64)),
+        ]
+        return pa.Table.from_arrays(arrays, schema=self._schema)
+
+    def _encode(
+        self, episode: int, key: str, frames: Iterable[np.ndarray], length: int, chunk: int, file: int
+    ) -> dict[str, np.ndarray]:
+        height, width = self.features[key]["shape"][:2]
+        writer = self._writers.get(key)
+        if writer is None:
+            path = self.root / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
+            writer = VideoWriter(path, self.fps, width, height, codec=self.video_codec, crf=self.video_crf)
+            self._writers[key] = self._open.enter_context(writer)
+        sampled = set(sample_frame_indices(length).tolist())
+        acc = ImageStatsAccumulator()
+        count = 0
+        for i, frame in enumerate(frames):
+            if frame.shape != (height, width, 3) or frame.dtype != np.uint8:
+                raise DatasetError(
+                    f"episode {episode}, {key}: frame {i} is {frame.shape} {frame.dtype}, "
+                    f"expected ({height}, {width}, 3) uint8"
+                )
+            writer.write(frame)
+            if i in sampled:
+                acc.add(frame)
+            count += 1
+        if count != length:
+            raise DatasetError(f"episode {episode}, {key}: got {count} frames for {length} rows of data")
+        self._group_video_frames[key] = self._group_video_frames.get(key, 0) + count
+        return acc.stats()
+
+    def _next_file(self) -> None:
+        self._close_file()
+        self._file_number += 1
+
+    def _close_file(self) -> None:
+        """Finish the open data parquet and mp4s of the current file group."""
+        if not self._group_tables:
+            return
+        chunk, file = divmod(self._file_number, DEFAULT_CHUNK_SIZE)
+        path = self.root / DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)
+        with atomic_path(path) as tmp, pq.ParquetWriter(tmp, self._schema, compression="snappy") as pw:
+            for table in self._group_tables:
+                pw.write_table(table, row_group_size=table.num_rows)  # one row group per episode
+        self._open.close()  # finishes and renames every mp4 of the group
+        self._open = contextlib.ExitStack()
+        self._writers.clear()
+        self._group_tables = []
+        self._group_video_frames = {}
+
+    # -- metadata ---------------------------------------------------------------------------
+    def finalize(self) -> Path:
+        """Close the last files and write episodes, tasks, stats and (last) info.json."""
+        if self._finalized:
+            return self.root
+        if not self._episodes:
+            raise DatasetError(f"no episodes were added to {self.root}; nothing to finalize")
+        self._close_file()
+        self._write_episodes()
+        self._write_tasks()
+        per_feature = {k: aggregate_stats([s[k] for s in self._stats]) for k in self._stats[0]}
+        atomic_write_json(self.root / STATS_PATH, {k: stats_to_lists(v) for k, v in per_feature.items()})
+        info = DatasetInfo(
+            codebase_version=CODEBASE_VERSION,
+            fps=self.fps,
+            features={**self.features, **DEFAULT_FEATURES},
+            total_episodes=len(self._episodes),
+            total_frames=self._frames,
+            total_tasks=len(self._tasks),
+            chunks_size=DEFAULT_CHUNK_SIZE,
+            data_path=DEFAULT_DATA_PATH,
+            video_path=DEFAULT_VIDEO_PATH if self.video_keys else None,
+            robot_type=self.robot_type,
+            splits={"train": f"0:{len(self._episodes)}"},
+        )
+        write_info(self.root, info)
+        self._finalized = True
+        return self.root
+
+    def _write_episodes(self) -> None:
+        rows = []
+        for row, stats in zip(self._episodes, self._stats, strict=True):
+            full = dict(row)
+            for feature, values in stats.items():
+                for stat, value in stats_to_lists(values).items():
+                    full[f"stats/{feature}/{stat}"] = value
+            full["meta/episodes/chunk_index"] = 0
+            full["meta/episodes/file_index"] = 0
+            rows.append(full)
+        table = pa.Table.from_pylist(rows)
+        with atomic_path(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0)) as tmp:
+            pq.write_table(table, tmp, compression="snappy")
+
+    def _write_tasks(self) -> None:
+        names = list(self._tasks)
+        indices = [self._tasks[t] for t in names]
+        try:
+            import pandas as pd
+        except ImportError:
+            table = _tasks_table_without_pandas(names, indices)
+        else:
+            df = pd.DataFrame({"task_index": indices}, index=pd.Index(names, name="task"))
+            # Explicit schema: pandas 3 would otherwise store large_string, LeRobot's files hold string.
+            table = pa.Table.from_pandas(df, schema=_TASKS_SCHEMA)
+        with atomic_path(self.root / TASKS_PATH) as tmp:
+            pq.write_table(table, tmp, compression="snappy")
+
+    # -- context manager --------------------------------------------------------------------
+    def __enter__(self) -> DatasetBuilder:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            self.finalize()
+        else:
+            self._open.__exit__(exc_type, exc, tb)  # the video writers drop their temp files
+
+
+def _tasks_table_without_pandas(names: list[str], indices: list[int]) -> pa.Table:
+    """The table pandas would write for a DataFrame indexed by `task`, with the same metadata."""
+    meta = {
+        "index_columns": ["task"],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
+        ],
+        "attributes": {},
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+    }
+    table = pa.Table.from_arrays(
+        [pa.array(indices, pa.int64()), pa.array(names, pa.string())], schema=_TASKS_SCHEMA
+    )
+    return table.replace_schema_metadata({"pandas": json.dumps(meta)})

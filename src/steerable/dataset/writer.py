@@ -1,0 +1,274 @@
+"""Write language rows into a dataset's data shards: validated first, then each file atomically.
+
+Every rewritten shard gets both language columns in the canonical Arrow types, one row group per
+episode, and every other column, type, order and schema metadata as it was (a legacy
+`subtask_index` / `tools` column is dropped). Episodes not in the update keep their rows. A shard
+is rewritten when it holds an updated episode, or when it lacks the language columns: info.json
+declares them for the whole dataset, and LeRobot's loader needs every shard to match it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from steerable.dataset.atomic import atomic_path, atomic_write_json, remove_stale_temps
+from steerable.dataset.info import load_info
+from steerable.dataset.layout import INFO_PATH
+from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.parquet import file_metadata, read_parquet
+from steerable.errors import CorruptDatasetError, WriteError
+from steerable.language import (
+    LANGUAGE_COLUMNS,
+    LANGUAGE_EVENTS,
+    LANGUAGE_PERSISTENT,
+    SAY_TOOL,
+    Problem,
+    events_array,
+    events_column_type,
+    language_feature_info,
+    language_hf_features,
+    merge_tools,
+    persistent_array,
+    persistent_column_type,
+    raise_for_problems,
+    rows_from_arrow,
+    sort_events,
+    sort_persistent,
+    to_float32,
+    validate_rows,
+)
+
+__all__ = ["EpisodeLanguage", "WriteReport", "write_language"]
+
+logger = logging.getLogger(__name__)
+
+# Columns of older LeRobot versions that the language columns replace.
+_LEGACY_COLUMNS = ("subtask_index", "tools")
+
+
+@dataclass(frozen=True)
+class EpisodeLanguage:
+    """One episode's language: persistent rows, and events as (emission time, row) pairs."""
+
+    persistent: list[dict[str, Any]] = field(default_factory=list)
+    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What a write changed: shard files rewritten, episodes written, language rows, frame rows."""
+
+    shards: tuple[Path, ...]
+    episodes: tuple[int, ...]
+    rows: int
+    frames: int
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    timestamps: np.ndarray  # the stored float32 `timestamp` of every row
+    runs: list[tuple[int, int, int]]  # (episode_index, first row, end row), in file order
+
+    def run_of(self, episode_index: int) -> tuple[int, int]:
+        for ep, start, stop in self.runs:
+            if ep == episode_index:
+                return start, stop
+        raise CorruptDatasetError(
+            f"{self.path} holds no rows of episode {episode_index}, though the episode metadata points "
+            "there; the dataset is inconsistent"
+        )
+
+
+def write_language(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> WriteReport:
+    """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
+
+    Event rows land on the frame whose stored float32 timestamp equals their emission time exactly.
+    Writing the same updates twice gives byte-identical files. `ds.info` is reloaded afterwards.
+    """
+    updates = {int(ep): lang for ep, lang in updates.items()}
+    shards = _plan(ds, updates)
+    _validate(ds, shards, updates)
+    frames = 0
+    for shard in shards:
+        frames += _rewrite(shard, updates)
+        logger.info("rewrote %s (%d frames)", shard.path, len(shard.timestamps))
+    _update_info(ds)
+    rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
+    return WriteReport(tuple(s.path for s in shards), tuple(sorted(updates)), rows, frames)
+
+
+# -- planning and validation (reads only) ---------------------------------------------------------
+
+
+def _plan(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> list[_Shard]:
+    targets = {ds.data_path(ds.episode(ep)) for ep in updates}
+    for path in ds.data_files():
+        names = file_metadata(path).schema.to_arrow_schema().names
+        if not all(column in names for column in LANGUAGE_COLUMNS):
+            targets.add(path)
+    return [_read_shard(path) for path in sorted(targets)]
+
+
+def _read_shard(path: Path) -> _Shard:
+    table = read_parquet(path, ["episode_index", "timestamp"])
+    episodes = table.column("episode_index").to_numpy()
+    timestamps = table.column("timestamp").to_numpy().astype(np.float32, copy=False)
+    starts = [0, *(np.flatnonzero(np.diff(episodes)) + 1).tolist()] if len(episodes) else []
+    ends = [*starts[1:], len(episodes)]
+    runs = [(int(episodes[a]), a, b) for a, b in zip(starts, ends, strict=True)]
+    seen = [ep for ep, _, _ in runs]
+    if len(set(seen)) != len(seen):
+        raise CorruptDatasetError(
+            f"{path} has the rows of an episode in more than one place; steerable writes shards "
+            "whose episodes are contiguous (as LeRobot records them)"
+        )
+    return _Shard(path, timestamps, runs)
+
+
+def _validate(ds: LeRobotDataset, shards: Sequence[_Shard], updates: Mapping[int, EpisodeLanguage]) -> None:
+    by_path = {shard.path: shard for shard in shards}
+    problems: list[Problem] = []
+    for ep, lang in sorted(updates.items()):
+        shard = by_path[ds.data_path(ds.episode(ep))]
+        start, stop = shard.run_of(ep)
+        found = validate_rows(
+            lang.persistent,
+            lang.events,
+            frame_timestamps=shard.timestamps[start:stop],
+            cameras=ds.info.camera_keys,
+        )
+        problems += [Problem(f"episode {ep} {p.where}", p.message) for p in found]
+    raise_for_problems(problems)
+
+
+# -- rewriting one shard ----------------------------------------------------------------------------
+
+
+def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage]) -> int:
+    remove_stale_temps(shard.path)
+    names = file_metadata(shard.path).schema.to_arrow_schema().names
+    # Old language cells are decoded only when some episode keeps them.
+    keep_old = any(ep not in updates for ep, _, _ in shard.runs)
+    table = read_parquet(
+        shard.path,
+        [n for n in names if n not in _LEGACY_COLUMNS and (keep_old or n not in LANGUAGE_COLUMNS)],
+    )
+    persistent, events = _language_columns(table, shard, updates)
+    new = {LANGUAGE_PERSISTENT: persistent, LANGUAGE_EVENTS: events}
+    order = [n for n in names if n not in _LEGACY_COLUMNS]
+    order += [n for n in LANGUAGE_COLUMNS if n not in order]
+    fields = [pa.field(n, new[n].type) if n in new else table.schema.field(n) for n in order]
+    columns = [new[n] if n in new else table.column(n) for n in order]
+    dropped = [n for n in _LEGACY_COLUMNS if n in names]
+    schema = pa.schema(fields, metadata=_updated_metadata(table.schema.metadata, dropped))
+    out = pa.Table.from_arrays(columns, schema=schema)
+    with atomic_path(shard.path) as tmp:
+        try:
+            # LeRobot's layout: snappy, dictionary encoding, one row group per episode.
+            with pq.ParquetWriter(tmp, schema, compression="snappy", use_dictionary=True) as writer:
+                for _, start, stop in shard.runs:
+                    writer.write_table(out.slice(start, stop - start), row_group_size=stop - start)
+        except pa.ArrowException as exc:
+            raise WriteError(f"could not write {shard.path}: {exc}; the previous file is intact") from exc
+    return out.num_rows
+
+
+def _language_columns(
+    table: pa.Table, shard: _Shard, updates: Mapping[int, EpisodeLanguage]
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+    persistent: list[pa.Array] = []
+    events: list[pa.Array] = []
+    for ep, start, stop in shard.runs:
+        n = stop - start
+        lang = updates.get(ep)
+        if lang is None:
+            persistent.append(_kept(table, LANGUAGE_PERSISTENT, start, n, persistent_array))
+            events.append(_kept(table, LANGUAGE_EVENTS, start, n, events_array))
+            continue
+        # The same sorted list on every frame of the episode.
+        cell = persistent_array([sort_persistent(lang.persistent)])
+        persistent.append(cell.take(pa.array(np.zeros(n, dtype=np.int64))))
+        frame_of: dict[float, int] = {}
+        for i, t in enumerate(shard.timestamps[start:stop].tolist()):
+            frame_of.setdefault(t, i)
+        buckets: dict[int, list[dict[str, Any]]] = {}
+        for t, row in lang.events:
+            buckets.setdefault(frame_of[to_float32(t)], []).append(row)
+        cells: list[list[dict[str, Any]] | None] = [None] * n  # None: a frame without events, stored as []
+        for i, rows in buckets.items():
+            cells[i] = sort_events(rows)
+        events.append(events_array(cells))
+    return (
+        pa.chunked_array(persistent, type=persistent_column_type()),
+        pa.chunked_array(events, type=events_column_type()),
+    )
+
+
+def _kept(
+    table: pa.Table, name: str, start: int, n: int, build: Callable[[list[list[dict[str, Any]]]], pa.Array]
+) -> pa.Array:
+    """An untouched episode's current cells of column `name`, in the canonical type ([] when absent)."""
+    if name not in table.column_names:
+        return build([[] for _ in range(n)])
+    cells = table.column(name).slice(start, n)
+    canonical = persistent_column_type() if name == LANGUAGE_PERSISTENT else events_column_type()
+    if cells.type == canonical:
+        return cells.combine_chunks()
+    return build(rows_from_arrow(cells))
+
+
+def _updated_metadata(metadata: dict[bytes, bytes] | None, dropped: list[str]) -> dict[bytes, bytes] | None:
+    """Schema metadata with the HF features declaring the language columns and dropped columns removed."""
+    if not metadata:
+        return metadata
+    out = dict(metadata)
+    hf = _json_or_none(out.get(b"huggingface"))
+    features = hf.get("info", {}).get("features") if isinstance(hf, dict) else None
+    if isinstance(hf, dict) and isinstance(features, dict):
+        for name in dropped:
+            features.pop(name, None)
+        features.update(language_hf_features())
+        out[b"huggingface"] = json.dumps(hf).encode()
+    pandas = _json_or_none(out.get(b"pandas"))
+    if dropped and isinstance(pandas, dict) and isinstance(pandas.get("columns"), list):
+        pandas["columns"] = [c for c in pandas["columns"] if not (isinstance(c, dict) and c.get("name") in dropped)]
+        out[b"pandas"] = json.dumps(pandas).encode()
+    return out
+
+
+def _json_or_none(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None  # foreign metadata we cannot parse is kept verbatim
+
+
+# -- info.json --------------------------------------------------------------------------------------
+
+
+def _update_info(ds: LeRobotDataset) -> None:
+    """Declare the language columns and the `say` tool; forget legacy columns no shard has any more."""
+    path = ds.root / INFO_PATH
+    remove_stale_temps(path)
+    info = json.loads(path.read_text(encoding="utf-8"))
+    features: dict[str, Any] = info["features"]
+    features.update(language_feature_info())
+    remaining = {name for p in ds.data_files() for name in file_metadata(p).schema.to_arrow_schema().names}
+    for name in _LEGACY_COLUMNS:
+        if name in features and name not in remaining:
+            del features[name]
+    info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
+    atomic_write_json(path, info)
+    ds.info = load_info(ds.root)

@@ -1,0 +1,160 @@
+"""Conversions between Python language rows (plain dicts) and Arrow arrays of the canonical types.
+
+In Python a row is a dict with the fields of `PERSISTENT_ROW_FIELDS` or `EVENT_ROW_FIELDS`, and
+`tool_calls` is a list of dicts (`{"type": "function", "function": {"name", "arguments": {...}}}`).
+On disk each tool call is JSON text. Reading accepts every variant found in the wild: canonical
+JSON elements, plain JSON strings, and the nested structs (with float64 timestamps) that LeRobot's
+own writer produces by letting pyarrow infer the types.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from steerable.errors import LanguageSchemaError
+from steerable.language.schema import (
+    EVENT_ROW_FIELDS,
+    PERSISTENT_ROW_FIELDS,
+    events_column_type,
+    persistent_column_type,
+    storage_column_type,
+)
+
+__all__ = [
+    "Row",
+    "events_array",
+    "event_sort_key",
+    "persistent_array",
+    "persistent_sort_key",
+    "rows_from_arrow",
+    "sort_events",
+    "sort_persistent",
+    "speech_row",
+    "to_float32",
+]
+
+Row = dict[str, Any]
+
+
+def to_float32(value: float) -> float:
+    """`value` rounded to float32, as a Python float: the precision timestamps are stored with."""
+    return float(np.float32(value))
+
+
+def speech_row(text: str) -> Row:
+    """The `say` atom: an assistant event row whose only payload is a call to the `say` tool."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "style": None,
+        "camera": None,
+        "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": text}}}],
+    }
+
+
+def persistent_sort_key(row: Mapping[str, Any]) -> tuple[float, str, str]:
+    """Sort key of persistent rows: (timestamp as stored, style or "", role or "")."""
+    return (to_float32(row.get("timestamp") or 0.0), row.get("style") or "", row.get("role") or "")
+
+
+def event_sort_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Sort key of the event rows sharing one frame: (style or "", role or "", camera or "")."""
+    return (row.get("style") or "", row.get("role") or "", row.get("camera") or "")
+
+
+def sort_persistent(rows: Iterable[Row]) -> list[Row]:
+    return sorted(rows, key=persistent_sort_key)
+
+
+def sort_events(rows: Iterable[Row]) -> list[Row]:
+    return sorted(rows, key=event_sort_key)
+
+
+def _encode_tool_call(call: Any) -> str:
+    # A string is kept verbatim: it is either JSON already or the "string fallback".
+    if isinstance(call, str):
+        return call
+    return json.dumps(call, ensure_ascii=False, separators=(",", ":"))
+
+
+def _storage_row(row: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    if row.get("role") is None:
+        raise LanguageSchemaError(f"a language row needs a role; got {dict(row)!r}")
+    out = {name: row.get(name) for name in fields}
+    if "timestamp" in out:
+        if out["timestamp"] is None:
+            raise LanguageSchemaError(f"a persistent language row needs a timestamp; got {dict(row)!r}")
+        out["timestamp"] = float(out["timestamp"])
+    calls = out["tool_calls"]
+    if calls is not None:
+        out["tool_calls"] = [_encode_tool_call(call) for call in calls]
+    return out
+
+
+def _build(
+    row_lists: Sequence[Sequence[Mapping[str, Any]] | None], column_type: pa.ListType, fields: tuple[str, ...]
+) -> pa.Array:
+    # Rows go to Arrow as one flat struct array plus list offsets: most event cells are empty,
+    # and converting a Python list per cell would dominate the cost of writing a shard.
+    flat = [_storage_row(row, fields) for rows in row_lists if rows for row in rows]
+    counts = np.fromiter((len(rows) if rows else 0 for rows in row_lists), dtype=np.int32, count=len(row_lists))
+    offsets = np.zeros(len(row_lists) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    storage = storage_column_type(column_type)
+    values = pa.array(flat, type=storage.value_type)
+    array = pa.ListArray.from_arrays(pa.array(offsets), values, type=storage)
+    # pa.array cannot build the JSON extension type from Python objects; a cast of the string
+    # storage is zero-copy and gives the canonical type.
+    return array if storage == column_type else array.cast(column_type)
+
+
+def persistent_array(row_lists: Sequence[Sequence[Mapping[str, Any]] | None]) -> pa.Array:
+    """One `language_persistent` cell per item, in the given order (rows are not re-sorted)."""
+    return _build(row_lists, persistent_column_type(), PERSISTENT_ROW_FIELDS)
+
+
+def events_array(row_lists: Sequence[Sequence[Mapping[str, Any]] | None]) -> pa.Array:
+    """One `language_events` cell per item, in the given order (rows are not re-sorted)."""
+    return _build(row_lists, events_column_type(), EVENT_ROW_FIELDS)
+
+
+def _decode_tool_call(call: Any) -> Any:
+    if isinstance(call, str):
+        try:
+            return json.loads(call)
+        except ValueError:
+            return call  # not JSON: handed back as the string it is
+    return call
+
+
+def _python_row(raw: Mapping[str, Any], fields: tuple[str, ...]) -> Row:
+    row: Row = {name: raw.get(name) for name in fields}
+    if row.get("timestamp") is not None:
+        row["timestamp"] = to_float32(row["timestamp"])
+    calls = row["tool_calls"]
+    if calls is not None:
+        row["tool_calls"] = [_decode_tool_call(call) for call in calls]
+    return row
+
+
+def rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[Row]]:
+    """The rows of every cell of a language column, whatever its on-disk variant; null cells give []."""
+    value_type = column.type.value_type if pa.types.is_list(column.type) else None
+    if value_type is None and not pa.types.is_null(column.type):
+        raise LanguageSchemaError(f"a language column must be a list of row structs; got type {column.type}")
+    has_timestamp = value_type is not None and pa.types.is_struct(value_type) and (
+        value_type.get_field_index("timestamp") >= 0
+    )
+    fields = PERSISTENT_ROW_FIELDS if has_timestamp else EVENT_ROW_FIELDS
+    out: list[list[Row]] = []
+    for cell in column.to_pylist():
+        if not cell:
+            out.append([])
+            continue
+        out.append([_python_row(raw, fields) for raw in cell if raw is not None])
+    return out

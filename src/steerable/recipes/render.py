@@ -1,0 +1,275 @@
+"""Render one frame of an episode into a chat sample through a recipe.
+
+The recipe is compiled once per option set (templates split, bindings looked up, blend weights
+accumulated); per frame only the chosen component's bindings are resolved, each at most once, on
+the episode's indexed timeline. Where the reference has a known problem, the default here is the
+behaviour a user wants and `RenderOptions` keeps the reference behaviour (`compat="lerobot"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from steerable.errors import ConfigError, RecipeError
+from steerable.recipes.blend import WeightedChoice, rephrasing_index
+from steerable.recipes.expressions import ResolverCall, Template
+from steerable.recipes.model import Recipe
+from steerable.recipes.resolvers import EpisodeTimeline
+
+__all__ = ["RenderOptions", "RenderedSample", "render_sample", "render_sample_reference"]
+
+Compat = Literal["steerable", "lerobot"]
+TaskSource = Literal["rephrasing", "dataset"]
+VqaRouting = Literal["exclusive", "reference"]
+EmittedAtMatch = Literal["frame", "tolerance"]
+_TASK = -1  # the slot of `${task}`, which is not a resolver call
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How rendering treats the reference's known problems; `compat="lerobot"` selects all reference ones.
+
+    task_source: "rephrasing" rotates `${task}` over task_aug rows even when the dataset task is
+        known; "dataset" lets the dataset task win (reference).
+    vqa_routing: "exclusive" draws `route: vqa` components only through routing, so frames without
+        VQA draw among the other components, renormalised; "reference" keeps them in the weighted
+        draw, where they render None on frames without VQA.
+    emitted_at_match: "frame" matches a persistent row to the one frame nearest its timestamp (when
+        the timeline knows its fps); "tolerance" uses the reference's ±0.1 s window.
+    """
+
+    compat: Compat = "steerable"
+    task_source: TaskSource = "rephrasing"
+    vqa_routing: VqaRouting = "exclusive"
+    emitted_at_match: EmittedAtMatch = "frame"
+
+    def __post_init__(self) -> None:
+        for name, kind in (("compat", Compat), ("task_source", TaskSource), ("vqa_routing", VqaRouting),
+                           ("emitted_at_match", EmittedAtMatch)):
+            if getattr(self, name) not in get_args(kind):
+                raise ConfigError(f"RenderOptions.{name}={getattr(self, name)!r}; choose one of {get_args(kind)}")
+        if self.compat == "lerobot":
+            object.__setattr__(self, "task_source", "dataset")
+            object.__setattr__(self, "vqa_routing", "reference")
+            object.__setattr__(self, "emitted_at_match", "tolerance")
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs microseconds per sample to build
+class RenderedSample:
+    """Chat messages of one frame, the stream of each, and which messages are text targets."""
+
+    messages: list[dict[str, Any]]
+    message_streams: list[str]
+    target_message_indices: list[int]
+    component: str = field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference's sample dict: messages, message_streams, target_message_indices."""
+        return {
+            "messages": self.messages,
+            "message_streams": self.message_streams,
+            "target_message_indices": self.target_message_indices,
+        }
+
+
+class _Component:
+    """A message recipe compiled for rendering; bindings point at slots of the plan's call table."""
+
+    __slots__ = ("name", "needs_events", "resolve", "turns", "weight")
+
+    def __init__(self, name: str, recipe: Recipe, with_declared: bool, slots: dict[ResolverCall, int]) -> None:
+        self.name = name
+        self.weight = recipe.weight or 0.0
+        names = set(recipe.referenced_binding_names())
+        if with_declared:  # the reference resolves every declared binding, used or not
+            names |= set(recipe.bindings)
+        resolve = []
+        for n in sorted(names):
+            site = recipe.binding_sites.get(n, f"{recipe.origin}: binding {n!r}")
+            resolve.append((n, _TASK if n == "task" else slots.setdefault(recipe.binding(n), len(slots)), site))
+        self.resolve: tuple[tuple[str, int, str], ...] = tuple(resolve)
+        self.turns = tuple(
+            (t.role, str(t.stream), t.target, t.if_present, t.tool_calls_from, t.compiled)
+            for t in recipe.messages or ()
+        )
+        # True when every supervised turn is guarded by an event binding: such a component renders
+        # None on the (many) frames without events, which is known before resolving anything.
+        supervised = [t for t in recipe.messages or () if t.target or t.stream == "low_level"]
+        self.needs_events = bool(supervised) and all(
+            t.if_present is not None and t.if_present != "task" and recipe.binding(t.if_present).reads_events
+            for t in supervised
+        )
+
+
+class _Plan:
+    """The compiled recipe: components, the VQA-routed ones, the weighted draw, and the distinct calls."""
+
+    __slots__ = ("calls", "choice", "drawn", "routed")
+
+    def __init__(self, recipe: Recipe, options: RenderOptions) -> None:
+        slots: dict[ResolverCall, int] = {}
+        compiled = [
+            (c.route == "vqa", _Component(n, c, options.compat == "lerobot", slots)) for n, c in recipe.components()
+        ]
+        self.calls = tuple(slots)  # dicts keep insertion order, so position == slot
+        self.routed = tuple(c for routed, c in compiled if routed) if recipe.is_blend else ()
+        exclusive = options.vqa_routing == "exclusive"
+        self.drawn = tuple(c for routed, c in compiled if not (routed and exclusive))
+        self.choice = WeightedChoice([c.weight for c in self.drawn]) if recipe.is_blend and self.drawn else None
+
+
+def _plan(recipe: Recipe, options: RenderOptions) -> _Plan:
+    key = (options.compat, options.vqa_routing)
+    plan = recipe.render_cache.get(key)
+    if plan is None:
+        plan = recipe.render_cache[key] = _Plan(recipe, options)
+    return plan
+
+
+class _Frame:
+    """One frame's inputs plus the values resolved so far (each distinct call resolved at most once)."""
+
+    __slots__ = ("calls", "context_task", "events", "frame_exact", "memo", "sample_idx", "t", "task",
+                 "task_first", "timeline")
+
+    def __init__(self, plan: _Plan, timeline: EpisodeTimeline, t: float, events: Sequence[Any], sample_idx: int,
+                 task: str | None, context_task: str | None, options: RenderOptions) -> None:
+        self.calls = plan.calls
+        self.memo: list[Any] = [_UNSET] * len(plan.calls)
+        self.timeline = timeline
+        self.t = t
+        self.events = events
+        self.sample_idx = sample_idx
+        self.task = task
+        self.context_task = context_task
+        self.task_first = options.task_source == "dataset"
+        self.frame_exact = options.emitted_at_match == "frame"
+
+    def value(self, slot: int, site: str) -> Any:
+        if slot == _TASK:
+            return self.resolve_task()
+        value = self.memo[slot]
+        if value is _UNSET:
+            try:
+                value = self.timeline.resolve(self.calls[slot], self.t, self.events, frame_exact=self.frame_exact)
+            except RecipeError as exc:
+                raise RecipeError(f"{site}: {exc}") from None
+            self.memo[slot] = value
+        return value
+
+    def resolve_task(self) -> str | None:
+        if self.task_first and self.task is not None:
+            return self.task
+        rephrasings = self.timeline.task_rephrasings
+        if rephrasings:
+            content = rephrasings[rephrasing_index(self.sample_idx, len(rephrasings))].get("content")
+            if content:
+                return str(content)
+        return self.task if self.task is not None else self.context_task
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data (much faster than copy.deepcopy on small tool-call lists)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _render_component(component: _Component, frame: _Frame) -> RenderedSample | None:
+    if component.needs_events and not frame.events:
+        return None
+    values = {}
+    memo = frame.memo
+    for name, slot, site in component.resolve:
+        value = memo[slot] if slot >= 0 else _UNSET
+        values[name] = frame.value(slot, site) if value is _UNSET else value
+    messages: list[dict[str, Any]] = []
+    streams: list[str] = []
+    targets: list[int] = []
+    for role, stream, target, if_present, tool_calls_from, compiled in component.turns:
+        if if_present is not None and values.get(if_present) is None:
+            continue
+        message: dict[str, Any] = {"role": role}
+        if isinstance(compiled, Template):
+            message["content"] = compiled.render(values)
+        elif compiled is not None:
+            message["content"] = [
+                {key: tpl.render(values) if tpl is not None else _copy_json(raw) for key, tpl, raw in block}
+                for block in compiled
+            ]
+        if tool_calls_from is not None:
+            source = values.get(tool_calls_from)
+            if isinstance(source, dict) and source.get("tool_calls"):
+                message["tool_calls"] = _copy_json(source["tool_calls"])
+        if target:
+            targets.append(len(messages))
+        messages.append(message)
+        streams.append(stream)
+    if not targets and "low_level" not in streams:
+        return None
+    return RenderedSample(messages, streams, targets, component.name)
+
+
+def render_sample(
+    recipe: Recipe,
+    timeline: EpisodeTimeline,
+    *,
+    t: float,
+    sample_idx: int,
+    frame_events: Sequence[Any] | None = None,
+    task: str | None = None,
+    options: RenderOptions = RenderOptions(),  # noqa: B008  # frozen, so sharing the default is safe
+) -> RenderedSample | None:
+    """Render the frame at time `t`, or None when the drawn component has nothing to supervise.
+
+    `sample_idx` (the dataset's global `index`) drives every deterministic choice; `frame_events`
+    defaults to the timeline's events for `t`; `task` is the dataset task of the frame.
+
+    Raises:
+        RecipeError: a binding matches several rows on this frame (the message names the binding).
+    """
+    return _render(recipe, timeline, float(t), frame_events, int(sample_idx), task, None, options)
+
+
+def render_sample_reference(
+    recipe: Recipe,
+    *,
+    persistent: Iterable[Any] | None,
+    events: Iterable[Any] | None,
+    t: float,
+    sample_idx: int,
+    task: str | None = None,
+    dataset_ctx: Any = None,
+    options: RenderOptions = RenderOptions(),  # noqa: B008
+) -> RenderedSample | None:
+    """`render_sample` with the reference's call shape: raw row lists and an optional `dataset_ctx`.
+
+    It builds a timeline on every call; for many frames of one episode build an EpisodeTimeline once.
+    Pass `options=RenderOptions(compat="lerobot")` for the reference's behaviour.
+    """
+    context_task = dataset_ctx.get("task") if isinstance(dataset_ctx, Mapping) else getattr(dataset_ctx, "task", None)
+    timeline = EpisodeTimeline(persistent)
+    return _render(recipe, timeline, float(t), list(events or ()), int(sample_idx), task, context_task, options)
+
+
+def _render(recipe: Recipe, timeline: EpisodeTimeline, t: float, frame_events: Sequence[Any] | None,
+            sample_idx: int, task: str | None, context_task: str | None,
+            options: RenderOptions) -> RenderedSample | None:
+    plan = recipe.render_cache.get((options.compat, options.vqa_routing)) or _plan(recipe, options)
+    events = timeline.events_at(t) if frame_events is None else frame_events
+    frame = _Frame(plan, timeline, t, events, sample_idx, task, context_task, options)
+    if plan.routed:
+        hits = [(c.weight, out) for c in plan.routed
+                if (events or not c.needs_events) and (out := _render_component(c, frame)) is not None]
+        if len(hits) == 1:
+            return hits[0][1]
+        if hits:
+            return hits[WeightedChoice([w for w, _ in hits], salt="vqa:").pick(sample_idx)][1]
+    if plan.choice is None:
+        return _render_component(plan.drawn[0], frame) if plan.drawn else None
+    return _render_component(plan.drawn[plan.choice.pick(sample_idx)], frame)

@@ -1,0 +1,198 @@
+"""Resolvers over an indexed episode timeline: active_at, emitted_at, nth_prev, nth_next.
+
+The persistent rows of an episode are the same on every frame, so they are indexed once: per
+selector (style, role, camera, tool_name) the matching rows are sorted by (timestamp, style, role)
+and every time lookup is a binary search. Event rows are the frame's own short list and are scanned.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from steerable.errors import LanguageSchemaError, RecipeError
+from steerable.recipes.expressions import ResolverCall, resolver_call
+
+__all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "Row", "normalize_rows", "row_timestamp"]
+
+Row = dict[str, Any]
+Selector = tuple["str | None", "str | None", "str | None", "str | None"]
+# The reference matches persistent rows within ±0.1 s in emitted_at, so `t = frame / fps` still hits.
+EMITTED_AT_TOLERANCE_S = 0.1
+
+
+def normalize_rows(rows: Iterable[Any] | None) -> list[Row]:
+    """Rows as dicts: None entries are dropped and Arrow scalars converted; anything else is an error."""
+    out: list[Row] = []
+    for row in rows or ():
+        if row is None:
+            continue
+        if not isinstance(row, dict) and hasattr(row, "as_py"):
+            row = row.as_py()
+        if not isinstance(row, dict):
+            raise LanguageSchemaError(f"language rows must be dicts, got {type(row).__name__}: {row!r}")
+        out.append(row)
+    return out
+
+
+def row_timestamp(row: Mapping[str, Any]) -> float:
+    """A persistent row's timestamp as a float (numpy/tensor scalars and 1-element lists accepted)."""
+    value: Any = row.get("timestamp")
+    if hasattr(value, "item"):
+        value = value.item()
+    elif isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if value is None or isinstance(value, (bool, str)):
+        raise LanguageSchemaError(f"persistent row needs a numeric timestamp, got {value!r}: {dict(row)!r}")
+    return float(value)
+
+
+def _matches(row: Row, style: str | None, role: str | None, camera: str | None, tool_name: str | None) -> bool:
+    if style is not None and row.get("style") != style:
+        return False
+    if role is not None and row.get("role") != role:
+        return False
+    if camera is not None and row.get("camera") != camera:
+        return False
+    if tool_name is None:
+        return True
+    return any(
+        isinstance(call, dict) and isinstance(call.get("function"), dict) and call["function"].get("name") == tool_name
+        for call in row.get("tool_calls") or ()
+    )
+
+
+class _Index:
+    """Rows of one selector sorted by (timestamp, style, role), with their timestamps alongside."""
+
+    __slots__ = ("rows", "times")
+
+    def __init__(self, rows: list[tuple[float, Row]]) -> None:
+        rows.sort(key=lambda item: (item[0], item[1].get("style") or "", item[1].get("role") or ""))
+        self.times = [ts for ts, _ in rows]
+        self.rows = [row for _, row in rows]
+
+
+class EpisodeTimeline:
+    """One episode's language rows, indexed for resolvers. Build it once per episode.
+
+    `persistent_rows` is the episode's persistent list (the same on every frame); `events_by_frame`
+    optionally maps a frame's stored timestamp to that frame's event rows; `fps` lets `emitted_at`
+    match persistent rows to exactly one frame instead of a ±0.1 s window.
+    """
+
+    __slots__ = ("_events", "_indexes", "_rows", "fps", "task_rephrasings")
+
+    def __init__(
+        self,
+        persistent_rows: Iterable[Any] | None = None,
+        events_by_frame: Mapping[float, Sequence[Any]] | None = None,
+        *,
+        fps: float | None = None,
+    ) -> None:
+        self._rows = [(row_timestamp(row), row) for row in normalize_rows(persistent_rows)]
+        self._events = {float(t): rows for t, rows in (events_by_frame or {}).items()}
+        self._indexes: dict[Selector, _Index] = {}
+        self.fps = fps
+        # `${task}` rotates over user task_aug rows in stored order, whatever their timestamp.
+        self.task_rephrasings = tuple(
+            row for _, row in self._rows if row.get("style") == "task_aug" and row.get("role") == "user"
+        )
+
+    @property
+    def persistent_rows(self) -> list[Row]:
+        return [row for _, row in self._rows]
+
+    def events_at(self, t: float) -> Sequence[Any]:
+        """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
+        return self._events.get(float(t), ())
+
+    def _index(self, selector: Selector) -> _Index:
+        index = self._indexes.get(selector)
+        if index is None:
+            index = _Index([(ts, row) for ts, row in self._rows if _matches(row, *selector)])
+            self._indexes[selector] = index
+        return index
+
+    def resolve(self, call: ResolverCall, t: float, events: Sequence[Any] = (), *, frame_exact: bool = True) -> Row | None:
+        """Evaluate `call` at frame time `t` with the frame's `events`; raises RecipeError when ambiguous.
+
+        `frame_exact` (with `fps` known) makes persistent `emitted_at` match rows within half a frame
+        of `t`; otherwise the reference's ±0.1 s tolerance applies.
+        """
+        if call.reads_events:
+            return self._emitted_event(call, t, events) if events else None
+        resolver = call.resolver
+        index = self._index(call.selector)
+        times = index.times
+        if resolver == "active_at":
+            i = bisect_right(times, t)
+            if i == 0:
+                return None
+            if i > 1 and times[i - 2] == times[i - 1]:
+                tied = index.rows[bisect_left(times, times[i - 1]) : i]
+                raise _ambiguous(call, t, tied)
+            return index.rows[i - 1]
+        if resolver == "emitted_at":
+            if frame_exact and self.fps:
+                half = 0.5 / self.fps
+                found = index.rows[bisect_left(times, t - half) : bisect_left(times, t + half)]
+            else:
+                lo = bisect_left(times, t - EMITTED_AT_TOLERANCE_S - 1e-9)
+                hi = bisect_right(times, t + EMITTED_AT_TOLERANCE_S + 1e-9)
+                found = [index.rows[i] for i in range(lo, hi) if abs(times[i] - t) <= EMITTED_AT_TOLERANCE_S]
+            if len(found) > 1:
+                raise _ambiguous(call, t, found)
+            return found[0] if found else None
+        # nth_prev / nth_next: the anchor is the last row at or before t; t before every row -> -1.
+        step = call.offset if resolver == "nth_next" else -call.offset
+        position = bisect_right(times, t) - 1 + step
+        return index.rows[position] if 0 <= position < len(times) else None
+
+    def _emitted_event(self, call: ResolverCall, t: float, events: Sequence[Any]) -> Row | None:
+        style, role, camera, tool_name = call.selector
+        found: list[Row] = []
+        for row in events:
+            if row is None:
+                continue
+            if not isinstance(row, dict):
+                row = normalize_rows([row])[0]
+            if _matches(row, style, role, camera, tool_name):
+                found.append(row)
+        if len(found) > 1:
+            raise _ambiguous(call, t, found)
+        return found[0] if found else None
+
+    def active_at(self, t: float, *, style: str, role: str | None = None, camera: str | None = None,
+                  tool_name: str | None = None) -> Row | None:
+        """The latest row of `style` emitted at or before `t` (still active), or None."""
+        call = resolver_call("active_at", style=style, role=role, camera=camera, tool_name=tool_name)
+        return self.resolve(call, float(t))
+
+    def emitted_at(self, t: float, *, events: Sequence[Any] | None = None, style: str | None = None,
+                   role: str | None = None, camera: str | None = None, tool_name: str | None = None,
+                   frame_exact: bool = True) -> Row | None:
+        """The row emitted at `t`: a persistent row at `t`, or the frame's matching event row."""
+        call = resolver_call("emitted_at", style=style, role=role, camera=camera, tool_name=tool_name)
+        frame_events = self.events_at(t) if events is None else events
+        return self.resolve(call, float(t), frame_events, frame_exact=frame_exact)
+
+    def nth_prev(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
+                 camera: str | None = None, tool_name: str | None = None) -> Row | None:
+        """The row `offset` places before the one active at `t` (rows sorted by time, style, role)."""
+        call = resolver_call("nth_prev", style=style, role=role, camera=camera, tool_name=tool_name, offset=offset)
+        return self.resolve(call, float(t))
+
+    def nth_next(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
+                 camera: str | None = None, tool_name: str | None = None) -> Row | None:
+        """The row `offset` places after the one active at `t`; before the first row, the first is next 1."""
+        call = resolver_call("nth_next", style=style, role=role, camera=camera, tool_name=tool_name, offset=offset)
+        return self.resolve(call, float(t))
+
+
+def _ambiguous(call: ResolverCall, t: float, rows: Sequence[Row]) -> RecipeError:
+    cameras = sorted({str(row.get("camera")) for row in rows if row.get("camera")})
+    hint = "add camera=<key> to the binding" if len(cameras) > 1 else "add a selector that tells them apart"
+    seen = f" (cameras {', '.join(cameras)})" if cameras else ""
+    return RecipeError(f"{call} matches {len(rows)} rows at t={t:g}s{seen}; {hint}")

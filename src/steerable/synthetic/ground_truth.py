@@ -1,0 +1,124 @@
+"""What really happened in each synthetic episode: subtask spans, gripper events, object boxes.
+
+Stored beside the dataset in `meta/steerable_ground_truth.json` (LeRobot ignores it). Every time
+is a frame's stored float32 `timestamp`, so it compares exactly with the parquet column.
+Subtasks cover the episode without gaps: each runs from its `start` up to the next one's `start`,
+the last one up to and including `end`, the last frame's timestamp. A gripper event sits on the
+first frame whose `gripper.pos` is past the 0.5 mid-point (0 = open, 1 = closed).
+Boxes are `[x0, y0, x1, y1]` in pixels of the original frame, x1/y1 exclusive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steerable.dataset.atomic import atomic_write_bytes
+from steerable.dataset.layout import GROUND_TRUTH_PATH
+from steerable.errors import CorruptDatasetError, DatasetNotFoundError
+
+__all__ = [
+    "EpisodeTruth",
+    "GripperEvent",
+    "Subtask",
+    "gripper_events",
+    "read_ground_truth",
+    "subtask_spans",
+    "write_ground_truth",
+]
+
+_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Subtask:
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class GripperEvent:
+    time: float
+    frame_index: int
+    kind: str  # "close" or "open"
+
+
+@dataclass(frozen=True)
+class EpisodeTruth:
+    episode_index: int
+    task: str
+    subtasks: list[Subtask]
+    gripper_events: list[GripperEvent]
+    # camera key -> per frame -> [{"name": ..., "box": [x0, y0, x1, y1]}]
+    boxes: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        # Not dataclasses.asdict: it deep-copies every box dict, seconds for a few thousand frames.
+        return {
+            "episode_index": self.episode_index,
+            "task": self.task,
+            "subtasks": [asdict(s) for s in self.subtasks],
+            "gripper_events": [asdict(e) for e in self.gripper_events],
+            "boxes": self.boxes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EpisodeTruth:
+        return cls(
+            episode_index=int(d["episode_index"]),
+            task=str(d["task"]),
+            subtasks=[Subtask(**s) for s in d["subtasks"]],
+            gripper_events=[GripperEvent(**e) for e in d["gripper_events"]],
+            boxes=d.get("boxes", {}),
+        )
+
+
+def subtask_spans(starts: Sequence[tuple[int, str]], timestamps: np.ndarray) -> list[Subtask]:
+    """Turn (first frame, text) pairs into gap-free spans on the frames' own timestamps."""
+    ts = [float(t) for t in np.asarray(timestamps, dtype=np.float32)]
+    frames = [f for f, _ in starts] + [len(ts) - 1]
+    return [Subtask(ts[frames[i]], ts[frames[i + 1]], text) for i, (_, text) in enumerate(starts)]
+
+
+def gripper_events(gripper_pos: np.ndarray, timestamps: np.ndarray) -> list[GripperEvent]:
+    """Close/open events where `gripper_pos` crosses 0.5, on the first frame past the crossing."""
+    closed = np.asarray(gripper_pos) >= 0.5
+    changes = np.flatnonzero(closed[1:] != closed[:-1]) + 1
+    ts = np.asarray(timestamps, dtype=np.float32)
+    return [GripperEvent(float(ts[i]), int(i), "close" if closed[i] else "open") for i in changes.tolist()]
+
+
+def write_ground_truth(
+    root: Path, fps: int, cameras: dict[str, tuple[int, int]], episodes: list[EpisodeTruth]
+) -> Path:
+    """Write the sidecar atomically; `cameras` maps each camera key to its (width, height)."""
+    doc = {
+        "version": _FORMAT_VERSION,
+        "fps": fps,
+        "gripper_pos": "0 = open, 1 = closed; events at the 0.5 crossing",
+        "box_format": "[x0, y0, x1, y1] pixels, x1 and y1 exclusive",
+        "cameras": {k: {"width": w, "height": h} for k, (w, h) in cameras.items()},
+        "episodes": [e.to_dict() for e in episodes],
+    }
+    path = Path(root) / GROUND_TRUTH_PATH
+    # Compact: boxes for every frame of every camera make an indented file several times larger.
+    atomic_write_bytes(path, (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8"))
+    return path
+
+
+def read_ground_truth(root: Path) -> dict[int, EpisodeTruth]:
+    """episode_index -> its truth, for a dataset made by `generate_synthetic`."""
+    path = Path(root) / GROUND_TRUTH_PATH
+    if not path.is_file():
+        raise DatasetNotFoundError(f"{path} does not exist: only synthetic datasets carry ground truth")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return {e.episode_index: e for e in map(EpisodeTruth.from_dict, doc["episodes"])}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptDatasetError(f"{path} is not a valid ground-truth file: {exc}") from exc

@@ -1,0 +1,247 @@
+"""Numpy rendering of the tabletop from the top camera and the wrist camera, plus object boxes.
+
+Top: orthographic, 400 px per metre, the whole table (224x160). Wrist: a pinhole camera 10 cm
+above the fingertips looking straight down (128x128), so objects grow as the gripper descends.
+Boxes are `[x0, y0, x1, y1]` pixel edges with x1/y1 exclusive, computed by the same code that draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+
+from steerable.errors import ConfigError
+from steerable.synthetic.world import TABLE_DEPTH, TABLE_WIDTH, Receptacle, Scene, WorldState
+
+__all__ = ["CAMERAS", "camera_name", "object_boxes", "render_frame"]
+
+# camera -> (width, height)
+CAMERAS: dict[str, tuple[int, int]] = {"top": (224, 160), "wrist": (128, 128)}
+
+_TOP_SCALE = 400.0
+_WRIST_FOCAL = 112.0
+_WRIST_HEIGHT = 0.10
+_WRIST_FINGER_W = 8
+_FLOOR = np.array([70, 70, 75], dtype=np.uint8)
+_FINGER = (55, 55, 60)
+_SHADOW_DARKEN = 0.55
+_RIM = 0.01
+_TAPE = 0.005
+_OPEN_WIDTH = 0.08
+
+Rect = tuple[float, float, float, float]
+PixelRect = tuple[int, int, int, int]
+Color = tuple[int, int, int]
+# Maps a table-frame rectangle at height z to pixel edges (None: behind the camera).
+Projector = Callable[[Rect, float], PixelRect | None]
+
+
+def camera_name(camera: str) -> str:
+    """Accept `top` or `observation.images.top` and return the short name."""
+    short = camera.rsplit(".", 1)[-1]
+    if short not in CAMERAS:
+        raise ConfigError(f"unknown camera {camera!r}: the synthetic world has {', '.join(CAMERAS)}")
+    return short
+
+
+def render_frame(state: WorldState, camera: str) -> np.ndarray:
+    """The RGB uint8 HxWx3 image `camera` sees in `state`."""
+    cam = camera_name(camera)
+    if cam == "top":
+        return _render_top(state)
+    return _render_wrist(state)
+
+
+def object_boxes(state: WorldState, camera: str) -> list[dict[str, object]]:
+    """`{"name", "box"}` for every cube and receptacle at least partly inside the camera's image."""
+    cam = camera_name(camera)
+    width, height = CAMERAS[cam]
+    project = _top_rect if cam == "top" else _wrist_projector(state)
+    boxes: list[dict[str, object]] = []
+    for rec in state.scene.receptacles:
+        _add_box(boxes, rec.name, project(rec.rect, 0.0), width, height)
+    for cube, (x, y, z) in zip(state.scene.cubes, state.positions, strict=True):
+        _add_box(boxes, cube.name, project(_cube_rect(x, y, cube.size), z + cube.size), width, height)
+    return boxes
+
+
+def _add_box(out: list[dict[str, object]], name: str, px: PixelRect | None, w: int, h: int) -> None:
+    if px is None:
+        return
+    x0, y0, x1, y1 = max(px[0], 0), max(px[1], 0), min(px[2], w), min(px[3], h)
+    if x1 > x0 and y1 > y0:
+        out.append({"name": name, "box": [x0, y0, x1, y1]})
+
+
+def _mix(color: Color, weight: float, toward: int) -> Color:
+    r, g, b = (int(weight * c + (1 - weight) * toward) for c in color)
+    return (r, g, b)
+
+
+def _px(v: float) -> int:
+    # Round half up: Python's round() is banker's rounding, which would shift some edges by a pixel.
+    return int(math.floor(v + 0.5))
+
+
+def _cube_rect(x: float, y: float, size: float) -> Rect:
+    return (x - size / 2, y - size / 2, x + size / 2, y + size / 2)
+
+
+def _fill(img: np.ndarray, px: PixelRect | None, color: Color | np.ndarray) -> None:
+    if px is None:
+        return
+    h, w = img.shape[:2]
+    x0, y0, x1, y1 = max(px[0], 0), max(px[1], 0), min(px[2], w), min(px[3], h)
+    if x1 > x0 and y1 > y0:
+        img[y0:y1, x0:x1] = color
+
+
+def _darken(img: np.ndarray, px: PixelRect | None) -> None:
+    if px is None:
+        return
+    h, w = img.shape[:2]
+    x0, y0, x1, y1 = max(px[0], 0), max(px[1], 0), min(px[2], w), min(px[3], h)
+    if x1 > x0 and y1 > y0:
+        img[y0:y1, x0:x1] = (img[y0:y1, x0:x1] * _SHADOW_DARKEN).astype(np.uint8)
+
+
+def _wood_lut() -> np.ndarray:
+    shade = np.linspace(0.0, 1.0, 256)[:, None]
+    rgb = np.array([186.0, 150.0, 108.0]) + (shade - 0.5) * np.array([36.0, 30.0, 24.0])
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+_WOOD = _wood_lut()
+
+
+def _table_texture(x: np.ndarray, y: np.ndarray, phase: float) -> np.ndarray:
+    """Wood-like grain as a function of table coordinates (1-D x, y), so both cameras see one table."""
+    grain = np.sin(60.0 * x[None, :] + (4.0 * np.sin(9.0 * y + phase) + phase)[:, None])
+    img = _WOOD[((grain + 1.0) * 127.5).astype(np.intp)]
+    off_x = (x < 0) | (x > TABLE_WIDTH)
+    off_y = (y < 0) | (y > TABLE_DEPTH)
+    if off_x.any() or off_y.any():
+        img[off_y[:, None] | off_x[None, :]] = _FLOOR
+    return img
+
+
+def _draw_receptacle(img: np.ndarray, rec: Receptacle, project: Projector) -> None:
+    x0, y0, x1, y1 = rec.rect
+    if rec.kind == "bin":
+        tint = _mix(rec.color, 0.35, 235)
+        _fill(img, project(rec.rect, 0.0), rec.color)
+        _fill(img, project((x0 + _RIM, y0 + _RIM, x1 - _RIM, y1 - _RIM), 0.0), tint)
+        return
+    # A zone is tape on the table: four thin strips, the table shows through.
+    for strip in (
+        (x0, y0, x1, y0 + _TAPE),
+        (x0, y1 - _TAPE, x1, y1),
+        (x0, y0, x0 + _TAPE, y1),
+        (x1 - _TAPE, y0, x1, y1),
+    ):
+        _fill(img, project(strip, 0.0), rec.color)
+
+
+def _draw_cubes(img: np.ndarray, state: WorldState, project: Projector, shadow_of: Projector | None) -> None:
+    scene = state.scene
+    order = sorted(range(len(scene.cubes)), key=lambda i: (state.positions[i][2], i))
+    if shadow_of is not None:
+        for i in order:
+            x, y, z = state.positions[i]
+            if z > 1e-6:
+                _darken(img, shadow_of(_cube_rect(x, y, scene.cubes[i].size), z))
+    for i in order:
+        cube = scene.cubes[i]
+        x, y, z = state.positions[i]
+        edge = _mix(cube.color, 0.6, 0)
+        top = z + cube.size
+        _fill(img, project(_cube_rect(x, y, cube.size), top), edge)
+        _fill(img, project(_cube_rect(x, y, cube.size * 0.8), top), cube.color)
+
+
+def _top_rect(rect: Rect, z: float = 0.0) -> PixelRect:
+    x0, y0, x1, y1 = rect
+    return (_px(x0 * _TOP_SCALE), _px(y0 * _TOP_SCALE), _px(x1 * _TOP_SCALE), _px(y1 * _TOP_SCALE))
+
+
+def _top_shadow(rect: Rect, z: float) -> PixelRect:
+    # Light from the upper left: shadows fall right and down, further for higher objects.
+    d = 0.3 * z
+    return _top_rect((rect[0] + d, rect[1] + d, rect[2] + d, rect[3] + d))
+
+
+@lru_cache(maxsize=64)
+def _top_background(scene: Scene) -> np.ndarray:
+    w, h = CAMERAS["top"]
+    xs = (np.arange(w) + 0.5) / _TOP_SCALE
+    ys = (np.arange(h) + 0.5) / _TOP_SCALE
+    img = _table_texture(xs, ys, scene.texture_phase)
+    for rec in scene.receptacles:
+        _draw_receptacle(img, rec, _top_rect)
+    img.setflags(write=False)
+    return img
+
+
+def _render_top(state: WorldState) -> np.ndarray:
+    img = _top_background(state.scene).copy()
+    g = state.gripper
+    fingers = _finger_rects(g.x, g.y, g.closure)
+    for rect in fingers:
+        _darken(img, _top_shadow(rect, g.z))
+    _draw_cubes(img, state, _top_rect, _top_shadow)
+    for rect in fingers:
+        _fill(img, _top_rect(rect), _FINGER)
+    bridge = (fingers[0][0], g.y - 0.022, fingers[1][2], g.y - 0.016)
+    _fill(img, _top_rect(bridge), _FINGER)
+    return img
+
+
+def _finger_rects(x: float, y: float, closure: float) -> tuple[Rect, Rect]:
+    half = (_OPEN_WIDTH - (_OPEN_WIDTH / 2) * closure) / 2
+    left = (x - half - 0.008, y - 0.016, x - half, y + 0.016)
+    right = (x + half, y - 0.016, x + half + 0.008, y + 0.016)
+    return left, right
+
+
+def _wrist_projector(state: WorldState) -> Projector:
+    g = state.gripper
+    cam_z = g.z + _WRIST_HEIGHT
+    w, h = CAMERAS["wrist"]
+
+    def project(rect: Rect, z: float) -> PixelRect | None:
+        depth = cam_z - z
+        if depth < 0.01:
+            return None
+        k = _WRIST_FOCAL / depth
+        x0, y0, x1, y1 = rect
+        return (
+            _px(w / 2 + (x0 - g.x) * k),
+            _px(h / 2 + (y0 - g.y) * k),
+            _px(w / 2 + (x1 - g.x) * k),
+            _px(h / 2 + (y1 - g.y) * k),
+        )
+
+    return project
+
+
+def _render_wrist(state: WorldState) -> np.ndarray:
+    g = state.gripper
+    w, h = CAMERAS["wrist"]
+    metres_per_px = (g.z + _WRIST_HEIGHT) / _WRIST_FOCAL
+    xs = g.x + (np.arange(w) + 0.5 - w / 2) * metres_per_px
+    ys = g.y + (np.arange(h) + 0.5 - h / 2) * metres_per_px
+    img = _table_texture(xs, ys, state.scene.texture_phase)
+    project = _wrist_projector(state)
+    for rec in state.scene.receptacles:
+        _draw_receptacle(img, rec, project)
+    _draw_cubes(img, state, project, None)
+    # The fingers hang below the camera at a fixed depth, so they sit at fixed rows of the image.
+    half = (_OPEN_WIDTH - (_OPEN_WIDTH / 2) * g.closure) / 2
+    inner = _px(half * _WRIST_FOCAL / _WRIST_HEIGHT)
+    rows = (h // 2 - 14, h // 2 + 14)
+    _fill(img, (w // 2 - inner - _WRIST_FINGER_W, rows[0], w // 2 - inner, rows[1]), _FINGER)
+    _fill(img, (w // 2 + inner, rows[0], w // 2 + inner + _WRIST_FINGER_W, rows[1]), _FINGER)
+    return img

@@ -1,0 +1,83 @@
+"""Images for VLM prompts: downscaled JPEG data URLs, and the message conversion that uses them.
+
+JPEG at a bounded size instead of full-resolution PNG cuts request bytes (and server-side decode
+time) several-fold; the image tokens a model spends depend on pixels, not on the container.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from steerable.errors import VLMError
+from steerable.vlm.protocol import Message
+
+__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url"]
+
+
+def as_pil(image: Any) -> Image.Image:
+    """A PIL RGB image from a PIL image or an HxW / HxWx3 / HxWx4 uint8 array."""
+    if isinstance(image, Image.Image):
+        return image if image.mode == "RGB" else image.convert("RGB")
+    if isinstance(image, np.ndarray):
+        array = image
+        if array.dtype != np.uint8:
+            raise VLMError(f"image arrays must be uint8, got {array.dtype}; convert frames before prompting")
+        if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[2] not in (1, 3, 4):
+            array = np.moveaxis(array, 0, -1)  # channels-first (torch layout)
+        if array.ndim == 3 and array.shape[2] == 1:
+            array = array[:, :, 0]
+        if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (3, 4)):
+            raise VLMError(f"cannot read an image from an array of shape {image.shape}; expected HxWx3")
+        return Image.fromarray(np.ascontiguousarray(array)).convert("RGB")
+    raise VLMError(f"image blocks need a PIL image or a numpy array, got {type(image).__name__}")
+
+
+def fit_image(image: Any, max_side: int) -> Image.Image:
+    """RGB image downscaled (aspect kept) so its longest side is at most `max_side`."""
+    pil = as_pil(image)
+    longest = max(pil.size)
+    if longest <= max_side:
+        return pil
+    scale = max_side / longest
+    size = (max(1, round(pil.width * scale)), max(1, round(pil.height * scale)))
+    return pil.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
+
+
+def image_data_url(image: Any, *, max_side: int = 768, quality: int = 85) -> str:
+    """`data:image/jpeg;base64,...` for a PIL image or uint8 array, downscaled to `max_side`."""
+    buffer = io.BytesIO()
+    fit_image(image, max_side).save(buffer, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def encode_messages(messages: list[Message], *, max_side: int, quality: int) -> list[Message]:
+    """OpenAI wire messages: image blocks become JPEG `image_url` blocks, frame lists one block per frame."""
+    out: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        blocks: list[dict[str, Any]] = []
+        for block in content:
+            kind = block.get("type")
+            if kind == "image":
+                blocks.append(_image_block(block["image"], max_side, quality))
+            elif kind == "video":
+                blocks.extend(_image_block(frame, max_side, quality) for frame in block["video"])
+            elif kind in ("text", "image_url"):
+                blocks.append(block)
+            else:
+                raise VLMError(f"unsupported message block type {kind!r}; use text, image or video blocks")
+        out.append({**message, "content": blocks})
+    return out
+
+
+def _image_block(image: Any, max_side: int, quality: int) -> dict[str, Any]:
+    url = image_data_url(image, max_side=max_side, quality=quality)
+    return {"type": "image_url", "image_url": {"url": url}}

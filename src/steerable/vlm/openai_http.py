@@ -1,0 +1,340 @@
+"""VLM backend for any OpenAI-compatible server (vLLM, SGLang, Ollama, hosted APIs), over HTTP.
+
+This module is the one gateway between steerable and such servers: it maps every SDK failure to a
+retryable `AttemptError` or a typed `VLMError` whose message says what to do. Requests ask for
+schema-constrained decoding (`response_format` json_schema); a server that refuses it is asked
+again with the schema in the prompt, and remembered as prompt-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from steerable.errors import ConfigError, MissingExtraError, VLMError, VLMReplyError, VLMUnavailableError
+from steerable.vlm.config import VLMConfig
+from steerable.vlm.endpoints import Endpoint, EndpointPool
+from steerable.vlm.images import encode_messages
+from steerable.vlm.protocol import Message, VLMStats
+from steerable.vlm.retry import AttemptError, Reply, generate_with_retries, with_schema_instruction
+
+__all__ = ["OpenAIHTTPVLM"]
+
+log = logging.getLogger(__name__)
+
+_CHECK_TIMEOUT_S = 10.0
+
+
+class _Rejected(Exception):
+    """The server refused the request itself (HTTP 400/422), e.g. an unsupported response_format."""
+
+
+class OpenAIHTTPVLM:
+    """`VLMClient` over one or more OpenAI-compatible endpoints, with one global in-flight limit."""
+
+    def __init__(self, config: VLMConfig, *, urls: list[str] | None = None) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise MissingExtraError("openai", "vlm") from exc
+        self._openai = openai
+        self._response_cls = _httpx_response_class()
+        self.config = config
+        urls = urls if urls is not None else config.base_url
+        if not urls:
+            raise ConfigError(
+                "--vlm.base_url is required for the openai backend (e.g. http://localhost:8000/v1)"
+            )
+        self._model = config.model_id
+        self._stats = VLMStats()
+        self._limit = asyncio.Semaphore(config.client_concurrency)
+        self._check_lock = asyncio.Lock()
+        self._structured: dict[str, bool] = {}  # url -> False once it refused response_format
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._count_request]})
+        self._http = http
+        self.pool: EndpointPool[Any] = EndpointPool(
+            [
+                Endpoint(
+                    url,
+                    openai.AsyncOpenAI(
+                        base_url=url,
+                        api_key=config.resolved_api_key(),
+                        max_retries=0,  # retries are ours: schema-aware, with feedback and failover
+                        timeout=config.request_timeout_s,
+                        http_client=http,
+                    ),
+                )
+                for url in urls
+            ]
+        )
+
+    @property
+    def stats(self) -> VLMStats:
+        """Live counters (calls, retries, tokens, bytes...)."""
+        return self._stats
+
+    @property
+    def model_id(self) -> str | None:
+        """The served model name in use (resolved by `check` when the config leaves it unset)."""
+        return self._model
+
+    async def _count_request(self, request: Any) -> None:
+        self._stats.request_bytes += int(request.headers.get("content-length", 0))
+
+    async def check(self) -> None:
+        """Verify at least one endpoint answers and every answering one serves the model."""
+        unreachable: list[str] = []
+        for endpoint in self.pool.endpoints:
+            served = await self._served_models(endpoint)
+            if served is None:
+                unreachable.append(endpoint.url)
+                self.pool.mark_failed(endpoint, hard=True)
+                continue
+            if not served:
+                continue  # the server has no model list; the first call will tell
+            if self._model is None:
+                if len(served) != 1:
+                    raise VLMError(
+                        f"the VLM server at {endpoint.url} serves {served}; choose one with --vlm.model_id"
+                    )
+                self._model = served[0]
+                log.info("using model %r, the only one served at %s", self._model, endpoint.url)
+            elif self._model not in served:
+                raise VLMError(
+                    f"model {self._model!r} is not served at {endpoint.url}; it serves: {served}; "
+                    "fix --vlm.model_id"
+                )
+        if len(unreachable) == len(self.pool.endpoints):
+            raise VLMUnavailableError(
+                f"cannot reach the VLM server at {', '.join(unreachable)}; start it or pass --vlm.base_url"
+            )
+        for url in unreachable:
+            log.warning("VLM server %s does not answer; using the others until it does", url)
+
+    async def _served_models(self, endpoint: Endpoint[Any]) -> list[str] | None:
+        """Model ids the endpoint lists; [] if it has no model list; None if it cannot be reached."""
+        openai = self._openai
+        try:
+            page = await endpoint.client.models.list(
+                timeout=min(self.config.request_timeout_s, _CHECK_TIMEOUT_S)
+            )
+        except (openai.APIConnectionError, openai.APITimeoutError):
+            return None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise VLMError(
+                f"the VLM server at {endpoint.url} refused the API key (HTTP {exc.status_code}); "
+                "set OPENAI_API_KEY or --vlm.api_key"
+            ) from exc
+        except openai.APIStatusError as exc:
+            log.debug("%s has no usable model list (HTTP %s)", endpoint.url, exc.status_code)
+            return []
+        return [model.id for model in page.data]
+
+    async def generate_json(
+        self,
+        messages: list[Message],
+        schema: dict[str, Any],
+        *,
+        affinity: str | None = None,
+        purpose: str = "",
+    ) -> Any:
+        """The reply to `messages` as JSON valid against `schema` (see `VLMClient`)."""
+        if self._model is None:
+            async with self._check_lock:  # concurrent first calls share one model lookup
+                if self._model is None:
+                    await self.check()
+        wire = await _encode(messages, self.config)
+
+        async def send(conversation: list[Message]) -> Reply:
+            return await self._send_with_failover(conversation, schema, affinity, purpose)
+
+        return await generate_with_retries(
+            send,
+            wire,
+            schema,
+            max_retries=self.config.max_retries,
+            backoff_base_s=self.config.backoff_base_s,
+            stats=self._stats,
+            purpose=purpose,
+        )
+
+    async def _send_with_failover(
+        self, conversation: list[Message], schema: dict[str, Any], affinity: str | None, purpose: str
+    ) -> Reply:
+        """One attempt; a refused connection moves on to the next endpoint instead of using up a retry."""
+        tried: list[Endpoint[Any]] = []
+        while True:
+            endpoint = self.pool.pick(affinity, exclude=tried)
+            if endpoint is None:
+                urls = ", ".join(e.url for e in tried)
+                raise AttemptError(
+                    f"cannot reach the VLM server at {urls}; start it or pass --vlm.base_url", "connection"
+                )
+            tried.append(endpoint)
+            try:
+                reply = await self._request(endpoint, conversation, schema, purpose)
+            except AttemptError as exc:
+                self.pool.mark_failed(endpoint, hard=exc.kind == "connection")
+                if exc.kind == "connection":
+                    continue
+                raise
+            self.pool.mark_ok(endpoint)
+            return reply
+
+    async def _request(
+        self, endpoint: Endpoint[Any], conversation: list[Message], schema: dict[str, Any], purpose: str
+    ) -> Reply:
+        mode = self.config.structured_output
+        structured = mode == "json_schema" or (mode == "auto" and self._structured.get(endpoint.url, True))
+        if not structured:
+            try:
+                return await self._post(
+                    endpoint, with_schema_instruction(conversation, schema), None, purpose
+                )
+            except _Rejected as exc:
+                raise _rejected_error(endpoint, exc, purpose) from exc
+        try:
+            return await self._post(endpoint, conversation, schema, purpose)
+        except _Rejected as exc:
+            if mode != "auto":
+                raise _rejected_error(endpoint, exc, purpose) from exc
+            first = exc
+        # Retry prompt-only; only a success proves response_format was the problem (a 400 can
+        # also mean e.g. a prompt longer than the context).
+        try:
+            reply = await self._post(endpoint, with_schema_instruction(conversation, schema), None, purpose)
+        except _Rejected as exc:
+            raise _rejected_error(endpoint, first, purpose) from exc
+        if self._structured.get(endpoint.url, True):
+            log.warning(
+                "%s refused response_format (%s); asking it for JSON in the prompt instead",
+                endpoint.url,
+                first,
+            )
+        self._structured[endpoint.url] = False
+        return reply
+
+    async def _post(
+        self, endpoint: Endpoint[Any], messages: list[Message], schema: dict[str, Any] | None, purpose: str
+    ) -> Reply:
+        """One HTTP request under the global in-flight limit, SDK errors mapped to ours."""
+        openai = self._openai
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages,
+            "max_tokens": self.config.max_new_tokens,
+            "temperature": self.config.temperature,
+        }
+        if schema is not None:
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "reply"
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema},
+            }
+        if self.config.reasoning_effort:
+            body["reasoning_effort"] = self.config.reasoning_effort
+        if self.config.chat_template_kwargs:
+            body["chat_template_kwargs"] = self.config.chat_template_kwargs
+        url = endpoint.url
+        async with self._limit:
+            self._stats.in_flight += 1
+            self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
+            endpoint.in_flight += 1
+            try:
+                # The SDK's raw `post` (its documented escape hatch) skips the typed request
+                # transform and response models, which cost more CPU than the HTTP exchange itself.
+                response = await endpoint.client.post(
+                    "/chat/completions", cast_to=self._response_cls, body=body
+                )
+            except openai.APITimeoutError as exc:
+                raise AttemptError(
+                    f"no reply from {url} within {self.config.request_timeout_s:g}s", "timeout"
+                ) from exc
+            except openai.APIConnectionError as exc:
+                raise AttemptError(
+                    f"cannot reach the VLM server at {url}: {exc.__cause__ or exc}; start it or pass --vlm.base_url",
+                    "connection",
+                ) from exc
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                raise VLMError(
+                    f"the VLM server at {url} refused the API key (HTTP {exc.status_code}); "
+                    "set OPENAI_API_KEY or --vlm.api_key"
+                ) from exc
+            except openai.NotFoundError as exc:
+                raise VLMError(
+                    f"model {self._model!r} is not served at {url} (HTTP 404: {_server_message(exc)}); "
+                    "fix --vlm.model_id"
+                ) from exc
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                raise _Rejected(f"HTTP {exc.status_code}: {_server_message(exc)}") from exc
+            except openai.RateLimitError as exc:
+                raise AttemptError(f"{url} is rate limiting (HTTP 429)", "rate_limit") from exc
+            except openai.APIStatusError as exc:
+                raise AttemptError(
+                    f"server error from {url} (HTTP {exc.status_code}: {_server_message(exc)})",
+                    "server_error",
+                ) from exc
+            finally:
+                endpoint.in_flight -= 1
+                self._stats.in_flight -= 1
+        try:
+            return _parse_completion(response.json(), self._stats)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise AttemptError(f"malformed chat completion from {url}: {exc!r}", "server_error") from exc
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._http.aclose()
+
+
+def _httpx_response_class() -> type:
+    """The Response class of the HTTP library this openai version is built on (httpx2, or httpx)."""
+    try:
+        import httpx2
+
+        return httpx2.Response
+    except ImportError:
+        import httpx
+
+        return httpx.Response
+
+
+async def _encode(messages: list[Message], config: VLMConfig) -> list[Message]:
+    """Wire messages; JPEG encoding runs in a thread (PIL drops the GIL) to keep the event loop free."""
+    has_images = any(
+        isinstance(m.get("content"), list) and any(b.get("type") in ("image", "video") for b in m["content"])
+        for m in messages
+    )
+    if not has_images:
+        return messages
+    return await asyncio.to_thread(
+        encode_messages, messages, max_side=config.image_max_side, quality=config.jpeg_quality
+    )
+
+
+def _parse_completion(data: dict[str, Any], stats: VLMStats) -> Reply:
+    usage = data.get("usage") or {}
+    stats.prompt_tokens += usage.get("prompt_tokens") or 0
+    stats.completion_tokens += usage.get("completion_tokens") or 0
+    choices = data.get("choices") or []
+    if not choices:  # safety filters and exhausted thinking budgets reply with no choice
+        return Reply("", None)
+    choice = choices[0]
+    return Reply((choice.get("message") or {}).get("content") or "", choice.get("finish_reason"))
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return str(message)[:300]
+    return str(getattr(exc, "message", exc))[:300]
+
+
+def _rejected_error(endpoint: Endpoint[Any], exc: _Rejected, purpose: str) -> VLMReplyError:
+    reason = f"the VLM server at {endpoint.url} rejected the request ({exc})"
+    return VLMReplyError(reason, reason=reason, purpose=purpose)
