@@ -22,18 +22,15 @@ import numpy as np
 
 from steerable.annotate.motion import (
     MotionConfig,
-    boundary_mae,
     detect_keystates,
-    event_precision_recall,
     find_dims,
     heuristic_subtasks,
     motion_rows,
-    segmentation_f1,
     snap_boundaries,
-    spans_from_starts,
 )
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
+from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
 from steerable.synthetic import generate_synthetic, read_ground_truth
 
 EVENT_TOLERANCE_S = 0.25

@@ -12,20 +12,17 @@ from steerable.annotate.motion import (
     DimSelection,
     Keystate,
     MotionConfig,
-    boundary_mae,
     detect_keystates,
-    event_precision_recall,
     find_dims,
     heuristic_subtasks,
     motion_rows,
     primitive_segments,
-    segmentation_f1,
     snap_boundaries,
-    spans_from_starts,
 )
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
+from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
 
 FPS = 15
 EE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.pos"]

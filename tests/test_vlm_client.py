@@ -194,7 +194,7 @@ def test_an_invalid_schema_fails_before_any_request(start_server: Callable[..., 
 
 
 def test_global_in_flight_limit_is_respected(start_server: Callable[..., TestServer]) -> None:
-    server = start_server(latency_s=0.05, capacity=64)
+    server = start_server(latency_s=0.1, capacity=64)
     vlm = _client(server.url, client_concurrency=4)
 
     async def many() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from steerable.errors import ConfigError, VLMError
-from steerable.vlm import VLMConfig, open_vlm
+from steerable.vlm import VLMConfig, make_vlm, open_vlm, resolve_backend
 from steerable.vlm.launcher import VLLMLauncher, detect_gpus, plan_replicas
 from steerable.vlm.openai_http import OpenAIHTTPVLM
 
@@ -267,3 +267,13 @@ def test_detect_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert detect_gpus() == ["0", "1"]
+
+
+def test_auto_backend_picks_local_vllm_when_installed_with_a_gpu(
+    fake_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert resolve_backend(VLMConfig(model_id="org/model")) == "vllm"
+    assert resolve_backend(VLMConfig(model_id="org/model", base_url="http://127.0.0.1:9/v1")) == "openai"
+    with pytest.raises(VLMError, match="pass --vlm.model_id"):
+        make_vlm(VLMConfig())

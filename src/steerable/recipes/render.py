@@ -18,7 +18,7 @@ from steerable.recipes.expressions import ResolverCall, Template
 from steerable.recipes.model import Recipe
 from steerable.recipes.resolvers import EpisodeTimeline
 
-__all__ = ["RenderOptions", "RenderedSample", "render_sample", "render_sample_reference"]
+__all__ = ["RenderOptions", "RenderedSample", "drawn_component", "render_sample", "render_sample_reference"]
 
 Compat = Literal["steerable", "lerobot"]
 TaskSource = Literal["rephrasing", "dataset"]
@@ -273,3 +273,11 @@ def _render(recipe: Recipe, timeline: EpisodeTimeline, t: float, frame_events: S
     if plan.choice is None:
         return _render_component(plan.drawn[0], frame) if plan.drawn else None
     return _render_component(plan.drawn[plan.choice.pick(sample_idx)], frame)
+
+
+def drawn_component(recipe: Recipe, sample_idx: int, options: RenderOptions = RenderOptions()) -> str:  # noqa: B008
+    """The component the weighted draw picks for `sample_idx` (routing aside): for per-component stats."""
+    plan = recipe.render_cache.get((options.compat, options.vqa_routing)) or _plan(recipe, options)
+    if plan.choice is None:
+        return plan.drawn[0].name if plan.drawn else ""
+    return plan.drawn[plan.choice.pick(int(sample_idx))].name

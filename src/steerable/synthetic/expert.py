@@ -32,7 +32,7 @@ class Demo:
     subtasks: list[tuple[int, str]] = field(default_factory=list)
 
     def observations(self) -> np.ndarray:
-        """(n, 4) float32: ee.x, ee.y, ee.z, gripper.pos as reached."""
+        """(n, 4) float32: ee.x, ee.y, ee.z, gripper.closure as reached."""
         return np.array([s.gripper.as_array() for s in self.states], dtype=np.float32)
 
     def actions(self) -> np.ndarray:

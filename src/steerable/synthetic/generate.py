@@ -33,8 +33,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ROBOT_TYPE = "steerable_sim_tabletop"
-# ee.* in metres in the table frame; gripper.pos 0 = open .. 1 = closed.
-STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.pos"]
+# ee.* in metres in the table frame; gripper.closure 0 = open .. 1 = closed (the name says which way).
+STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 
 
 def camera_key(camera: str) -> str:
@@ -107,6 +107,6 @@ def _truth(ep: int, task: str, demo: Demo, state: np.ndarray, cams: list[str], f
         episode_index=ep,
         task=task,
         subtasks=subtask_spans(demo.subtasks, ts),
-        gripper_events=gripper_events(state[:, STATE_NAMES.index("gripper.pos")], ts),
+        gripper_events=gripper_events(state[:, STATE_NAMES.index("gripper.closure")], ts),
         boxes={camera_key(c): [object_boxes(s, c) for s in demo.states] for c in cams},
     )

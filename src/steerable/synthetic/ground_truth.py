@@ -4,7 +4,7 @@ Stored beside the dataset in `meta/steerable_ground_truth.json` (LeRobot ignores
 is a frame's stored float32 `timestamp`, so it compares exactly with the parquet column.
 Subtasks cover the episode without gaps: each runs from its `start` up to the next one's `start`,
 the last one up to and including `end`, the last frame's timestamp. A gripper event sits on the
-first frame whose `gripper.pos` is past the 0.5 mid-point (0 = open, 1 = closed).
+first frame whose `gripper.closure` is past the 0.5 mid-point (0 = open, 1 = closed).
 Boxes are `[x0, y0, x1, y1]` in pixels of the original frame, x1/y1 exclusive.
 """
 

@@ -1,7 +1,7 @@
 """The simulated tabletop: cubes, bins/zones and a gripper, with grasp and release physics.
 
 Units are metres in the table frame: x to the right, y towards the viewer (image rows), z up from
-the table. The gripper's `closure` is LeRobot's `gripper.pos` here: 0 = fully open (fingers 8 cm
+the table. The gripper's `closure` is the `gripper.closure` state dim: 0 = fully open (fingers 8 cm
 apart), 1 = closed (fingers one cube width apart). The world is immutable: `step` returns a new state.
 """
 

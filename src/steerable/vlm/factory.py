@@ -57,6 +57,8 @@ def make_vlm(config: VLMConfig) -> VLMClient:
     """
     backend = resolve_backend(config)
     if backend is None:
+        if vllm_available() and detect_gpus():
+            raise VLMError("vLLM and a GPU are available: pass --vlm.model_id to serve a model with them")
         raise VLMError(NO_MODEL_MESSAGE)
     if backend == "openai":
         from steerable.vlm.openai_http import OpenAIHTTPVLM

@@ -7,13 +7,6 @@ writes the rows. Algorithm, thresholds and limits: docs/motion.md.
 from steerable.annotate.motion.config import MotionConfig
 from steerable.annotate.motion.dims import DimSelection, Gripper, find_dims
 from steerable.annotate.motion.keystates import Keystate, KeystateKind, detect_keystates
-from steerable.annotate.motion.metrics import (
-    MatchScore,
-    boundary_mae,
-    event_precision_recall,
-    segmentation_f1,
-    spans_from_starts,
-)
 from steerable.annotate.motion.primitives import Primitive, motion_rows, primitive_segments
 from steerable.annotate.motion.snap import PAUSES_ONLY, snap_boundaries
 from steerable.annotate.motion.subtasks import Granularity, heuristic_subtasks
@@ -24,18 +17,13 @@ __all__ = [
     "Gripper",
     "Keystate",
     "KeystateKind",
-    "MatchScore",
     "MotionConfig",
     "PAUSES_ONLY",
     "Primitive",
-    "boundary_mae",
     "detect_keystates",
-    "event_precision_recall",
     "find_dims",
     "heuristic_subtasks",
     "motion_rows",
     "primitive_segments",
-    "segmentation_f1",
     "snap_boundaries",
-    "spans_from_starts",
 ]

@@ -1,0 +1,67 @@
+"""`steerable recipes list|show|lint`: the built-in recipes, and checking a recipe before training."""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+
+from rich.console import Console
+
+from steerable.cli._recipe_args import camera_map
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("recipes", help="list, show or lint training recipes")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs.add_parser("list", help="the built-in recipes").set_defaults(func=run_list)
+    show = verbs.add_parser("show", help="print a built-in recipe's YAML")
+    show.add_argument("name")
+    show.set_defaults(func=run_show)
+    lint = verbs.add_parser("lint", help="validate a recipe (and, with --dataset, check it fits that dataset)")
+    lint.add_argument("recipe", help="YAML file or built-in name")
+    lint.add_argument("--dataset", help="dataset the recipe will be rendered on")
+    lint.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY")
+    lint.set_defaults(func=run_lint)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from steerable.recipes import builtin_recipe_names, load_recipe
+
+    console = Console(highlight=False, soft_wrap=True)
+    for name in builtin_recipe_names():
+        recipe = load_recipe(name)
+        parts = ", ".join(f"{n} {c.weight:g}" for n, c in recipe.components() if n) or "message recipe"
+        console.print(f"[bold]{name}[/bold]: {recipe.description or ''}\n    {parts}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from steerable.recipes import load_recipe
+
+    load_recipe(args.name)  # validates the name (clear error for an unknown one)
+    print((resources.files("steerable.recipes") / "builtin" / f"{args.name}.yaml").read_text(encoding="utf-8"))
+    return 0
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from steerable.recipes import load_recipe
+    from steerable.train.lint import lint_against_dataset
+
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    console = Console(highlight=False, soft_wrap=True)
+    if args.dataset is None:
+        console.print(f"{args.recipe}: valid ({len(recipe.components())} component(s))")
+        return 0
+    from steerable.dataset import open_dataset
+
+    problems, warnings = lint_against_dataset(recipe, open_dataset(args.dataset))
+    for w in warnings:
+        console.print(f"warning: {w}")
+    for p in problems:
+        console.print(f"error: {p}")
+    if problems:
+        return 1
+    console.print(f"{args.recipe}: valid for {args.dataset}")
+    return 0

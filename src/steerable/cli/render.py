@@ -1,0 +1,93 @@
+"""`steerable render DATASET --recipe R`: the chat samples a recipe makes of a dataset's frames."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
+from steerable.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("render", help="render a recipe over a dataset's frames (training samples)")
+    parser.add_argument("dataset", help="annotated dataset root (or Hub repo id)")
+    add_recipe_args(parser)
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--all", action="store_true", help="every frame of every episode")
+    scope.add_argument("--episode", type=int, help="one episode (with --frame: one frame)")
+    parser.add_argument("--frame", type=int, help="frame index inside --episode")
+    parser.add_argument("--json", action="store_true", help="JSON lines, one per frame")
+    parser.add_argument(
+        "--fallback",
+        choices=["none", "task"],
+        default="none",
+        help="task: frames the recipe leaves empty get the plain-task low-level sample (as in training)",
+    )
+    parser.add_argument("--max_frames", type=int, default=None, help="stop after this many frames")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.recipes import load_recipe
+    from steerable.train.samples import DatasetRenderer
+
+    if args.frame is not None and args.episode is None:
+        raise ConfigError("--frame needs --episode")
+    ds = open_dataset(args.dataset)
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback)
+    if args.episode is not None:
+        frames = [args.frame] if args.frame is not None else None
+        samples = renderer.episode_samples(ds.episode(args.episode).episode_index, frames)
+    else:
+        samples = renderer.samples()
+    console = Console(highlight=False, soft_wrap=True)
+    for sample in itertools.islice(samples, args.max_frames):
+        if args.json:
+            sys.stdout.write(json.dumps(sample.to_json(), ensure_ascii=False) + "\n")
+        else:
+            _print_sample(console, sample)
+    stats = renderer.stats.as_dict()
+    if args.json:
+        print(json.dumps({"stats": stats}), file=sys.stderr)
+    else:
+        _print_stats(console, stats)
+    return 0
+
+
+def _print_sample(console: Console, sample: Any) -> None:
+    head = f"[bold]episode {sample.episode_index} frame {sample.frame_index}[/bold] (index {sample.index}, t={sample.timestamp:.3f}s)"
+    if sample.sample is None:
+        console.print(f"{head}  [dim]nothing to render ({sample.component or 'recipe'})[/dim]")
+        return
+    tag = " [yellow]fallback[/yellow]" if sample.fallback else ""
+    console.print(f"{head}  component {sample.sample.component or sample.component}{tag}")
+    s = sample.sample
+    for i, (message, stream) in enumerate(zip(s.messages, s.message_streams, strict=True)):
+        target = " target" if i in s.target_message_indices else ""
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                b.get("text", f"<{b.get('type')} {b.get('feature', '')}>") for b in content if isinstance(b, dict)
+            )
+        calls = message.get("tool_calls")
+        if calls:
+            content = f"{content or ''} {json.dumps(calls, ensure_ascii=False)}".strip()
+        console.print(f"  {message['role']:>9} [{stream}{target}] {content}")
+
+
+def _print_stats(console: Console, stats: dict[str, Any]) -> None:
+    table = Table("component", "drawn", "rendered", "fell back", "empty", title=f"{stats['frames']} frames")
+    for name, c in stats["components"].items():
+        table.add_row(name or "(recipe)", str(c["drawn"]), str(c["rendered"]), str(c["fell_back"]), str(c["empty"]))
+    console.print(table)

@@ -1,0 +1,1 @@
+"""Evaluating annotations: segmentation and event metrics, and reports against ground truth."""
