@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from steerable.errors import ConfigError
+from steerable.recipes.render import RenderOptions
 
 __all__ = ["add_recipe_args", "camera_map", "render_options"]
 
@@ -38,7 +39,6 @@ def camera_map(pairs: list[str]) -> dict[str, str]:
     return mapping
 
 
-def render_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from steerable.recipes.render import RenderOptions
+def render_options(args: argparse.Namespace) -> RenderOptions:
 
     return RenderOptions(compat=args.compat)

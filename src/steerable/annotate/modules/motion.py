@@ -54,8 +54,8 @@ class MotionModule:
             "heuristic_subtasks": self.derive_subtasks,
         }
         if self.derive_subtasks:
-            granularity = getattr(self.config, "subtask_granularity", "coarse")
-            rows += heuristic_subtasks(timestamps, keystates, ctx.task, granularity=granularity)
+            coarse = getattr(self.config, "subtask_granularity", "coarse") == "coarse"
+            rows += heuristic_subtasks(timestamps, keystates, ctx.task, granularity="coarse" if coarse else "fine")
         return ModuleOutput(rows=rows, meta=meta, notes=notes)
 
 

@@ -10,6 +10,7 @@ import sys
 
 from steerable.vlm.testserver.app import TestServer
 from steerable.vlm.testserver.faults import FAULT_KINDS, FaultPlan
+from steerable.vlm.testserver.plausible import plausible_responder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-timeout", type=float, default=30.0, help="stall of a 'timeout' fault (s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", action="append", help="model id to serve (repeatable)")
+    parser.add_argument(
+        "--responder",
+        choices=["minimal", "plausible"],
+        default="minimal",
+        help="minimal: smallest schema-valid values; plausible: realistic shapes (subtasks over the window)",
+    )
     parser.add_argument(
         "--no-structured-output", action="store_true", help="refuse response_format with HTTP 400"
     )
@@ -62,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             faults=faults,
             model_ids=args.model or ["test-model"],
             structured_output=not args.no_structured_output,
+            responder=plausible_responder if args.responder == "plausible" else None,
             host=args.host,
             port=args.port,
         )
