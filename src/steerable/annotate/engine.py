@@ -133,7 +133,11 @@ async def _run_episode(
                     ep.episode_index, module.name, output.rows, fingerprint=hashes[module.name],
                     meta=output.meta, notes=output.notes,
                 )
-                staged = StagedOutput(output.rows, output.meta, output.notes, hashes[module.name])
+                # Continue from what was staged, not from memory: a resumed run reads the same
+                # JSON, so both paths write identical bytes.
+                staged = staging.load(ep.episode_index, module.name)
+                if staged is None:
+                    raise OSError(f"staged output of {module.name} for episode {ep.episode_index} vanished")
             result.outputs[module.name] = staged
     except (SteerableError, OSError, ValueError) as exc:
         if debug:

@@ -46,9 +46,15 @@ async def _annotate(
     started: float,
     debug: bool,
 ) -> dict[str, Any]:
+    from steerable.vlm.factory import resolve_backend
+
+    # Checked before any model is contacted or started: config mistakes fail fast and cheap.
+    uses_model = resolve_backend(cfg.vlm) is not None and (
+        cfg.plan.enabled or cfg.interjections.enabled or cfg.vqa.enabled
+    )
+    camera = _camera(cfg, target, needs_video=uses_model)
     async with _model(cfg) as vlm:
         modules, notes = build_modules(cfg, vlm, target)
-        camera = _camera(cfg, target, needs_video=any(getattr(m, "needs_video", False) for m in modules))
         progress = Progress()
         async with ProgressDisplay(progress, vlm, enabled=cfg.executor.progress):
             results = await run_episodes(

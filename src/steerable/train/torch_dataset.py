@@ -1,0 +1,203 @@
+"""A map-style PyTorch dataset over every frame of a LeRobot dataset, rendered through a recipe.
+
+Each item is the frame's chat sample plus the camera frames its image blocks name and the
+requested state/action features. An episode's timeline and feature arrays are built on first
+use and kept in a small LRU cache; video files are opened per call, so no handle crosses a
+DataLoader worker fork, and pickling (spawn workers) drops the cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch.utils.data import Dataset
+
+from steerable.dataset import LeRobotDataset
+from steerable.errors import ConfigError, CorruptDatasetError
+from steerable.recipes import EpisodeTimeline, Recipe
+from steerable.recipes.render import RenderedSample, RenderOptions, render_sample
+from steerable.train.samples import DatasetRenderer, Fallback, task_fallback
+
+__all__ = ["DEFAULT_FEATURES", "RecipeDataset", "image_features"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FEATURES: tuple[str, ...] = ("observation.state", "action")
+_FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
+
+
+def image_features(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The camera keys the image blocks of `messages` name, in order of first appearance."""
+    keys: dict[str, None] = {}
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "image" and block.get("feature"):
+                    keys[str(block["feature"])] = None
+    return list(keys)
+
+
+@dataclass(frozen=True)
+class _Episode:
+    """What items of one episode need: its timeline, frame columns and feature arrays."""
+
+    timeline: EpisodeTimeline
+    columns: dict[str, list[Any]]
+    features: dict[str, np.ndarray]
+
+
+class RecipeDataset(Dataset[dict[str, Any] | None]):
+    """Frame `i` (global position over the dataset's episodes) rendered through `recipe`.
+
+    An item is a dict with `index`, `episode_index`, `frame_index`, `timestamp`, `task`,
+    `messages`, `message_streams`, `target_message_indices`, `images` (camera key -> uint8
+    H x W x 3 tensor, for every image block; absent with `decode_images=False`) and each requested
+    feature as a float32 tensor. It is None when nothing renders and `fallback="none"`;
+    `fallback="task"` gives such frames the plain-task low-level sample.
+    """
+
+    def __init__(
+        self,
+        dataset: LeRobotDataset,
+        recipe: Recipe,
+        *,
+        options: RenderOptions | None = None,
+        fallback: Fallback = "task",
+        features: Sequence[str] | None = DEFAULT_FEATURES,
+        decode_images: bool = True,
+        cache_episodes: int = 8,
+    ) -> None:
+        self.renderer = DatasetRenderer(dataset, recipe, options=options, fallback=fallback)
+        self.dataset = dataset
+        self.features = tuple(features or ())
+        _check_features(dataset, self.features)
+        if cache_episodes < 1:
+            raise ConfigError(f"cache_episodes must be at least 1, got {cache_episodes}")
+        self.decode_images = decode_images
+        self.cache_episodes = cache_episodes
+        self._episodes = [e.episode_index for e in dataset.episodes]
+        self._starts = np.cumsum([0] + [e.length for e in dataset.episodes]).tolist()
+        self._cache: OrderedDict[int, _Episode] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spawned DataLoader workers get a copy without the cache (it is rebuilt lazily) or the lock.
+        state = dict(self.__dict__)
+        state["_cache"] = OrderedDict()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(episode_index, row within the episode) of global position `i`."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"frame position {i} is out of range for {n} frames")
+        i %= n
+        pos = bisect.bisect_right(self._starts, i) - 1
+        return self._episodes[pos], i - int(self._starts[pos])
+
+    def __getitem__(self, i: int) -> dict[str, Any] | None:
+        episode_index, row = self.locate(int(i))
+        ep = self._episode(episode_index)
+        cols = ep.columns
+        index, t = int(cols["index"][row]), float(cols["timestamp"][row])
+        task = self.dataset.tasks.get(int(cols["task_index"][row]), "")
+        sample = self._render(ep.timeline, t, index, task)
+        if sample is None:
+            return None
+        item: dict[str, Any] = {
+            "index": index,
+            "episode_index": episode_index,
+            "frame_index": int(cols["frame_index"][row]),
+            "timestamp": t,
+            "task": task,
+            **sample.to_dict(),
+        }
+        if self.decode_images:
+            item["images"] = {
+                cam: torch.from_numpy(self.dataset.decode_frames(episode_index, cam, [t])[0])
+                for cam in image_features(sample.messages)
+            }
+        for name, values in ep.features.items():
+            item[name] = torch.from_numpy(values[row].copy())
+        return item
+
+    def _render(self, timeline: EpisodeTimeline, t: float, index: int, task: str) -> RenderedSample | None:
+        r = self.renderer
+        sample = render_sample(r.recipe, timeline, t=t, sample_idx=index, task=task, options=r.options)
+        if sample is None and r.fallback == "task":
+            return task_fallback(task)
+        return sample
+
+    def _episode(self, episode_index: int) -> _Episode:
+        with self._lock:
+            cached = self._cache.get(episode_index)
+            if cached is not None:
+                self._cache.move_to_end(episode_index)
+                return cached
+        # Built outside the lock: two threads may build the same episode once each, which is harmless.
+        timeline, table = self.renderer.timeline(episode_index)
+        columns = {n: table.column(n).to_pylist() for n in _FRAME_COLUMNS}
+        features: dict[str, np.ndarray] = {}
+        if self.features:
+            data = self.dataset.read_episode(episode_index, list(self.features))
+            features = {
+                n: _float_array(data.column(n), self.dataset.features[n].get("shape") or ())
+                for n in self.features
+            }
+        built = _Episode(timeline, columns, features)
+        with self._lock:
+            self._cache[episode_index] = built
+            self._cache.move_to_end(episode_index)
+            while len(self._cache) > self.cache_episodes:
+                self._cache.popitem(last=False)
+        logger.debug("episode %d loaded (%d frames)", episode_index, len(columns["index"]))
+        return built
+
+
+def _check_features(dataset: LeRobotDataset, names: Sequence[str]) -> None:
+    numeric = [k for k, v in dataset.features.items() if v.get("dtype") not in ("video", "image", "string")]
+    for name in names:
+        if name not in numeric:
+            raise ConfigError(
+                f"{dataset.root} has no numeric feature {name!r} (numeric features: {numeric}); "
+                "pass features=[...] with the dataset's state/action names, or features=None"
+            )
+
+
+def _float_array(column: pa.ChunkedArray, shape: Sequence[int]) -> np.ndarray:
+    """A feature column as float32: (frames, *shape) for list columns, (frames,) for scalar columns."""
+    array: pa.Array = column.combine_chunks()
+    n = len(array)
+    if not _is_list(array.type):
+        return array.to_numpy(zero_copy_only=False).astype(np.float32)
+    while _is_list(array.type):
+        array = array.flatten()
+    flat = array.to_numpy(zero_copy_only=False).astype(np.float32)
+    dims = tuple(int(d) for d in shape)
+    if n and flat.size == n * int(np.prod(dims)):
+        return flat.reshape(n, *dims)
+    if n and flat.size % n == 0:
+        return flat.reshape(n, -1)
+    raise CorruptDatasetError(f"feature rows of {column.type} do not all have {int(np.prod(dims))} values")
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
