@@ -140,12 +140,17 @@ def test_killed_run_resumes_to_the_same_bytes(synthetic: Path, tmp_path: Path) -
             stderr=subprocess.DEVNULL,
         )
         staging = killed / ".steerable" / "staging"
+
+        def finished_episodes() -> int:
+            modules = ("motion", "plan", "interjections", "vqa")
+            return sum(all((d / f"{m}.done.json").is_file() for m in modules) for d in staging.glob("episode_*"))
+
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(list(staging.glob("*/vqa.done.json"))) < 1:
-            time.sleep(0.02)
+        while time.monotonic() < deadline and finished_episodes() < 1:
+            time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        finished = len(list(staging.glob("*/vqa.done.json")))
+        finished = finished_episodes()
         assert 1 <= finished < 3, "the kill should land mid-run"
         before_resume = srv.stats.chat_requests
         result = steerable("annotate", "--root", str(killed), *args)

@@ -11,7 +11,7 @@ import logging
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from steerable.annotate.context import EpisodeContext, FrameCache
@@ -19,6 +19,7 @@ from steerable.annotate.module import AnnotationModule, ModuleOutput
 from steerable.annotate.staging import StagedOutput, Staging, fingerprint_hash
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.errors import SteerableError
+from steerable.vlm.limiter import call_priority
 
 __all__ = ["EpisodeResult", "Progress", "run_episodes"]
 
@@ -63,7 +64,9 @@ async def run_episodes(
     """Run every module on every episode (bounded concurrency); results in episode order."""
     progress = progress or Progress()
     progress.total = len(episodes)
+    position = {ep.episode_index: i for i, ep in enumerate(episodes)}
     hashes = _chain_hashes(modules)
+    ranks = _critical_ranks(modules)
     gate = asyncio.Semaphore(max(1, parallelism))
 
     async def one(ep: EpisodeMeta) -> EpisodeResult:
@@ -72,7 +75,7 @@ async def run_episodes(
             try:
                 return await _run_episode(
                     dataset, ep, modules, hashes, staging, seed=seed, vlm=vlm, camera=camera,
-                    force=force, debug=debug,
+                    force=force, debug=debug, ranks=ranks, order=position[ep.episode_index],
                 )
             finally:
                 progress.running -= 1
@@ -88,6 +91,12 @@ async def run_episodes(
         return result
 
     return list(await asyncio.gather(*(tracked(ep) for ep in episodes)))
+
+
+def _critical_ranks(modules: Sequence[AnnotationModule]) -> dict[str, int]:
+    """VLM call priority per module: 0 feeds other modules, 1 depends on one, 2 stands alone."""
+    needed = {dep for m in modules for dep in m.requires}
+    return {m.name: 0 if m.name in needed else (1 if m.requires else 2) for m in modules}
 
 
 def _chain_hashes(modules: Sequence[AnnotationModule]) -> dict[str, str]:
@@ -111,24 +120,44 @@ async def _run_episode(
     camera: str | None,
     force: bool,
     debug: bool,
+    ranks: dict[str, int],
+    order: int,
 ) -> EpisodeResult:
+    """Run one episode's modules as a small dependency graph.
+
+    A module starts as soon as the modules it `requires` are done, so independent modules (plan
+    and vqa, say) keep the server busy together. The first failure cancels the rest of the episode.
+    """
     started = time.monotonic()
     result = EpisodeResult(ep.episode_index)
-    ctx: EpisodeContext | None = None
-    current = "setup"
-    try:
-        for module in modules:
-            current = module.name
+    outputs: dict[str, StagedOutput] = {}
+    finished = {m.name: asyncio.Event() for m in modules}
+    shared: list[EpisodeContext] = []
+    setup = asyncio.Lock()
+    failed: dict[str, str] = {}
+
+    async def context(module: AnnotationModule) -> EpisodeContext:
+        async with setup:
+            if not shared:
+                shared.append(await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera))
+        deps = [n for n in module.requires if n in outputs]
+        return replace(
+            shared[0],
+            upstream={n: outputs[n].rows for n in deps},
+            upstream_meta={n: outputs[n].meta for n in deps},
+        )
+
+    async def run(module: AnnotationModule) -> None:
+        call_priority.set((ranks[module.name], order))  # this task's VLM calls queue by it
+        for dep in module.requires:
+            if dep in finished:
+                await finished[dep].wait()
+        try:
             if not force and staging.is_current(ep.episode_index, module.name, hashes[module.name]):
                 staged = staging.load(ep.episode_index, module.name)
-                assert staged is not None
                 result.reused.append(module.name)
             else:
-                if ctx is None:
-                    ctx = await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera)
-                ctx.upstream = {n: o.rows for n, o in result.outputs.items()}
-                ctx.upstream_meta = {n: o.meta for n, o in result.outputs.items()}
-                output: ModuleOutput = await module.run(ctx)
+                output: ModuleOutput = await module.run(await context(module))
                 staging.save(
                     ep.episode_index, module.name, output.rows, fingerprint=hashes[module.name],
                     meta=output.meta, notes=output.notes,
@@ -136,22 +165,36 @@ async def _run_episode(
                 # Continue from what was staged, not from memory: a resumed run reads the same
                 # JSON, so both paths write identical bytes.
                 staged = staging.load(ep.episode_index, module.name)
-                if staged is None:
-                    raise OSError(f"staged output of {module.name} for episode {ep.episode_index} vanished")
-            result.outputs[module.name] = staged
+            if staged is None:
+                raise OSError(f"staged output of {module.name} for episode {ep.episode_index} vanished")
+            outputs[module.name] = staged
+            finished[module.name].set()
+        except Exception:
+            failed.setdefault("name", module.name)  # the first module to fail names the failure
+            raise
+
+    tasks = [asyncio.create_task(run(m)) for m in modules]
+    try:
+        await asyncio.gather(*tasks)
     except (SteerableError, OSError, ValueError) as exc:
         if debug:
             raise
-        result.failure = f"{current}: {exc}"
-        log.warning("episode %d failed in %s: %s", ep.episode_index, current, exc)
+        result.failure = f"{failed.get('name', 'setup')}: {exc}"
+        log.warning("episode %d failed: %s", ep.episode_index, result.failure)
     except Exception as exc:  # a bug: keep the run going, but keep the evidence
         if debug:
             raise
-        result.failure = f"{current}: internal error {type(exc).__name__}: {exc}"
-        log.error("episode %d crashed in %s:\n%s", ep.episode_index, current, traceback.format_exc())
+        where = failed.get("name", "setup")
+        result.failure = f"{where}: internal error {type(exc).__name__}: {exc}"
+        log.error("episode %d crashed in %s:\n%s", ep.episode_index, where, traceback.format_exc())
     finally:
-        if ctx is not None and ctx.frames is not None:
-            ctx.frames.release()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if shared and shared[0].frames is not None:
+            shared[0].frames.release()
+    result.outputs = {m.name: outputs[m.name] for m in modules if m.name in outputs}
+    result.reused = [m.name for m in modules if m.name in result.reused]
     result.seconds = time.monotonic() - started
     return result
 

@@ -25,8 +25,8 @@ def vlm_counters(vlm: Any | None) -> dict[str, float]:
     stats = getattr(vlm, "stats", None)
     if stats is None:
         return {}
-    if hasattr(stats, "as_dict"):
-        data = stats.as_dict()
+    if hasattr(stats, "snapshot"):
+        data = stats.snapshot()
     elif hasattr(stats, "model_dump"):
         data = stats.model_dump()
     else:

@@ -56,15 +56,20 @@ async def _annotate(
     async with _model(cfg) as vlm:
         modules, notes = build_modules(cfg, vlm, target)
         progress = Progress()
+        pipeline_started = time.monotonic()
         async with ProgressDisplay(progress, vlm, enabled=cfg.executor.progress):
             results = await run_episodes(
                 target, episodes, modules, staging, seed=cfg.seed, vlm=vlm, camera=camera,
                 parallelism=cfg.executor.episode_parallelism, force=cfg.force, progress=progress,
                 debug=debug,
             )
+        pipeline_s = time.monotonic() - pipeline_started
         counters = vlm_counters(vlm)
+    write_started = time.monotonic()
     written, problems = _validate_and_write(target, results, modules)
     summary = _summary(cfg, source, target, results, modules, notes, problems, written, counters, started)
+    summary["timings"]["pipeline_s"] = round(pipeline_s, 3)
+    summary["timings"]["validate_write_s"] = round(time.monotonic() - write_started, 3)
     summary_path = cfg.summary_path or target.root / WORK_DIR_NAME / "run_summary.json"
     atomic_write_json(Path(summary_path), summary)
     summary["summary_path"] = str(summary_path)

@@ -25,26 +25,15 @@ from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError, CorruptDatasetError
 from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import RenderedSample, RenderOptions, render_sample
+from steerable.train.images import image_features
 from steerable.train.samples import DatasetRenderer, Fallback, task_fallback
 
-__all__ = ["DEFAULT_FEATURES", "RecipeDataset", "image_features"]
+__all__ = ["DEFAULT_FEATURES", "RecipeDataset"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_FEATURES: tuple[str, ...] = ("observation.state", "action")
 _FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
-
-
-def image_features(messages: Sequence[dict[str, Any]]) -> list[str]:
-    """The camera keys the image blocks of `messages` name, in order of first appearance."""
-    keys: dict[str, None] = {}
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "image" and block.get("feature"):
-                    keys[str(block["feature"])] = None
-    return list(keys)
 
 
 @dataclass(frozen=True)

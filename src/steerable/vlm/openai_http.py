@@ -17,6 +17,7 @@ from steerable.errors import ConfigError, MissingExtraError, VLMError, VLMReplyE
 from steerable.vlm.config import VLMConfig
 from steerable.vlm.endpoints import Endpoint, EndpointPool
 from steerable.vlm.images import encode_messages
+from steerable.vlm.limiter import PriorityLimiter
 from steerable.vlm.protocol import Message, VLMStats
 from steerable.vlm.retry import AttemptError, Reply, generate_with_retries, with_schema_instruction
 
@@ -49,7 +50,7 @@ class OpenAIHTTPVLM:
             )
         self._model = config.model_id
         self._stats = VLMStats()
-        self._limit = asyncio.Semaphore(config.client_concurrency)
+        self._limit = PriorityLimiter(config.client_concurrency)
         self._check_lock = asyncio.Lock()
         self._structured: dict[str, bool] = {}  # url -> False once it refused response_format
         http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._count_request]})

@@ -1,0 +1,159 @@
+"""Annotation pipeline: our overhead per episode, and how close we keep a VLM server to its limit.
+
+(a) Overhead: every module on, against a zero-latency test server (the model costs nothing), so the
+    time is all ours: seconds per episode, peak RSS of the annotate process, request bytes per episode.
+    On the real lingzu fixture (640x480 video, ~425 frames per episode) and on a synthetic dataset.
+(b) Throughput: a test server with latency L and capacity C can answer at most C/L calls per second;
+    we report achieved calls/s (all VLM calls of the run / wall time) as a fraction of that limit,
+    across episode counts.
+
+The test server runs in its own process, as a real server would. Run: python benchmarks/annotate.py
+[--counts 10,50,200] [--latency 0.2] [--capacity 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINGZU = REPO.parent / "shared" / "data" / "lingzu_teleop_4"
+
+
+def start_server(latency: float, capacity: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.vlm.testserver", "--port", "0", "--latency", str(latency),
+         "--capacity", str(capacity), "--responder", "plausible"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"(http://\S+)", line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"test server did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def annotate(root: Path, url: str, *extra: str) -> tuple[dict, float, float]:
+    """Run the CLI in a child process; (summary, wall seconds, child peak RSS in MB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "steerable.cli.main", "annotate", "--root", str(root), "--vlm.base_url", url,
+         "--vlm.model_id", "test-model", "--executor.progress", "false", *extra],
+        capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"annotate failed:\n{result.stderr}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    summary = json.loads((root / ".steerable" / "run_summary.json").read_text())
+    return summary, wall, max(peak, before) / 1024
+
+
+def synthetic(base: Path, episodes: int, cameras: tuple[str, ...]) -> Path:
+    from steerable.synthetic import generate_synthetic
+
+    cache = base / f"syn_{episodes}_{'_'.join(cameras)}"
+    if not (cache / "meta" / "info.json").is_file():
+        generate_synthetic(cache, episodes=episodes, cameras=cameras, seed=0)
+    return cache
+
+
+def fresh_copy(src: Path, dst: Path) -> Path:
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".steerable"))
+    return dst
+
+
+def overhead(base: Path) -> list[dict]:
+    proc, url = start_server(0.0, 256)
+    rows = []
+    try:
+        cases = [("synthetic, 2 cameras", synthetic(base, 10, ("top", "wrist")))]
+        if LINGZU.is_dir():
+            cases.insert(0, ("lingzu (real, 640x480)", LINGZU))
+        for name, src in cases:
+            root = fresh_copy(src, base / "work_overhead")
+            summary, wall, rss = annotate(root, url)
+            n = summary["episodes_annotated"]
+            calls = summary["vlm"]["calls"]
+            rows.append({
+                "dataset": name, "episodes": n, "wall_s": wall, "s_per_episode": wall / max(n, 1),
+                "calls_per_episode": calls / max(n, 1),
+                "request_mb_per_episode": summary["vlm"]["request_bytes"] / max(n, 1) / 1e6,
+                "peak_rss_mb": rss, "failures": len(summary["failures"]),
+            })
+    finally:
+        proc.terminate()
+        proc.wait()
+    return rows
+
+
+def throughput(base: Path, counts: list[int], latency: float, capacity: int) -> list[dict]:
+    proc, url = start_server(latency, capacity)
+    rows = []
+    try:
+        for count in counts:
+            root = fresh_copy(synthetic(base, count, ("top",)), base / "work_throughput")
+            summary, wall, _ = annotate(
+                root, url, "--vlm.client_concurrency", str(capacity),
+                "--executor.episode_parallelism", str(max(8, capacity * 2)),
+            )
+            calls = summary["vlm"]["calls"]
+            limit = capacity / latency
+            pipeline = summary["timings"]["pipeline_s"]
+            rows.append({"episodes": count, "calls": calls, "wall_s": wall, "pipeline_s": pipeline,
+                         "calls_per_s": calls / pipeline, "limit": limit, "fraction": calls / pipeline / limit,
+                         "fraction_wall": calls / wall / limit})
+    finally:
+        proc.terminate()
+        proc.wait()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="10,50,200")
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--capacity", type=int, default=16)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "steerable_bench_annotate")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    counts = [int(c) for c in args.counts.split(",")]
+
+    print("(a) overhead per episode, zero-latency server, all modules")
+    print(f"{'dataset':<26}{'eps':>5}{'s/episode':>11}{'calls/ep':>10}{'req MB/ep':>11}{'peak RSS MB':>13}{'failed':>8}")
+    over = overhead(args.work)
+    for r in over:
+        print(f"{r['dataset']:<26}{r['episodes']:>5}{r['s_per_episode']:>11.3f}{r['calls_per_episode']:>10.1f}"
+              f"{r['request_mb_per_episode']:>11.3f}{r['peak_rss_mb']:>13.0f}{r['failures']:>8}")
+    print(f"\n(b) throughput vs the server limit C/L (L={args.latency}s, C={args.capacity})")
+    print("  pipeline s: first episode started -> last episode done (no interpreter start-up, dataset")
+    print("  opening, server check or final write); fraction = calls / pipeline s / limit; the last column")
+    print("  uses the whole process wall time instead")
+    print(f"{'episodes':>9}{'calls':>8}{'pipeline s':>12}{'calls/s':>9}{'limit':>8}{'fraction':>10}{'of wall':>9}")
+    thr = throughput(args.work, counts, args.latency, args.capacity)
+    for r in thr:
+        print(f"{r['episodes']:>9}{r['calls']:>8}{r['pipeline_s']:>12.2f}{r['calls_per_s']:>9.1f}{r['limit']:>8.0f}"
+              f"{r['fraction']:>10.2f}{r['fraction_wall']:>9.2f}")
+    real = over[0]
+    print(
+        f"RESULT s_per_episode={real['s_per_episode']:.3f} peak_rss_mb={max(r['peak_rss_mb'] for r in over):.0f} "
+        f"request_mb_per_episode={real['request_mb_per_episode']:.3f} "
+        f"min_fraction={min(r['fraction'] for r in thr):.2f} max_fraction={max(r['fraction'] for r in thr):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""`steerable export DATASET --recipe R --out DIR`: rendered samples as OpenAI-chat JSONL or an HF dataset."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
+from steerable.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("export", help="export rendered samples for VLM fine-tuning (JSONL or HF datasets)")
+    parser.add_argument("dataset", help="annotated dataset root (or Hub repo id)")
+    add_recipe_args(parser)
+    parser.add_argument("--out", required=True, help="output folder (created; must be empty or absent)")
+    parser.add_argument(
+        "--format",
+        choices=["jsonl", "hf"],
+        default="jsonl",
+        help="jsonl: OpenAI chat lines + JPEG files; hf: a Hugging Face `datasets` folder (load_from_disk)",
+    )
+    parser.add_argument("--max_samples", type=int, default=None, help="stop after this many samples")
+    parser.add_argument("--episodes", default=None, metavar="0,2,5", help="only these episodes (comma-separated)")
+    parser.add_argument(
+        "--fallback",
+        choices=["none", "task"],
+        default="none",
+        help="task: frames the recipe leaves empty become plain-task low-level samples instead of being skipped",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.recipes import load_recipe
+    from steerable.train.export import export_samples
+
+    episodes = _episodes(args.episodes)
+    ds = open_dataset(args.dataset)
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    chosen = [ds.episode(e) for e in episodes] if episodes is not None else ds.episodes
+    with _progress(sum(e.length for e in chosen)) as advance:
+        report = export_samples(
+            ds,
+            recipe,
+            args.out,
+            format=args.format,
+            max_samples=args.max_samples,
+            episodes=episodes,
+            fallback=args.fallback,
+            options=render_options(args),
+            overwrite=args.overwrite,
+            progress=advance,
+        )
+    print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped) "
+          f"as {report.format} to {report.path}")
+    return 0
+
+
+def _episodes(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--episodes takes comma-separated episode indices like 0,2,5, got {text!r}") from None
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar over frames on stderr, when stderr is a terminal."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), disable=not sys.stderr.isatty(), transient=True) as bar:
+        task = bar.add_task("rendering frames", total=total)
+        yield lambda n: bar.advance(task, n)
