@@ -70,6 +70,50 @@ def synthetic(base: Path, episodes: int, cameras: tuple[str, ...]) -> Path:
     return cache
 
 
+def replicate_real(base: Path, copies: int) -> Path:
+    """A real-video dataset of `copies` episodes, cycling through the lingzu fixture's four.
+
+    Each new episode gets its own data file (episode and frame indices rewritten) and its own mp4
+    (a hard link to the source video), so the workload is real 640x480 30 fps footage.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out = base / f"lingzu_x{copies}"
+    if (out / "meta" / "info.json").is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    src_eps = pq.read_table(LINGZU / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    rows, start = [], 0
+    for k in range(copies):
+        ep = dict(src_eps[k % len(src_eps)])
+        data = pq.read_table(LINGZU / f"data/chunk-000/file-{ep['data/file_index']:03d}.parquet")
+        n = data.num_rows
+        data = data.set_column(data.schema.get_field_index("episode_index"), "episode_index",
+                               pa.array([k] * n, pa.int64()))
+        data = data.set_column(data.schema.get_field_index("index"), "index",
+                               pc.add(pa.array(range(n), pa.int64()), start))
+        target = out / f"data/chunk-000/file-{k:03d}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(data, target)
+        video = out / f"videos/image/chunk-000/file-{k:03d}.mp4"
+        video.parent.mkdir(parents=True, exist_ok=True)
+        os.link(LINGZU / f"videos/image/chunk-000/file-{ep['videos/image/file_index']:03d}.mp4", video)
+        ep.update({"episode_index": k, "data/file_index": k, "videos/image/file_index": k,
+                   "dataset_from_index": start, "dataset_to_index": start + n})
+        rows.append(ep)
+        start += n
+    (out / "meta/episodes/chunk-000").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), out / "meta/episodes/chunk-000/file-000.parquet")
+    shutil.copy(LINGZU / "meta/tasks.parquet", out / "meta/tasks.parquet")
+    shutil.copy(LINGZU / "meta/stats.json", out / "meta/stats.json")
+    info = json.loads((LINGZU / "meta/info.json").read_text())
+    info.update(total_episodes=copies, total_frames=start, splits={"train": f"0:{copies}"})
+    (out / "meta/info.json").write_text(json.dumps(info, indent=4))
+    return out
+
+
 def fresh_copy(src: Path, dst: Path) -> Path:
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".steerable"))
@@ -82,7 +126,7 @@ def overhead(base: Path) -> list[dict]:
     try:
         cases = [("synthetic, 2 cameras", synthetic(base, 10, ("top", "wrist")))]
         if LINGZU.is_dir():
-            cases.insert(0, ("lingzu (real, 640x480)", LINGZU))
+            cases.insert(0, ("real video x43 (lingzu)", replicate_real(base, 43)))
         for name, src in cases:
             root = fresh_copy(src, base / "work_overhead")
             summary, wall, rss = annotate(root, url)
@@ -90,6 +134,7 @@ def overhead(base: Path) -> list[dict]:
             calls = summary["vlm"]["calls"]
             rows.append({
                 "dataset": name, "episodes": n, "wall_s": wall, "s_per_episode": wall / max(n, 1),
+                "pipeline_s_per_episode": summary["timings"]["pipeline_s"] / max(n, 1),
                 "calls_per_episode": calls / max(n, 1),
                 "request_mb_per_episode": summary["vlm"]["request_bytes"] / max(n, 1) / 1e6,
                 "peak_rss_mb": rss, "failures": len(summary["failures"]),
@@ -133,6 +178,7 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
 
     print("(a) overhead per episode, zero-latency server, all modules")
+    print("  s/episode = process wall time / episodes (how the reference's 2.6 s/episode was measured)")
     print(f"{'dataset':<26}{'eps':>5}{'s/episode':>11}{'calls/ep':>10}{'req MB/ep':>11}{'peak RSS MB':>13}{'failed':>8}")
     over = overhead(args.work)
     for r in over:
@@ -148,6 +194,9 @@ def main() -> None:
         print(f"{r['episodes']:>9}{r['calls']:>8}{r['pipeline_s']:>12.2f}{r['calls_per_s']:>9.1f}{r['limit']:>8.0f}"
               f"{r['fraction']:>10.2f}{r['fraction_wall']:>9.2f}")
     real = over[0]
+    print(f"\nreference (lerobot-annotate, 43 real episodes, instant fake VLM): 2.6 s/episode, 8.7 GB peak, "
+          f"11 MB of requests per episode; ours on real video: {2.6 / real['s_per_episode']:.1f}x less time, "
+          f"{11 / max(real['request_mb_per_episode'], 1e-9):.1f}x fewer request bytes")
     print(
         f"RESULT s_per_episode={real['s_per_episode']:.3f} peak_rss_mb={max(r['peak_rss_mb'] for r in over):.0f} "
         f"request_mb_per_episode={real['request_mb_per_episode']:.3f} "

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
-from train_data import TOP, WRIST, Annotated, annotate_synthetic, open_annotated, tiny_tokenizer
 
 from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError
 from steerable.recipes import load_recipe
 from steerable.train import IGNORE_INDEX, ChatTokenizer, DatasetRenderer, export_samples
+from train_data import TOP, WRIST, Annotated, annotate_synthetic, open_annotated, tiny_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,6 +62,7 @@ def test_jsonl_lines_are_openai_chat_samples_with_jpeg_frames(
                 if part["type"] == "image_url":
                     referenced.add(part["image_url"]["url"])
         assert ("tools" in record) == any("tool_calls" in m for m in record["messages"])
+    assert any("tools" in record for record in records)  # hirobot's interjection reply calls `say`
     # one VQA frame per camera per episode, each referenced by relative path and written once
     files = {f"images/{p.name}" for p in (out / "images").iterdir()}
     assert referenced == files and report.images == len(files) == 6
@@ -128,6 +129,7 @@ def test_hf_export_loads_with_datasets(ds: LeRobotDataset, annotated: Annotated,
         height, width, _ = ds.features[camera]["shape"]
         assert image.size == (width, height)
     spoken = [row for row in loaded if any(m["tool_calls"] for m in row["messages"])]
+    assert spoken and all(row["tools"] is None for row in loaded if row not in spoken)
     for row in spoken:
         call = row["messages"][-1]["tool_calls"][0]
         assert json.loads(call["function"]["arguments"]) == {"text": "Sure, I will place it gently."}

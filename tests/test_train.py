@@ -17,6 +17,11 @@ torch = pytest.importorskip("torch", reason="steerable.train needs torch (pip in
 pytest.importorskip("transformers", reason="the chat tokenizer tests need transformers (steerable[train])")
 
 from torch.utils.data import DataLoader  # noqa: E402
+
+from steerable.dataset import LeRobotDataset  # noqa: E402
+from steerable.errors import ConfigError, MissingExtraError  # noqa: E402
+from steerable.recipes import Recipe, load_recipe  # noqa: E402
+from steerable.train import IGNORE_INDEX, ChatTokenizer, RecipeDataset, collate  # noqa: E402
 from train_data import (  # noqa: E402
     TEXT_ONLY_TEMPLATE,
     TOP,
@@ -26,11 +31,6 @@ from train_data import (  # noqa: E402
     open_annotated,
     tiny_tokenizer,
 )
-
-from steerable.dataset import LeRobotDataset  # noqa: E402
-from steerable.errors import ConfigError, MissingExtraError  # noqa: E402
-from steerable.recipes import Recipe, load_recipe  # noqa: E402
-from steerable.train import IGNORE_INDEX, ChatTokenizer, RecipeDataset, collate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import traceback
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ async def run_episodes(
     hashes = _chain_hashes(modules)
     ranks = _critical_ranks(modules)
     gate = asyncio.Semaphore(max(1, parallelism))
+    decodes = asyncio.Semaphore(max(1, os.cpu_count() or 1))
 
     async def one(ep: EpisodeMeta) -> EpisodeResult:
         async with gate:
@@ -75,7 +77,7 @@ async def run_episodes(
             try:
                 return await _run_episode(
                     dataset, ep, modules, hashes, staging, seed=seed, vlm=vlm, camera=camera,
-                    force=force, debug=debug, ranks=ranks, order=position[ep.episode_index],
+                    force=force, debug=debug, ranks=ranks, order=position[ep.episode_index], decodes=decodes,
                 )
             finally:
                 progress.running -= 1
@@ -122,6 +124,7 @@ async def _run_episode(
     debug: bool,
     ranks: dict[str, int],
     order: int,
+    decodes: asyncio.Semaphore | None = None,
 ) -> EpisodeResult:
     """Run one episode's modules as a small dependency graph.
 
@@ -139,7 +142,7 @@ async def _run_episode(
     async def context(module: AnnotationModule) -> EpisodeContext:
         async with setup:
             if not shared:
-                shared.append(await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera))
+                shared.append(await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera, decodes=decodes))
         deps = [n for n in module.requires if n in outputs]
         return replace(
             shared[0],
@@ -200,7 +203,13 @@ async def _run_episode(
 
 
 async def _context(
-    dataset: LeRobotDataset, ep: EpisodeMeta, *, seed: int, vlm: Any | None, camera: str | None
+    dataset: LeRobotDataset,
+    ep: EpisodeMeta,
+    *,
+    seed: int,
+    vlm: Any | None,
+    camera: str | None,
+    decodes: asyncio.Semaphore | None,
 ) -> EpisodeContext:
     timestamps = await asyncio.to_thread(dataset.episode_timestamps, ep.episode_index)
     return EpisodeContext(
@@ -211,5 +220,5 @@ async def _context(
         seed=seed,
         vlm=vlm,
         camera=camera,
-        frames=FrameCache(dataset, ep),
+        frames=FrameCache(dataset, ep, gate=decodes),
     )

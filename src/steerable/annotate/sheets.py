@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-__all__ = ["ContactSheet", "badge_text", "build_contact_sheets"]
+__all__ = ["ContactSheet", "badge_text", "badged_tile", "build_contact_sheets", "sheets_from_tiles"]
 
 _GAP = 2  # black pixels between tiles, so neighbouring frames never read as one picture
 _BADGE_FONT_RATIO = 0.13  # badge text height relative to the tile height
@@ -63,25 +63,39 @@ def build_contact_sheets(
         raise ValueError("columns, per_sheet and frame_width must be positive and quality within 1..100")
     if not frames:
         return []
-    tiles = [_badged_tile(frame, float(t), frame_width) for frame, t in zip(frames, times, strict=True)]
+    tiles = [badged_tile(frame, float(t), frame_width) for frame, t in zip(frames, times, strict=True)]
+    return sheets_from_tiles(tiles, times, columns=columns, per_sheet=per_sheet, quality=quality)
+
+
+def sheets_from_tiles(
+    tiles: Sequence[Image.Image], times: Sequence[float], *, columns: int, per_sheet: int, quality: int
+) -> list[ContactSheet]:
+    """Grid already-badged tiles into sheets (see `build_contact_sheets`); tiles can be reused across calls."""
+    if not tiles:
+        return []
     count = math.ceil(len(tiles) / per_sheet)
     size = math.ceil(len(tiles) / count)
     sheets = []
     for start in range(0, len(tiles), size):
-        chunk = tiles[start : start + size]
+        chunk = list(tiles[start : start + size])
         sheets.append(
             ContactSheet(_grid(chunk, columns), [float(t) for t in times[start : start + size]], quality)
         )
     return sheets
 
 
-def _badged_tile(frame: np.ndarray, t: float, width: int) -> Image.Image:
+def badged_tile(frame: np.ndarray, t: float, width: int) -> Image.Image:
+    """One frame scaled to `width` pixels wide with its time badge burned in."""
     array = np.asarray(frame)
     if array.dtype != np.uint8 or array.ndim not in (2, 3):
         raise ValueError(f"frames must be HxW or HxWx3 uint8 arrays, got {array.dtype} {array.shape}")
-    image = Image.fromarray(np.ascontiguousarray(array)).convert("RGB")
+    image = Image.fromarray(np.ascontiguousarray(array))
+    if image.mode != "RGB":
+        image = image.convert("RGB")
     height = max(1, round(image.height * width / image.width))
-    tile = image.resize((width, height), Image.Resampling.BILINEAR)
+    # reducing_gap: box-reduce by an integer factor first, then filter; several times faster than
+    # a full bilinear pass over the original frame, with no visible difference at tile size.
+    tile = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0)
     _draw_badge(tile, badge_text(t))
     return tile
 

@@ -40,11 +40,13 @@ def remove_stale_temps(target: Path) -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
+def atomic_path(target: Path, *, durable: bool = True) -> Iterator[Path]:
     """Yield a temp path beside `target`; on clean exit fsync it and rename it over `target`.
 
     The caller writes the temp path with any library (pyarrow, json...). On error the temp file
-    is removed and `target` is untouched.
+    is removed and `target` is untouched. `durable=False` skips the fsyncs: the rename is still
+    atomic for other processes, but a power loss may lose the new file; use it only for files whose
+    integrity is verified on read (staging checks a hash and redoes work that does not match).
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -53,10 +55,12 @@ def atomic_path(target: Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        if durable:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
-        fsync_dir(target.parent)
+        if durable:
+            fsync_dir(target.parent)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -65,12 +69,14 @@ def atomic_path(target: Path) -> Iterator[Path]:
         raise
 
 
-def atomic_write_bytes(target: Path, data: bytes) -> None:
-    with atomic_path(target) as tmp:
+def atomic_write_bytes(target: Path, data: bytes, *, durable: bool = True) -> None:
+    with atomic_path(target, durable=durable) as tmp:
         tmp.write_bytes(data)
 
 
-def atomic_write_json(target: Path, obj: Any, *, default: Callable[[Any], Any] | None = None) -> None:
+def atomic_write_json(
+    target: Path, obj: Any, *, default: Callable[[Any], Any] | None = None, durable: bool = True
+) -> None:
     """Write JSON with LeRobot's formatting (indent 4) atomically."""
     text = json.dumps(obj, indent=4, ensure_ascii=False, default=default) + "\n"
-    atomic_write_bytes(target, text.encode("utf-8"))
+    atomic_write_bytes(target, text.encode("utf-8"), durable=durable)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
 from steerable.dataset import LeRobotDataset
-from steerable.errors import ConfigError, CorruptDatasetError
+from steerable.dataset.frames import feature_matrix
+from steerable.errors import ConfigError
 from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import RenderedSample, RenderOptions, render_sample
 from steerable.train.images import image_features
@@ -147,10 +147,7 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         features: dict[str, np.ndarray] = {}
         if self.features:
             data = self.dataset.read_episode(episode_index, list(self.features))
-            features = {
-                n: _float_array(data.column(n), self.dataset.features[n].get("shape") or ())
-                for n in self.features
-            }
+            features = {n: feature_matrix(data, n).astype(np.float32) for n in self.features}
         built = _Episode(timeline, columns, features)
         with self._lock:
             self._cache[episode_index] = built
@@ -169,24 +166,3 @@ def _check_features(dataset: LeRobotDataset, names: Sequence[str]) -> None:
                 f"{dataset.root} has no numeric feature {name!r} (numeric features: {numeric}); "
                 "pass features=[...] with the dataset's state/action names, or features=None"
             )
-
-
-def _float_array(column: pa.ChunkedArray, shape: Sequence[int]) -> np.ndarray:
-    """A feature column as float32: (frames, *shape) for list columns, (frames,) for scalar columns."""
-    array: pa.Array = column.combine_chunks()
-    n = len(array)
-    if not _is_list(array.type):
-        return array.to_numpy(zero_copy_only=False).astype(np.float32)
-    while _is_list(array.type):
-        array = array.flatten()
-    flat = array.to_numpy(zero_copy_only=False).astype(np.float32)
-    dims = tuple(int(d) for d in shape)
-    if n and flat.size == n * int(np.prod(dims)):
-        return flat.reshape(n, *dims)
-    if n and flat.size % n == 0:
-        return flat.reshape(n, -1)
-    raise CorruptDatasetError(f"feature rows of {column.type} do not all have {int(np.prod(dims))} values")
-
-
-def _is_list(kind: pa.DataType) -> bool:
-    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))

@@ -150,7 +150,9 @@ class PlanModule:
             frames = await ctx.frames.get(camera, times)
         else:
             frames = await asyncio.to_thread(ctx.dataset.decode_frames, ctx.episode_index, camera, times)
-        return SampledVideo(times, frames, self.config)
+        video = SampledVideo(times, frames, self.config)
+        await video.prepare()
+        return video
 
     def _snap(self, ctx: EpisodeContext, spans: list[Span], notes: list[str]) -> list[Span]:
         """Boundaries moved onto motion keystates when `snap_to_keystates` is on and keystates exist."""

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.prompts import load_prompt
-from steerable.annotate.sheets import ContactSheet, build_contact_sheets
+from steerable.annotate.sheets import ContactSheet, badged_tile, sheets_from_tiles
 
 __all__ = [
     "DESCRIBE_SCHEMA",
@@ -83,8 +84,21 @@ class SampledVideo:
         if len(times) != len(frames):
             raise ValueError(f"{len(frames)} frames decoded for {len(times)} sampled times")
         self.times = [float(t) for t in times]
-        self._frames = {t: f for t, f in zip(self.times, frames, strict=True)}
+        self._frames: dict[float, np.ndarray] = dict(zip(self.times, frames, strict=True))
+        self._tiles: dict[float, Image.Image] = {}  # badged tiles, made once per time
         self._config = config
+
+    async def prepare(self) -> None:
+        """Make every tile now and let go of the full frames (a tile is ~1/8 of a VGA frame)."""
+        await self._make_tiles(self.times)
+        self._frames.clear()
+
+    async def _make_tiles(self, times: Sequence[float]) -> None:
+        width = self._config.contact_sheet_frame_width
+        missing = [t for t in dict.fromkeys(times) if t not in self._tiles]
+        if missing:
+            made = await asyncio.to_thread(lambda: [badged_tile(self._frames[t], t, width) for t in missing])
+            self._tiles.update(zip(missing, made, strict=True))
 
     def overview(self) -> list[float]:
         """At most `max_frames_per_prompt` times spread evenly over the whole episode."""
@@ -97,13 +111,13 @@ class SampledVideo:
     async def sheets(self, times: Sequence[float]) -> list[ContactSheet]:
         """Contact sheets of the given sampled times (tiled off the event loop)."""
         c = self._config
-        return await asyncio.to_thread(
-            build_contact_sheets,
-            [self._frames[t] for t in times],
-            list(times),
+        times = [float(t) for t in times]
+        await self._make_tiles(times)
+        return sheets_from_tiles(
+            [self._tiles[t] for t in times],
+            times,
             columns=c.contact_sheet_columns,
             per_sheet=c.contact_sheet_frames_per_sheet,
-            frame_width=c.contact_sheet_frame_width,
             quality=c.contact_sheet_quality,
         )
 
