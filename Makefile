@@ -15,7 +15,10 @@ $(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
 	touch $@
 
+# torch first and pinned: the CPU wheel of this version is on local disk; an unpinned torch would
+# pull a multi-GB CUDA build.
 $(STAMP_TEST): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any
 
-from steerable.errors import ConfigError, MissingExtraError, VLMError, VLMReplyError, VLMUnavailableError
+from steerable.errors import ConfigError, VLMError, VLMReplyError, VLMUnavailableError
 from steerable.vlm.config import VLMConfig
 from steerable.vlm.endpoints import Endpoint, EndpointPool
 from steerable.vlm.images import encode_messages
@@ -36,10 +36,8 @@ class OpenAIHTTPVLM:
     """`VLMClient` over one or more OpenAI-compatible endpoints, with one global in-flight limit."""
 
     def __init__(self, config: VLMConfig, *, urls: list[str] | None = None) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise MissingExtraError("openai", "vlm") from exc
+        import openai  # a core dependency, imported here because it is slow to import
+
         self._openai = openai
         self._response_cls = _httpx_response_class()
         self.config = config
