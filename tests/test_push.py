@@ -1,0 +1,97 @@
+"""`--push_to_hub`: upload without staging, a regenerated card, the version tag moved to the commit.
+
+The Hub is replaced by a recording fake of `huggingface_hub.HfApi` (no network here); the calls and their
+arguments are what the real client would send. Untested against the live Hub.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from annotate_helpers import make_synthetic
+from huggingface_hub.errors import HfHubHTTPError
+
+from steerable.annotate.config import AnnotateConfig
+from steerable.annotate.push import push_dataset
+from steerable.annotate.run import annotate
+from steerable.errors import HubError
+
+
+class FakeHub:
+    def __init__(self, *, fail_tag: bool = False) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.fail_tag = fail_tag
+        self.uploaded: list[str] = []
+
+    def create_repo(self, repo_id: str, **kw: Any) -> None:
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kw}))
+
+    def upload_folder(self, **kw: Any) -> Any:
+        self.calls.append(("upload_folder", kw))
+        root = Path(kw["folder_path"])
+        ignored = kw["ignore_patterns"]
+        self.uploaded = sorted(
+            str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and not any(p.relative_to(root).match(pat) for pat in ignored)
+            and ".steerable" not in p.relative_to(root).parts
+        )
+        return SimpleNamespace(oid="abc123")
+
+    def delete_tag(self, repo_id: str, **kw: Any) -> None:
+        self.calls.append(("delete_tag", {"repo_id": repo_id, **kw}))
+
+    def create_tag(self, repo_id: str, **kw: Any) -> None:
+        self.calls.append(("create_tag", {"repo_id": repo_id, **kw}))
+        if self.fail_tag:
+            import httpx2
+
+            response = httpx2.Response(403, request=httpx2.Request("POST", "https://hub.invalid/api/tag"))
+            raise HfHubHTTPError("403 Forbidden", response=response)
+
+
+@pytest.fixture
+def annotated(tmp_path: Path) -> Path:
+    root = make_synthetic(tmp_path / "ds", episodes=2)
+    annotate(AnnotateConfig(root=root, executor={"progress": False}))
+    return root
+
+
+def test_push_uploads_without_staging_and_moves_the_tag(annotated: Path) -> None:
+    hub = FakeHub()
+    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", push_to_hub=True, push_private=True)
+    out = push_dataset(annotated, cfg, api=hub)
+    assert out == {"repo_id": "me/ds", "revision": "abc123", "tag": "v3.0"}
+    names = [name for name, _ in hub.calls]
+    assert names == ["create_repo", "upload_folder", "delete_tag", "create_tag"]
+    assert hub.calls[0][1]["private"] is True and hub.calls[0][1]["repo_type"] == "dataset"
+    upload = hub.calls[1][1]
+    assert upload["repo_type"] == "dataset" and ".steerable/**" in upload["ignore_patterns"]
+    assert hub.calls[3][1] == {"repo_id": "me/ds", "tag": "v3.0", "revision": "abc123", "repo_type": "dataset"}
+    assert "README.md" in hub.uploaded and "meta/info.json" in hub.uploaded
+    assert not any(".steerable" in p for p in hub.uploaded)
+    card = (annotated / "README.md").read_text()
+    assert "language_persistent" in card and "| persistent | subtask |" in card
+
+
+def test_new_repo_id_wins(annotated: Path) -> None:
+    hub = FakeHub()
+    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", new_repo_id="me/ds-annotated", push_to_hub=True)
+    assert push_dataset(annotated, cfg, api=hub)["repo_id"] == "me/ds-annotated"
+
+
+def test_tag_failure_prints_the_command_that_fixes_it(annotated: Path) -> None:
+    hub = FakeHub(fail_tag=True)
+    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", push_to_hub=True)
+    with pytest.raises(HubError, match=r"hf repos tag create me/ds v3.0 --repo-type dataset --revision abc123"):
+        push_dataset(annotated, cfg, api=hub)
+
+
+def test_run_with_push_reports_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = FakeHub()
+    monkeypatch.setattr("huggingface_hub.HfApi", lambda: hub)
+    root = make_synthetic(tmp_path / "ds", episodes=2)
+    summary = annotate(AnnotateConfig(root=root, repo_id="me/ds", push_to_hub=True, executor={"progress": False}))
+    assert summary["push"]["revision"] == "abc123"
