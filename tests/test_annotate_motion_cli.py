@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from annotate_helpers import copy_dataset, file_hashes, make_synthetic, steerable, summary_of
 
+from annotate_helpers import copy_dataset, file_hashes, make_synthetic, steerable, summary_of
 from steerable.dataset import open_dataset
 from steerable.language import rows_from_arrow, validate_rows
 

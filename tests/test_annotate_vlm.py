@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from annotate_helpers import REPO, copy_dataset, file_hashes, make_synthetic, steerable, summary_of
 from pandas_dataset import make_pandas_dataset
-
 from steerable.dataset import open_dataset
 from steerable.language import rows_from_arrow, validate_rows
 from steerable.vlm.testserver import FaultPlan, TestServer

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from annotate_helpers import make_synthetic
 from huggingface_hub.errors import HfHubHTTPError
 
+from annotate_helpers import make_synthetic
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.push import push_dataset
 from steerable.annotate.run import annotate

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from annotate_helpers import steerable
-from train_data import annotate_synthetic
 
+from annotate_helpers import steerable
 from steerable.dataset import open_dataset
 from steerable.language import rows_from_arrow
 from steerable.recipes import load_recipe
 from steerable.recipes.render import RenderOptions, render_sample_reference
+from train_data import annotate_synthetic
 
 
 @pytest.fixture(scope="module")
