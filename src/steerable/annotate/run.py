@@ -28,13 +28,17 @@ __all__ = ["annotate"]
 log = logging.getLogger(__name__)
 
 
-def annotate(cfg: AnnotateConfig, *, debug: bool = False) -> dict[str, Any]:
-    """Annotate the dataset `cfg` names; returns the run summary (also written as JSON)."""
+def annotate(cfg: AnnotateConfig, *, debug: bool = False, vlm: Any | None = None) -> dict[str, Any]:
+    """Annotate the dataset `cfg` names; returns the run summary (also written as JSON).
+
+    `vlm` injects a ready client (anything with the `VLMClient` methods) instead of the one
+    `cfg.vlm` describes: for library users with their own backend, and for in-process benchmarks.
+    """
     started = time.monotonic()
     source, target = open_workspace(cfg)
     episodes = _select(target, cfg.only_episodes)
     staging = Staging(cfg.staging_dir or target.root / WORK_DIR_NAME / "staging")
-    return asyncio.run(_annotate(cfg, source, target, episodes, staging, started, debug))
+    return asyncio.run(_annotate(cfg, source, target, episodes, staging, started, debug, vlm))
 
 
 async def _annotate(
@@ -45,15 +49,16 @@ async def _annotate(
     staging: Staging,
     started: float,
     debug: bool,
+    injected: Any | None,
 ) -> dict[str, Any]:
     from steerable.vlm.factory import resolve_backend
 
     # Checked before any model is contacted or started: config mistakes fail fast and cheap.
-    uses_model = resolve_backend(cfg.vlm) is not None and (
+    uses_model = (injected is not None or resolve_backend(cfg.vlm) is not None) and (
         cfg.plan.enabled or cfg.interjections.enabled or cfg.vqa.enabled
     )
     camera = _camera(cfg, target, needs_video=uses_model)
-    async with _model(cfg) as vlm:
+    async with _model(cfg, injected) as vlm:
         modules, notes = build_modules(cfg, vlm, target)
         progress = Progress()
         pipeline_started = time.monotonic()
@@ -81,10 +86,13 @@ async def _annotate(
 
 
 @contextlib.asynccontextmanager
-async def _model(cfg: AnnotateConfig) -> AsyncIterator[Any | None]:
+async def _model(cfg: AnnotateConfig, injected: Any | None) -> AsyncIterator[Any | None]:
     """The VLM client, or None when `--vlm.backend auto` finds no model (motion-only run)."""
     from steerable.vlm.factory import open_vlm, resolve_backend
 
+    if injected is not None:
+        yield injected
+        return
     if resolve_backend(cfg.vlm) is None:
         yield None
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from PIL import Image
 from steerable.errors import VLMError
 from steerable.vlm.protocol import Message
 
-__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url"]
+__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url", "map_image_blocks"]
 
 
 def as_pil(image: Any) -> Image.Image:
@@ -55,8 +56,13 @@ def image_data_url(image: Any, *, max_side: int = 768, quality: int = 85) -> str
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def encode_messages(messages: list[Message], *, max_side: int, quality: int) -> list[Message]:
-    """OpenAI wire messages: image blocks become JPEG `image_url` blocks, frame lists one block per frame."""
+def map_image_blocks(
+    messages: list[Message],
+    image: Callable[[Any], dict[str, Any]],
+    image_url: Callable[[dict[str, Any]], dict[str, Any]] = lambda block: block,
+) -> list[Message]:
+    """Rewrite every image (and each frame of a video block) with `image`, image_url blocks with
+    `image_url`; text passes through, anything else is refused. Messages are shallow-copied."""
     out: list[Message] = []
     for message in messages:
         content = message.get("content")
@@ -67,15 +73,22 @@ def encode_messages(messages: list[Message], *, max_side: int, quality: int) -> 
         for block in content:
             kind = block.get("type")
             if kind == "image":
-                blocks.append(_image_block(block["image"], max_side, quality))
+                blocks.append(image(block["image"]))
             elif kind == "video":
-                blocks.extend(_image_block(frame, max_side, quality) for frame in block["video"])
-            elif kind in ("text", "image_url"):
+                blocks.extend(image(frame) for frame in block["video"])
+            elif kind == "image_url":
+                blocks.append(image_url(block))
+            elif kind == "text":
                 blocks.append(block)
             else:
                 raise VLMError(f"unsupported message block type {kind!r}; use text, image or video blocks")
         out.append({**message, "content": blocks})
     return out
+
+
+def encode_messages(messages: list[Message], *, max_side: int, quality: int) -> list[Message]:
+    """OpenAI wire messages: image blocks become JPEG `image_url` blocks, frame lists one block per frame."""
+    return map_image_blocks(messages, lambda img: _image_block(img, max_side, quality))
 
 
 def _image_block(image: Any, max_side: int, quality: int) -> dict[str, Any]:

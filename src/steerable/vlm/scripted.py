@@ -37,10 +37,11 @@ class ScriptedCall:
 class ScriptedVLM:
     """A test double for `VLMClient`: replies come from `responder`, validated against the schema."""
 
-    def __init__(self, responder: ScriptedResponder, *, max_retries: int = 2) -> None:
+    def __init__(self, responder: ScriptedResponder, *, max_retries: int = 2, record: bool = True) -> None:
         self._responder = responder
         self._max_retries = max_retries
         self._stats = VLMStats()
+        self._record = record  # off for long runs: recorded calls keep every image alive
         self.calls: list[ScriptedCall] = []
 
     @property
@@ -59,7 +60,8 @@ class ScriptedVLM:
         """The responder's reply, parsed and schema-checked, retried with feedback when invalid."""
 
         async def send(conversation: list[Message]) -> Reply:
-            self.calls.append(ScriptedCall(conversation, schema, purpose, affinity))
+            if self._record:
+                self.calls.append(ScriptedCall(conversation, schema, purpose, affinity))
             self._stats.in_flight += 1
             self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
             try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from steerable.errors import MissingExtraError, VLMError
 from steerable.vlm.config import VLMConfig
-from steerable.vlm.images import fit_image
+from steerable.vlm.images import fit_image, map_image_blocks
 from steerable.vlm.protocol import Message, VLMStats
 from steerable.vlm.retry import Reply, generate_with_retries, with_schema_instruction
 
@@ -152,24 +152,8 @@ def _load(model_id: str) -> tuple[Any, Any]:
 
 def _to_hf_messages(messages: list[Message], max_side: int) -> list[Message]:
     """HF chat-template messages: images as downscaled PIL images, frame lists as one image each."""
-    out: list[Message] = []
-    for message in messages:
-        content = message.get("content")
-        if not isinstance(content, list):
-            out.append(message)
-            continue
-        blocks: list[dict[str, Any]] = []
-        for block in content:
-            kind = block.get("type")
-            if kind == "image":
-                blocks.append({"type": "image", "image": fit_image(block["image"], max_side)})
-            elif kind == "video":
-                blocks.extend({"type": "image", "image": fit_image(f, max_side)} for f in block["video"])
-            elif kind == "image_url":
-                blocks.append({"type": "image", "url": block["image_url"]["url"]})
-            elif kind == "text":
-                blocks.append(block)
-            else:
-                raise VLMError(f"unsupported message block type {kind!r}; use text, image or video blocks")
-        out.append({**message, "content": blocks})
-    return out
+    return map_image_blocks(
+        messages,
+        lambda img: {"type": "image", "image": fit_image(img, max_side)},
+        lambda block: {"type": "image", "url": block["image_url"]["url"]},
+    )
