@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from steerable.annotate.run import annotate
 
     if any(o in ("-h", "--help") for o in args.options):
-        print(USAGE + flag_help(AnnotateConfig))
+        print(USAGE + "\n" + flag_help(AnnotateConfig))
         return 0
     cfg = parse_config(AnnotateConfig, args.options)
     summary = annotate(cfg, debug=getattr(args, "debug", False))

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from steerable.eval.ground_truth import evaluate_against_ground_truth
     from steerable.recipes import load_recipe
     from steerable.synthetic import generate_synthetic
-    from steerable.train.samples import DatasetRenderer
+    from steerable.train.samples import DatasetRenderer, RenderStats
 
     console = Console(highlight=False, soft_wrap=True)
     started = time.monotonic()
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         msgs = sample.sample.messages if sample.sample else []
         text = " | ".join(f"{m['role']}: {m.get('content', '')}" for m in msgs)
         console.print(f"   frame {sample.frame_index:>3} [{sample.component}] {text}")
+    renderer.stats = RenderStats()  # count the full pass only, not the preview above
     for _ in renderer.samples():
         pass
     stats = renderer.stats.as_dict()
