@@ -108,3 +108,32 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert file_hashes(root, skip_work_dir=False) == before
+
+
+def test_help_lists_every_flag_with_its_default() -> None:
+    from steerable.annotate.config import AnnotateConfig
+    from steerable.annotate.flags import iter_flags
+
+    result = steerable("annotate", "--help")
+    assert result.returncode == 0
+    for name, _, _, _ in iter_flags(AnnotateConfig):
+        assert f"--{name}=" in result.stdout, name
+    assert "--plan.frames_per_second=2.0" in result.stdout
+
+
+def test_yaml_config_file_and_flags_override_it(synthetic: Path, tmp_path: Path) -> None:
+    from steerable.annotate.config import AnnotateConfig
+    from steerable.annotate.flags import parse_config
+    from steerable.errors import ConfigError
+
+    root = copy_dataset(synthetic, tmp_path / "ds")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"root: {root}\nmotion:\n  subtask_granularity: fine\nonly_episodes: [0]\n")
+    cfg = parse_config(AnnotateConfig, ["--config", str(config), "--only_episodes", "1,2"])
+    assert cfg.root == root and cfg.motion.subtask_granularity == "fine" and cfg.only_episodes == [1, 2]
+    result = steerable("annotate", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert any(r["content"] == "grasp the object" for r in _persistent(root, 0))  # fine granularity
+    config.write_text("root: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"run.yaml:\d+: invalid YAML"):
+        parse_config(AnnotateConfig, ["--config", str(config)])

@@ -159,6 +159,11 @@ def flag_help(model: type[BaseModel]) -> str:
         if group != section:
             section = group
             lines.append(f"\n{group or 'general'}:")
-        shown = "null" if default is None else default
+        if default is None:
+            shown: Any = "null"
+        elif isinstance(default, list | tuple):
+            shown = ",".join(str(v) for v in default)
+        else:
+            shown = default
         lines.append(f"  --{name}={shown}" + (f"    {doc}" if doc else ""))
     return "\n".join(lines).lstrip("\n")

@@ -19,7 +19,7 @@ class PlanConfig(BaseModel):
     Names follow `lerobot-annotate` where the concept is the same. See docs/plan.md.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     enabled: bool = True
     """Run the plan module (subtask, plan, memory and task_aug rows)."""
