@@ -127,11 +127,19 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
 
 
 def _describe(exc: ValidationError) -> str:
-    problems = []
+    """One line for every problem; a section that already explained itself keeps its own words."""
+    own: list[str] = []
+    problems: list[str] = []
     for err in exc.errors():
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):  # a sub-config's validator named the flag already
+            own.append(str(inner))
+            continue
         where = ".".join(str(p) for p in err["loc"])
         problems.append(f"--{where}: {err['msg']}" if where else err["msg"])
-    return "invalid configuration: " + "; ".join(problems)
+    if problems:
+        own.append("invalid configuration: " + "; ".join(problems))
+    return "; ".join(own)
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

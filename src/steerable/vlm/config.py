@@ -68,7 +68,8 @@ class VLMConfig(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             problems = "; ".join(
-                f"--vlm.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+                f"--vlm.{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+                for err in exc.errors()
             )
             raise ConfigError(f"invalid VLM configuration: {problems}") from exc
 
