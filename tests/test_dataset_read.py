@@ -164,3 +164,28 @@ def test_repo_id_offline_gives_clear_error(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(HubError, match="unreachable|offline|not found"):
         open_dataset("someone/some-dataset", work_dir=tmp_path)
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_repo_id_downloads_a_working_copy_at_the_version_tag(tmp_path: Path, monkeypatch, lingzu: Path) -> None:
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    calls: list[dict] = []
+
+    def fake_snapshot_download(repo_id: str, **kw):
+        calls.append({"repo_id": repo_id, **kw})
+        if kw["revision"] == "v3.0" and repo_id == "someone/untagged":
+            import httpx2
+
+            response = httpx2.Response(404, request=httpx2.Request("GET", "https://hub.invalid"))
+            raise RevisionNotFoundError("no such revision", response=response)
+        shutil.copytree(lingzu, kw["local_dir"], dirs_exist_ok=True)
+        return str(kw["local_dir"])
+
+    monkeypatch.setattr("huggingface_hub.snapshot_download", fake_snapshot_download)
+    ds = open_dataset("someone/tagged", work_dir=tmp_path)
+    assert ds.root == (tmp_path / "someone" / "tagged").resolve()
+    assert calls[-1]["revision"] == "v3.0" and calls[-1]["repo_type"] == "dataset"
+    assert ds.total_frames == 1700
+    ds2 = open_dataset("someone/untagged", work_dir=tmp_path)
+    assert [c["revision"] for c in calls[-2:]] == ["v3.0", "main"]
+    assert ds2.root.name == "untagged"
