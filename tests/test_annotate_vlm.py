@@ -159,3 +159,21 @@ def test_killed_run_resumes_to_the_same_bytes(synthetic: Path, tmp_path: Path) -
     assert summary_of(killed)["episodes_resumed"] >= finished
     assert resumed_calls < calls_clean  # finished episodes made no new calls
     assert file_hashes(killed) == file_hashes(clean)
+
+
+def test_snapping_to_keystates_moves_vlm_boundaries_onto_real_events(
+    synthetic: Path, tmp_path: Path, server: TestServer
+) -> None:
+    """The placeholder model splits each window evenly; snapping pulls those cuts onto motion pauses."""
+    from steerable.eval.ground_truth import evaluate_against_ground_truth
+
+    errors = {}
+    for snap in ("false", "true"):
+        root = copy_dataset(synthetic, tmp_path / f"snap_{snap}")
+        result = steerable(
+            "annotate", "--root", str(root), *_vlm(server.url), "--plan.snap_to_keystates", snap,
+            "--interjections.enabled", "false", "--vqa.enabled", "false",
+        )
+        assert result.returncode == 0, result.stderr
+        errors[snap] = evaluate_against_ground_truth(open_dataset(root)).boundary_mae_s
+    assert errors["true"] < errors["false"]
