@@ -1,7 +1,7 @@
 """The episode pipeline: episodes flow through the modules concurrently, with staging and resume.
 
-There are no global phase barriers: each episode runs its modules in order while other episodes
-run theirs, so the VLM server always has work. A failure stays inside its episode.
+There are no global phase barriers: each episode runs its modules as a small dependency graph while
+other episodes run theirs, so the VLM server always has work. A failure stays inside its episode.
 """
 
 from __future__ import annotations
