@@ -1,0 +1,49 @@
+"""The `steerable` command itself: --version, --help, info, and how user errors look."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from annotate_helpers import steerable
+from steerable import __version__
+
+
+def test_version_and_help() -> None:
+    version = steerable("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"steerable {__version__}"
+    helped = steerable("--help")
+    for command in ("info", "make-dataset", "annotate", "sheets", "render", "recipes", "export", "eval", "demo"):
+        assert command in helped.stdout
+
+
+def test_info_json_on_a_real_fixture(lingzu: Path) -> None:
+    result = steerable("info", str(lingzu), "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["total_episodes"] == 4 and info["total_frames"] == 1700 and info["fps"] == 30
+    assert info["cameras"]["image"]["files_present"] == 4
+    assert info["features"]["state"]["shape"] == [34]
+    assert info["tasks"] == ["lingzu teleoperation"] and info["language"] is None
+    human = steerable("info", str(lingzu))
+    assert "1700 frames at 30 fps" in human.stdout and "Language: none" in human.stdout
+
+
+def test_info_counts_language_rows_by_style(tmp_path: Path) -> None:
+    from train_data import annotate_synthetic
+
+    root = annotate_synthetic(tmp_path / "ds", episodes=2).root
+    info = json.loads(steerable("info", str(root), "--json").stdout)
+    language = info["language"]
+    assert language["persistent"] == {"memory": 4, "plan": 4, "subtask": 6, "task_aug": 4}
+    assert language["events"] == {"interjection": 2, "tool_call": 2, "vqa": 8}
+    assert language["tools"] == ["say"]
+
+
+def test_user_errors_are_one_line_with_status_2_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    plain = steerable("info", missing)
+    assert plain.returncode == 2
+    assert plain.stderr.strip().count("\n") == 0 and "does not exist" in plain.stderr
+    debug = steerable("--debug", "info", missing)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
