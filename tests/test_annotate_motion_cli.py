@@ -92,6 +92,13 @@ def test_real_fixture_without_gripper_says_so(writable_copy) -> None:
         (["--only_episodes", "99"], "episode(s) [99]"),
         (["--push_to_hub"], "--push_to_hub needs a target"),
         (["--plan.derive_task_from_video", "sometimes"], "derive_task_from_video"),
+        (["--plan.snap_to_keystates", "true", "--motion.enabled", "false"], "snap_to_keystates needs"),
+        (["--vqa.restrict_to_default_camera", "true", "--vqa.cameras", "top"], "not both"),
+        (
+            ["--plan.enabled", "false", "--vqa.enabled", "false", "--interjections.enabled", "false",
+             "--motion.enabled", "false"],
+            "nothing to annotate",
+        ),
         (["--vlm.camera_key", "observation.images.nope", "--vlm.base_url", "http://127.0.0.1:9/v1"], "camera"),
     ],
 )

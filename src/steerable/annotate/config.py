@@ -65,6 +65,12 @@ class AnnotateConfig(BaseModel):
             raise ValueError("--output_dir is the same folder as --root; drop --output_dir to write in place")
         if self.only_episodes is not None and any(i < 0 for i in self.only_episodes):
             raise ValueError("--only_episodes takes episode indices >= 0")
+        if self.plan.enabled and self.plan.snap_to_keystates and not self.motion.enabled:
+            raise ValueError(
+                "--plan.snap_to_keystates needs the motion module's keystates: drop --motion.enabled false"
+            )
+        if not any((self.plan.enabled, self.interjections.enabled, self.vqa.enabled, self.motion.enabled)):
+            raise ValueError("every module is disabled: there is nothing to annotate")
         return self
 
 

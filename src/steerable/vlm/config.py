@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator
 
-from steerable.errors import ConfigError
+from steerable.settings import Settings
 
 __all__ = ["VLMConfig"]
 
@@ -21,10 +21,12 @@ Backend = Literal["auto", "openai", "vllm", "transformers"]
 StructuredOutput = Literal["auto", "json_schema", "prompt"]
 
 
-class VLMConfig(BaseModel):
+class VLMConfig(Settings):
     """Which vision-language model answers the annotation prompts, and how it is called."""
 
     model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "vlm"
+    doc: ClassVar[str | None] = "docs/vlm.md"
 
     backend: Backend = Field(
         "auto", description="auto | openai | vllm | transformers (auto: base_url > local vLLM on a GPU)"
@@ -63,15 +65,6 @@ class VLMConfig(BaseModel):
     log_dir: Path | None = Field(None, description="folder for vLLM replica logs (default: a temp folder)")
     camera_key: str | None = Field(None, description="camera shown to the model (default: the first)")
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"--vlm.{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
-                for err in exc.errors()
-            )
-            raise ConfigError(f"invalid VLM configuration: {problems}") from exc
 
     @field_validator("base_url", mode="before")
     @classmethod

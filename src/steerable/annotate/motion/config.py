@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from steerable.errors import ConfigError
+from steerable.settings import Settings
 
 __all__ = ["MotionConfig"]
 
 DimRef = str | int
 
 
-class MotionConfig(BaseModel):
+class MotionConfig(Settings):
     """Which dimensions to read and the thresholds of the keystate and primitive detectors.
 
     Every time is in seconds and every ratio is relative to the episode itself, so one setting
@@ -21,6 +21,8 @@ class MotionConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    section: ClassVar[str] = "motion"
+    doc: ClassVar[str | None] = "docs/motion.md"
 
     state_key: str | None = None
     """Vector feature to read; None tries observation.state, state, then the action, then any float vector."""
@@ -57,11 +59,6 @@ class MotionConfig(BaseModel):
     lift_window_s: float = Field(1.0, ge=0.0)
     """An upward move starting this soon after a gripper closes is called "lift"."""
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise ConfigError(_one_line(error)) from error
 
     @model_validator(mode="after")
     def _check_dims(self) -> MotionConfig:
@@ -73,10 +70,3 @@ class MotionConfig(BaseModel):
                 raise ValueError(f"{key} has a negative index")
         return self
 
-
-def _one_line(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        key = ".".join(str(p) for p in item["loc"]) or "motion"
-        parts.append(f"motion.{key}: {item['msg']}")
-    return "invalid motion settings: " + "; ".join(parts) + " (see docs/motion.md)"

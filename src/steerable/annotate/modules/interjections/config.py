@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from steerable.errors import ConfigError
+from steerable.settings import Settings
 
 __all__ = ["SCENARIOS", "InterjectionsConfig", "Scenario"]
 
@@ -20,10 +20,12 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-class InterjectionsConfig(BaseModel):
+class InterjectionsConfig(Settings):
     """How many interjections an episode gets, where, of which kinds, and what comes with them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    section: ClassVar[str] = "interjections"
+    doc: ClassVar[str | None] = "docs/interjections.md"
 
     enabled: bool = Field(True, description="write interjections with their `say` replies")
     max_interjections_per_episode: int = Field(
@@ -42,16 +44,6 @@ class InterjectionsConfig(BaseModel):
         True, description="rewrite the plan at each interjection (only where plan rows exist)"
     )
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            problems = "; ".join(
-                f"interjections.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
-            raise ConfigError(
-                f"invalid interjection settings: {problems} (see docs/interjections.md)"
-            ) from error
 
     @field_validator("scenarios", mode="after")
     @classmethod

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.errors import ConfigError
+from steerable.settings import Settings
 
 __all__ = ["DeriveMode", "PlanConfig"]
 
 DeriveMode = Literal["off", "if_short", "always"]
 
 
-class PlanConfig(BaseModel):
+class PlanConfig(Settings):
     """What the plan module asks the model, how it shows the video, and which rows it writes.
 
     Names follow `lerobot-annotate` where the concept is the same. See docs/plan.md.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    section: ClassVar[str] = "plan"
+    doc: ClassVar[str | None] = "docs/plan.md"
 
     enabled: bool = True
     """Run the plan module (subtask, plan, memory and task_aug rows)."""
@@ -58,11 +60,6 @@ class PlanConfig(BaseModel):
     snap_tolerance_s: float = Field(0.5, ge=0.0)
     """Farthest a boundary may move when snapping to a keystate."""
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise ConfigError(_one_line(error)) from error
 
     @field_validator("derive_task_from_video", mode="before")
     @classmethod
@@ -84,11 +81,3 @@ class PlanConfig(BaseModel):
         """Sampled frames shared by consecutive windows."""
         return min(round(self.window_overlap_s * self.frames_per_second), (self.max_frames_per_prompt - 1) // 2)
 
-
-def _one_line(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        key = ".".join(str(p) for p in item["loc"])
-        message = item["msg"].removeprefix("Value error, ")
-        parts.append(f"plan.{key}: {message}" if key else f"plan: {message}")
-    return "invalid plan settings: " + "; ".join(parts) + " (see docs/plan.md)"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.errors import ConfigError
+from steerable.settings import Settings
 
 __all__ = ["COORDINATE_FORMATS", "QUESTION_TYPES", "CoordinateFormat", "QuestionType", "VqaConfig"]
 
@@ -16,10 +16,12 @@ CoordinateFormat = Literal["auto", "pixels", "relative_1000", "normalized_0_1"]
 COORDINATE_FORMATS: tuple[CoordinateFormat, ...] = ("auto", "pixels", "relative_1000", "normalized_0_1")
 
 
-class VqaConfig(BaseModel):
+class VqaConfig(Settings):
     """Which frames, cameras and question types get a grounded question, and how answers are read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    section: ClassVar[str] = "vqa"
+    doc: ClassVar[str | None] = "docs/vqa.md"
 
     enabled: bool = Field(True, description="write grounded question/answer pairs per camera")
     vqa_emission_hz: float = Field(
@@ -50,14 +52,6 @@ class VqaConfig(BaseModel):
         1, ge=0, le=5, description="re-asks after an answer of the wrong shape or out of the frame"
     )
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            problems = "; ".join(
-                f"vqa.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
-            raise ConfigError(f"invalid VQA settings: {problems} (see docs/vqa.md)") from error
 
     @field_validator("question_types", mode="after")
     @classmethod
