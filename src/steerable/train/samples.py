@@ -143,16 +143,26 @@ class DatasetRenderer:
         for i in rows:
             yield self._render(timeline, episode_index, cols, i)
 
+    def render(
+        self, timeline: EpisodeTimeline, *, t: float, index: int, task: str
+    ) -> tuple[RenderedSample | None, bool]:
+        """One frame's sample and whether it is the task fallback (no statistics kept)."""
+        sample = render_sample(self.recipe, timeline, t=t, sample_idx=index, task=task, options=self.options)
+        if sample is None and self.fallback == "task":
+            fallback = task_fallback(task)
+            return fallback, fallback is not None
+        return sample, False
+
     def _render(self, timeline: EpisodeTimeline, episode_index: int, cols: dict[str, list[Any]], i: int) -> FrameSample:
         index = int(cols["index"][i])
         t = float(cols["timestamp"][i])
         task = self.dataset.tasks.get(int(cols["task_index"][i]), "")
-        sample = render_sample(self.recipe, timeline, t=t, sample_idx=index, task=task, options=self.options)
-        component = sample.component if sample is not None else drawn_component(self.recipe, index, self.options)
-        out = FrameSample(index, episode_index, int(cols["frame_index"][i]), t, task, sample, component)
-        if sample is None and self.fallback == "task":
-            out.sample = task_fallback(task)
-            out.fallback = out.sample is not None
+        sample, fell_back = self.render(timeline, t=t, index=index, task=task)
+        if sample is not None and not fell_back:
+            component = sample.component
+        else:
+            component = drawn_component(self.recipe, index, self.options)
+        out = FrameSample(index, episode_index, int(cols["frame_index"][i]), t, task, sample, component, fell_back)
         self.stats.add(out)
         return out
 

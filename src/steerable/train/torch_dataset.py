@@ -24,9 +24,9 @@ from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
 from steerable.recipes import EpisodeTimeline, Recipe
-from steerable.recipes.render import RenderedSample, RenderOptions, render_sample
+from steerable.recipes.render import RenderOptions
 from steerable.train.images import image_features
-from steerable.train.samples import DatasetRenderer, Fallback, task_fallback
+from steerable.train.samples import DatasetRenderer, Fallback
 
 __all__ = ["DEFAULT_FEATURES", "RecipeDataset"]
 
@@ -108,7 +108,7 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         cols = ep.columns
         index, t = int(cols["index"][row]), float(cols["timestamp"][row])
         task = self.dataset.tasks.get(int(cols["task_index"][row]), "")
-        sample = self._render(ep.timeline, t, index, task)
+        sample, _ = self.renderer.render(ep.timeline, t=t, index=index, task=task)
         if sample is None:
             return None
         item: dict[str, Any] = {
@@ -127,13 +127,6 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         for name, values in ep.features.items():
             item[name] = torch.from_numpy(values[row].copy())
         return item
-
-    def _render(self, timeline: EpisodeTimeline, t: float, index: int, task: str) -> RenderedSample | None:
-        r = self.renderer
-        sample = render_sample(r.recipe, timeline, t=t, sample_idx=index, task=task, options=r.options)
-        if sample is None and r.fallback == "task":
-            return task_fallback(task)
-        return sample
 
     def _episode(self, episode_index: int) -> _Episode:
         with self._lock:
