@@ -51,7 +51,13 @@ class OpenAIHTTPVLM:
         self._limit = PriorityLimiter(config.client_concurrency)
         self._check_lock = asyncio.Lock()
         self._structured: dict[str, bool] = {}  # url -> False once it refused response_format
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._count_request]})
+        # At most one connection per request we allow in flight (per endpoint): the pool scans its
+        # connections on every request, so an oversized pool costs CPU at high call rates.
+        slots = config.client_concurrency
+        http = openai.DefaultAsyncHttpxClient(
+            event_hooks={"request": [self._count_request]},
+            limits=_httpx_limits(max_connections=slots * max(1, len(config.base_url)), keepalive=slots),
+        )
         self._http = http
         self.pool: EndpointPool[Any] = EndpointPool(
             [
@@ -288,16 +294,26 @@ class OpenAIHTTPVLM:
         await self._http.aclose()
 
 
-def _httpx_response_class() -> type:
-    """The Response class of the HTTP library this openai version is built on (httpx2, or httpx)."""
+def _httpx() -> Any:
+    """The HTTP library this openai version is built on (httpx2, or httpx before it)."""
     try:
         import httpx2
 
-        return httpx2.Response
+        return httpx2
     except ImportError:
         import httpx
 
-        return httpx.Response
+        return httpx
+
+
+def _httpx_response_class() -> type:
+    return _httpx().Response
+
+
+def _httpx_limits(*, max_connections: int, keepalive: int) -> Any:
+    return _httpx().Limits(
+        max_connections=max_connections, max_keepalive_connections=keepalive, keepalive_expiry=30.0
+    )
 
 
 async def _encode(messages: list[Message], config: VLMConfig) -> list[Message]:
