@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from steerable.annotate.context import EpisodeContext, FrameCache
+from steerable.annotate.context import EpisodeContext
 from steerable.annotate.engine import run_episodes
 from steerable.annotate.module import ModuleOutput
 from steerable.annotate.modules.interjections import (
@@ -65,16 +65,12 @@ def context(
     upstream: dict[str, list[dict[str, Any]]] | None = None,
     keystates: list[dict[str, Any]] | None = None,
 ) -> EpisodeContext:
-    ep = ds.episode(episode)
-    return EpisodeContext(
-        dataset=ds,
-        episode=ep,
-        timestamps=ds.episode_timestamps(episode),
-        task=ds.task_of(ep),
+    return EpisodeContext.for_episode(
+        ds,
+        episode,
         seed=seed,
         vlm=vlm,
         camera=TOP,
-        frames=FrameCache(ds, ep),
         upstream=upstream or {},
         upstream_meta={"motion": {"keystates": keystates}} if keystates is not None else {},
     )

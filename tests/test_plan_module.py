@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from steerable.annotate.context import EpisodeContext, FrameCache
+from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import AnnotationModule, ModuleOutput
 from steerable.annotate.modules.plan import KeystatePlanModule, PlanConfig, PlanModule, make_plan_module
 from steerable.annotate.modules.plan.rows import plan_text
@@ -53,18 +53,10 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[LeRobotDataset,
 def context(
     ds: LeRobotDataset, index: int, vlm: Any, *, task: str | None = None, meta: dict[str, Any] | None = None
 ) -> EpisodeContext:
-    ep = ds.episode(index)
-    return EpisodeContext(
-        dataset=ds,
-        episode=ep,
-        timestamps=ds.episode_timestamps(index),
-        task=ds.task_of(ep) if task is None else task,
-        seed=0,
-        vlm=vlm,
-        camera=ds.camera_keys[0],
-        frames=FrameCache(ds, ep),
-        upstream_meta=meta or {},
-    )
+    extra: dict[str, Any] = {"upstream_meta": meta or {}}
+    if task is not None:
+        extra["task"] = task
+    return EpisodeContext.for_episode(ds, index, seed=0, vlm=vlm, camera=ds.camera_keys[0], **extra)
 
 
 class Model:

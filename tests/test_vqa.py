@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from steerable.annotate.context import EpisodeContext, FrameCache
+from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import ModuleOutput
 from steerable.annotate.modules.vqa import (
     QUESTION_TYPES,
@@ -78,17 +78,7 @@ def truth(tmp_path_factory: pytest.TempPathFactory) -> Truth:
 def context(
     ds: LeRobotDataset, episode: int, vlm: Any, *, seed: int = 0, camera: str | None = TOP
 ) -> EpisodeContext:
-    ep = ds.episode(episode)
-    return EpisodeContext(
-        dataset=ds,
-        episode=ep,
-        timestamps=ds.episode_timestamps(episode),
-        task=ds.task_of(ep),
-        seed=seed,
-        vlm=vlm,
-        camera=camera,
-        frames=FrameCache(ds, ep),
-    )
+    return EpisodeContext.for_episode(ds, episode, seed=seed, vlm=vlm, camera=camera)
 
 
 def run(config: VqaConfig, ctx: EpisodeContext) -> ModuleOutput:

@@ -82,6 +82,39 @@ class EpisodeContext:
     upstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     upstream_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @classmethod
+    def for_episode(
+        cls,
+        dataset: LeRobotDataset,
+        episode_index: int,
+        *,
+        seed: int,
+        vlm: Any | None = None,
+        camera: str | None = None,
+        decodes: asyncio.Semaphore | None = None,
+        **extra: Any,
+    ) -> EpisodeContext:
+        """A context for one episode: its stored timestamps and task read, a frame source attached.
+
+        Reads parquet, so the engine calls it in a worker thread. `extra` sets any other field
+        (task, upstream, upstream_meta).
+        """
+        ep = dataset.episode(episode_index)
+        values: dict[str, Any] = {
+            "task": dataset.task_of(ep),
+            "frames": FrameCache(dataset, ep, gate=decodes),
+            **extra,
+        }
+        return cls(
+            dataset=dataset,
+            episode=ep,
+            timestamps=dataset.episode_timestamps(ep.episode_index),
+            seed=seed,
+            vlm=vlm,
+            camera=camera,
+            **values,
+        )
+
     @property
     def episode_index(self) -> int:
         return self.episode.episode_index

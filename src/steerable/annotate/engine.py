@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from steerable.annotate.context import EpisodeContext, FrameCache
+from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import AnnotationModule, ModuleOutput
 from steerable.annotate.staging import StagedOutput, Staging, fingerprint_hash
 from steerable.dataset import EpisodeMeta, LeRobotDataset
@@ -142,7 +142,12 @@ async def _run_episode(
     async def context(module: AnnotationModule) -> EpisodeContext:
         async with setup:
             if not shared:
-                shared.append(await _context(dataset, ep, seed=seed, vlm=vlm, camera=camera, decodes=decodes))
+                shared.append(
+                    await asyncio.to_thread(
+                        EpisodeContext.for_episode, dataset, ep.episode_index,
+                        seed=seed, vlm=vlm, camera=camera, decodes=decodes,
+                    )
+                )
         deps = [n for n in module.requires if n in outputs]
         return replace(
             shared[0],
@@ -200,25 +205,3 @@ async def _run_episode(
     result.reused = [m.name for m in modules if m.name in result.reused]
     result.seconds = time.monotonic() - started
     return result
-
-
-async def _context(
-    dataset: LeRobotDataset,
-    ep: EpisodeMeta,
-    *,
-    seed: int,
-    vlm: Any | None,
-    camera: str | None,
-    decodes: asyncio.Semaphore | None,
-) -> EpisodeContext:
-    timestamps = await asyncio.to_thread(dataset.episode_timestamps, ep.episode_index)
-    return EpisodeContext(
-        dataset=dataset,
-        episode=ep,
-        timestamps=timestamps,
-        task=dataset.task_of(ep),
-        seed=seed,
-        vlm=vlm,
-        camera=camera,
-        frames=FrameCache(dataset, ep, gate=decodes),
-    )
