@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steerable.dataset import open_dataset
+from steerable.dataset.meta import EPISODE_LOCATION_COLUMNS
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.language import speech_row
 
@@ -86,18 +87,7 @@ def generate(root: Path, episodes: int, frames: int, per_file: int) -> None:
     pq.write_table(
         pa.table({"task_index": [0], "task": ["stack the cubes"]}), root / "meta" / "tasks.parquet"
     )
-    rows: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "episode_index",
-            "tasks",
-            "length",
-            "data/chunk_index",
-            "data/file_index",
-            "dataset_from_index",
-            "dataset_to_index",
-        )
-    }
+    rows: dict[str, list[Any]] = {k: [] for k in EPISODE_LOCATION_COLUMNS}
     for file_index, first in enumerate(range(0, episodes, per_file)):
         eps = range(first, min(first + per_file, episodes))
         n = len(eps) * frames

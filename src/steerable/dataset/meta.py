@@ -11,7 +11,7 @@ from steerable.dataset.layout import EPISODES_DIR, TASKS_PATH
 from steerable.dataset.parquet import read_parquet
 from steerable.errors import CorruptDatasetError, DatasetNotFoundError
 
-__all__ = ["EpisodeMeta", "VideoSpan", "load_episodes", "load_tasks"]
+__all__ = ["EPISODE_LOCATION_COLUMNS", "EpisodeMeta", "VideoSpan", "load_episodes", "load_tasks"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ def load_tasks(root: Path) -> dict[int, str]:
     return {int(i): str(t) for i, t in zip(indices, texts, strict=True)}
 
 
-_BASE_COLUMNS = (
+# The columns that locate an episode (its data file and index range), in LeRobot's order.
+EPISODE_LOCATION_COLUMNS = (
     "episode_index",
     "tasks",
     "length",
@@ -80,7 +81,7 @@ def load_episodes(root: Path, video_keys: list[str]) -> list[EpisodeMeta]:
     ]
     episodes: list[EpisodeMeta] = []
     for path in files:
-        table = read_parquet(path, columns=list(_BASE_COLUMNS) + video_cols, optional=video_cols)
+        table = read_parquet(path, columns=list(EPISODE_LOCATION_COLUMNS) + video_cols, optional=video_cols)
         cols = table.to_pydict()
         for i in range(table.num_rows):
             videos = {
