@@ -1,0 +1,182 @@
+"""The runtime's adapter contracts: what a high-level model, a low-level controller and an env provide.
+
+Everything here is plain data plus `typing.Protocol`s, so an adapter (ours, a LeRobot policy
+wrapper, `steerable.policy.runtime`) implements them without importing the rest of the runtime.
+
+- A `HighLevelModel` reads the rendered prompt (`HighLevelRequest.messages`, laid out by the recipe
+  the model was trained with), the live language context and the latest observation, and returns a
+  `HighLevelUpdate`: a new subtask / plan / memory, speech, an answer, tool calls.
+- A `LowLevelController` reads an observation and the current command (the subtask, or the task
+  for a flat policy) and returns an `ActionChunk`: the next actions, and whether it is done with the
+  command or could not execute it.
+- An `Environment` (the simulator, a LeRobot robot) gives observations and takes actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "ActionChunk",
+    "Environment",
+    "HighLevelModel",
+    "HighLevelRequest",
+    "HighLevelUpdate",
+    "LanguageContext",
+    "LowLevelController",
+    "Observation",
+    "RequestKind",
+    "ToolCall",
+]
+
+# "update": periodic / after the controller finished its command; "interjection": the operator
+# said something (`user_text`); "ask": the operator asked a question about the scene (`user_text`).
+RequestKind = Literal["update", "interjection", "ask"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One observation: proprioception, camera frames, and (simulator only) privileged state.
+
+    `images` maps dataset camera keys (`observation.images.top`) to HxWx3 uint8 frames; it is empty
+    when the env was asked not to render. `privileged` is the simulator's ground truth (a
+    `steerable.synthetic.WorldState`) for scripted test doubles; it is None on a real robot.
+    """
+
+    state: np.ndarray
+    images: Mapping[str, np.ndarray] = field(default_factory=dict)
+    time_s: float = 0.0
+    state_names: tuple[str, ...] = ()
+    privileged: Any = None
+
+
+@dataclass(frozen=True)
+class LanguageContext:
+    """The live language state a model is conditioned on (a snapshot; None = not set)."""
+
+    task: str = ""
+    subtask: str | None = None
+    plan: str | None = None
+    memory: str | None = None
+    revision: int = 0
+
+    @property
+    def command(self) -> str:
+        """What a low-level controller executes: the subtask, or the task when there is none."""
+        return self.subtask or self.task
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A model's call of a tool, arguments already decoded from JSON."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_row_call(self) -> dict[str, Any]:
+        """The call in the shape the `tool_calls` field of a language row stores."""
+        return {"type": "function", "function": {"name": self.name, "arguments": dict(self.arguments)}}
+
+
+@dataclass(frozen=True)
+class HighLevelRequest:
+    """What the runtime asks a high-level model.
+
+    `messages` is the prompt rendered by the recipe for this request (chat messages, image blocks
+    holding the current frames), `controller_done` says the low-level finished its command, and
+    `controller_error` carries a command the controller could not execute.
+    """
+
+    kind: RequestKind
+    context: LanguageContext
+    observation: Observation | None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    user_text: str | None = None
+    controller_done: bool = False
+    controller_error: str | None = None
+
+
+@dataclass(frozen=True)
+class HighLevelUpdate:
+    """A model's reply; a field left None keeps the current value, "" clears it.
+
+    `speech` is said through the `say` tool (the runtime turns it into a `say` call); other tool
+    calls go to `tool_calls`. `task_done` tells the runtime the task is complete.
+    """
+
+    subtask: str | None = None
+    plan: str | None = None
+    memory: str | None = None
+    speech: str | None = None
+    answer: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    task_done: bool = False
+
+
+@runtime_checkable
+class HighLevelModel(Protocol):
+    """Generates the language context (and speech, answers, tool calls) for a task."""
+
+    name: str
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        """Answer `request`; raise (any exception) when no usable reply came: the runtime holds still."""
+        ...
+
+    def reset(self) -> None:
+        """Forget per-episode state (a new task or scene follows)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ActionChunk:
+    """The next actions, (n, action_dim) float32, to dispatch one per control tick.
+
+    n == 0 means hold still. `done` says the command is complete (the runtime may then ask the
+    high-level for the next one); `error` says the command could not be parsed or executed.
+    """
+
+    actions: np.ndarray
+    done: bool = False
+    error: str | None = None
+
+
+@runtime_checkable
+class LowLevelController(Protocol):
+    """Turns an observation and a command into actions (a policy, or the scripted controller)."""
+
+    name: str
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        """The next chunk of actions for `command` given `observation`."""
+        ...
+
+    def reset(self) -> None:
+        """Forget per-episode state (action queues of a policy, a scripted plan)."""
+        ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Something that observes and acts at `fps`: the simulator or a robot."""
+
+    fps: int
+    action_dim: int
+    state_names: tuple[str, ...]
+    camera_keys: tuple[str, ...]
+
+    def observe(self, *, render: bool = True) -> Observation:
+        """The current observation; `render=False` skips camera frames (faster, for scripted stacks)."""
+        ...
+
+    def send_action(self, action: np.ndarray) -> None:
+        """Execute one action (advances the simulator by one step)."""
+        ...
+
+    def close(self) -> None:
+        """Stop the robot / release the simulator."""
+        ...
