@@ -26,6 +26,8 @@ demo: $(STAMP_BASE)
 	$(VENV)/bin/steerable demo
 
 test: $(STAMP_TEST)
+	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)
+	command -v tmux >/dev/null || (apt-get update -q && apt-get install -y -q tmux)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
 	$(PY) -m pytest -q
