@@ -6,6 +6,8 @@ The CLI prints `str(error)` as one line and exits with status 2; messages say wh
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "AnnotationError",
     "ConfigError",
@@ -24,6 +26,7 @@ __all__ = [
     "VLMReplyError",
     "VLMUnavailableError",
     "WriteError",
+    "explain_os_error",
 ]
 
 
@@ -106,3 +109,31 @@ class MissingExtraError(SteerableError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+_OS_HINTS = {
+    errno.EACCES: "permission denied; choose a location you can write to, or fix its permissions",
+    errno.EPERM: "operation not permitted; choose a location you can write to, or fix its permissions",
+    errno.EROFS: "the file system is read-only; choose a writable location",
+    errno.ENOSPC: "no space left on the device; free some space or choose another location",
+    errno.EDQUOT: "disk quota exceeded; free some space or choose another location",
+    errno.ENOTDIR: "a part of this path is a file, not a folder; choose another path",
+    errno.EEXIST: "it already exists (is a part of the path a file?); choose another path",
+    errno.EISDIR: "it is a folder where a file was expected; choose another path",
+    errno.ENOENT: "no such file or folder; check the path",
+    errno.EMFILE: "too many open files; raise the limit (`ulimit -n 4096`) and run again",
+    errno.ENFILE: "too many open files on this system; close some programs and run again",
+    errno.ENAMETOOLONG: "the file name is too long; choose a shorter path",
+    errno.EIO: "an input/output error from the device; check the disk",
+}
+
+
+def explain_os_error(exc: OSError, *, paths: bool = True) -> str:
+    """One line for an OSError: the path(s) it names (unless `paths` is False) and what to do."""
+    hint = _OS_HINTS.get(exc.errno or -1)
+    paths_ = [str(p) for p in (exc.filename, exc.filename2) if p is not None] if paths else []
+    where = " -> ".join(paths_)
+    if hint is None:
+        text = exc.strerror or str(exc) or type(exc).__name__
+        return f"{where}: {text}" if where else text
+    return f"{where}: {hint}" if where else hint

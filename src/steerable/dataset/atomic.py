@@ -1,6 +1,8 @@
 """Atomic file replacement: write to a temp file beside the target, fsync, rename into place.
 
-A crash at any instant leaves the target either as it was or fully new, never half-written.
+A crash at any instant leaves the target either as it was or fully new, never half-written. The
+new file gets the mode of the file it replaces, or the umask's default for a new file (not the
+0600 of a temp file). Whole folders are committed by `steerable.dataset.commit`.
 """
 
 from __future__ import annotations
@@ -9,14 +11,22 @@ import contextlib
 import glob
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from steerable.errors import WriteError
+from steerable.errors import WriteError, explain_os_error
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_json", "fsync_dir", "remove_stale_temps"]
+__all__ = [
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "current_umask",
+    "fsync_dir",
+    "remove_stale_temps",
+]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -49,12 +59,20 @@ def atomic_path(target: Path, *, durable: bool = True) -> Iterator[Path]:
     integrity is verified on read (staging checks a hash and redoes work that does not match).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise WriteError(f"could not write {target}: {explain_os_error(exc, paths=False)}") from exc
     tmp = Path(tmp_name)
     try:
+        try:
+            os.fchmod(fd, _mode_for(target))
+        finally:
+            os.close(fd)
         yield tmp
+        if stat.S_IMODE(os.stat(tmp).st_mode) != (mode := _mode_for(target)):
+            os.chmod(tmp, mode)  # the caller's library replaced the temp file with one of its own
         if durable:
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -65,8 +83,30 @@ def atomic_path(target: Path, *, durable: bool = True) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-            raise WriteError(f"could not write {target}: {exc}; the previous file is intact") from exc
+            raise WriteError(f"could not write {target}: {explain_os_error(exc, paths=False)}; the previous file is intact") from exc
         raise
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the system allows (Linux /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    """The mode a new version of `target` gets: that of the file it replaces, else 0666 minus the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
 
 
 def atomic_write_bytes(target: Path, data: bytes, *, durable: bool = True) -> None:

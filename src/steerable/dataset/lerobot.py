@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from steerable.dataset.commit import recover_folder
 from steerable.dataset.info import DatasetInfo, load_info
 from steerable.dataset.layout import CODEBASE_VERSION, INFO_PATH, STATS_PATH
 from steerable.dataset.meta import EpisodeMeta, load_episodes, load_tasks
@@ -61,6 +62,7 @@ class LeRobotDataset:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).expanduser().resolve()
+        recover_folder(self.root)  # finish or undo a write that was killed mid-commit
         check_layout(self.root)
         self.info: DatasetInfo = load_info(self.root)
         self.tasks: dict[int, str] = load_tasks(self.root)

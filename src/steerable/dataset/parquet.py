@@ -13,13 +13,14 @@ from steerable.errors import CorruptDatasetError, DatasetNotFoundError
 
 __all__ = ["file_metadata", "read_parquet", "read_row_groups"]
 
-_footer_cache: dict[tuple[str, int, int], pq.FileMetaData] = {}
+_footer_cache: dict[tuple[str, int, int, int], pq.FileMetaData] = {}
 _cache_lock = threading.Lock()
 
 
-def _key(path: Path) -> tuple[str, int, int]:
+def _key(path: Path) -> tuple[str, int, int, int]:
     st = path.stat()
-    return (str(path), st.st_mtime_ns, st.st_size)
+    # The inode too: a committed new version replaces files by rename, possibly within one mtime tick.
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def file_metadata(path: Path) -> pq.FileMetaData:

@@ -1,10 +1,14 @@
-"""Write language rows into a dataset's data shards: validated first, then each file atomically.
+"""Write language rows into a dataset's data shards: validated first, then committed all at once.
 
 Every rewritten shard gets both language columns in the canonical Arrow types, one row group per
 episode, and every other column, type, order and schema metadata as it was (a legacy
 `subtask_index` / `tools` column is dropped). Episodes not in the update keep their rows. A shard
 is rewritten when it holds an updated episode, or when it lacks the language columns: info.json
 declares them for the whole dataset, and LeRobot's loader needs every shard to match it.
+
+The rewritten shards and info.json form one new version of the dataset folder, switched in at once
+by `steerable.dataset.commit` (untouched files, videos included, are hard links): a reader sees the
+whole dataset old or new, whenever the writer dies.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from steerable.dataset.atomic import atomic_path, atomic_write_json, remove_stale_temps
+from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
+from steerable.dataset.commit import FolderCommit, commit_folder
 from steerable.dataset.info import load_info
 from steerable.dataset.layout import INFO_PATH
 from steerable.dataset.lerobot import LeRobotDataset
@@ -89,22 +94,40 @@ class _Shard:
         )
 
 
-def write_language(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> WriteReport:
+def write_language(
+    ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage], *, into: FolderCommit | None = None
+) -> WriteReport:
     """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
 
     Event rows land on the frame whose stored float32 timestamp equals their emission time exactly.
-    Writing the same updates twice gives byte-identical files. `ds.info` is reloaded afterwards.
+    Writing the same updates twice gives byte-identical files. By default `ds` is updated in place
+    (one folder commit; `ds.info` is reloaded afterwards); `into` instead writes the changed files
+    into a transaction the caller opened with `ds.root` as its base, and commits.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     shards = _plan(ds, updates)
     _validate(ds, shards, updates)
+    if into is not None:
+        return _write(ds, shards, updates, into)
+    with commit_folder(ds.root, base=ds.root) as tx:
+        report = _write(ds, shards, updates, tx)
+    ds.info = load_info(ds.root)
+    return report
+
+
+def _write(
+    ds: LeRobotDataset, shards: Sequence[_Shard], updates: Mapping[int, EpisodeLanguage], tx: FolderCommit
+) -> WriteReport:
     frames = 0
+    written = []
     for shard in shards:
-        frames += _rewrite(shard, updates)
-        logger.info("rewrote %s (%d frames)", shard.path, len(shard.timestamps))
-    _update_info(ds)
+        rel = shard.path.relative_to(ds.root)
+        frames += _rewrite(shard, updates, tx.file(rel))
+        written.append(tx.dest / rel)
+        logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
+    _update_info(ds, tx)
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
-    return WriteReport(tuple(s.path for s in shards), tuple(sorted(updates)), rows, frames)
+    return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 
 
 # -- planning and validation (reads only) ---------------------------------------------------------
@@ -154,8 +177,9 @@ def _validate(ds: LeRobotDataset, shards: Sequence[_Shard], updates: Mapping[int
 # -- rewriting one shard ----------------------------------------------------------------------------
 
 
-def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage]) -> int:
-    remove_stale_temps(shard.path)
+def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage], dest: Path) -> int:
+    """Write the new version of `shard` to `dest` (a fresh path in the new dataset version)."""
+    remove_stale_temps(dest)  # left by writers of older steerable versions
     names = file_metadata(shard.path).schema.to_arrow_schema().names
     # Old language cells are decoded only when some episode keeps them.
     keep_old = any(ep not in updates for ep, _, _ in shard.runs)
@@ -172,14 +196,13 @@ def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage]) -> int:
     dropped = [n for n in _LEGACY_COLUMNS if n in names]
     schema = pa.schema(fields, metadata=_updated_metadata(table.schema.metadata, dropped))
     out = pa.Table.from_arrays(columns, schema=schema)
-    with atomic_path(shard.path) as tmp:
-        try:
-            # LeRobot's layout: snappy, dictionary encoding, one row group per episode.
-            with pq.ParquetWriter(tmp, schema, compression="snappy", use_dictionary=True) as writer:
-                for _, start, stop in shard.runs:
-                    writer.write_table(out.slice(start, stop - start), row_group_size=stop - start)
-        except pa.ArrowException as exc:
-            raise WriteError(f"could not write {shard.path}: {exc}; the previous file is intact") from exc
+    try:
+        # LeRobot's layout: snappy, dictionary encoding, one row group per episode.
+        with pq.ParquetWriter(dest, schema, compression="snappy", use_dictionary=True) as writer:
+            for _, start, stop in shard.runs:
+                writer.write_table(out.slice(start, stop - start), row_group_size=stop - start)
+    except pa.ArrowException as exc:
+        raise WriteError(f"could not write {shard.path}: {exc}; the dataset is unchanged") from exc
     return out.num_rows
 
 
@@ -258,17 +281,20 @@ def _json_or_none(raw: bytes | None) -> Any:
 # -- info.json --------------------------------------------------------------------------------------
 
 
-def _update_info(ds: LeRobotDataset) -> None:
+def _update_info(ds: LeRobotDataset, tx: FolderCommit) -> None:
     """Declare the language columns and the `say` tool; forget legacy columns no shard has any more."""
-    path = ds.root / INFO_PATH
-    remove_stale_temps(path)
-    info = json.loads(path.read_text(encoding="utf-8"))
+    info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
     features: dict[str, Any] = info["features"]
     features.update(language_feature_info())
-    remaining = {name for p in ds.data_files() for name in file_metadata(p).schema.to_arrow_schema().names}
+    remaining = {
+        name
+        for p in ds.data_files()
+        for name in file_metadata(tx.root / p.relative_to(ds.root)).schema.to_arrow_schema().names
+    }
     for name in _LEGACY_COLUMNS:
         if name in features and name not in remaining:
             del features[name]
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
-    atomic_write_json(path, info)
-    ds.info = load_info(ds.root)
+    path = tx.file(INFO_PATH)
+    remove_stale_temps(path)
+    atomic_write_json(path, info, durable=False)  # the commit makes it durable
