@@ -1,0 +1,60 @@
+"""`steerable view DATASET`: browse a dataset's annotations over its video, or export a static site."""
+
+from __future__ import annotations
+
+import argparse
+
+from steerable.errors import ConfigError
+
+__all__ = ["parse_episodes", "register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "view",
+        help="local web viewer: annotations over the video, tracks, recipe samples (or --export a static site)",
+    )
+    parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
+    parser.add_argument("--export", metavar="DIR", help="write a static site to DIR (open DIR/index.html) and exit")
+    parser.add_argument("--episodes", help="only these episodes, e.g. 0,3,7 or 0-9")
+    parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
+    parser.set_defaults(func=run)
+
+
+def parse_episodes(text: str | None) -> list[int] | None:
+    """'0,3,7-9' -> [0, 3, 7, 8, 9]; None stays None."""
+    if text is None:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        first, sep, last = part.partition("-")
+        if not (first.isdigit() and (not sep or last.isdigit())):
+            raise ConfigError(f"--episodes takes indices and ranges like 0,3,7-9, got {text!r}")
+        out.extend(range(int(first), int(last) + 1) if sep else [int(first)])
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.viewer import ViewerData, export_site, make_server
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {args.port}")
+    episodes = parse_episodes(args.episodes)
+    ds = open_dataset(args.dataset, revision=args.revision)
+    if args.export:
+        index = export_site(ds, args.export, episodes)
+        print(f"static viewer written: {index}")
+        return 0
+    server = make_server(ViewerData(ds, episodes=episodes), args.host, args.port)
+    print(f"steerable view: {ds.root} at {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped")
+    finally:
+        server.server_close()
+    return 0

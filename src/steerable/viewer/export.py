@@ -1,0 +1,84 @@
+"""`steerable view --export DIR`: the viewer as a static site that opens from disk with no server.
+
+Chromium neither fetches JSON nor loads ES modules from file://, so the data is written as classic
+scripts that fill `window.STEERABLE_EXPORT` (`data/dataset.js`, one `data/episode_NNNNNN.js` per
+episode, loaded on demand), and each episode's video is cut into its own H.264 clip whose time 0 is
+the episode's first frame (`videos/CAMERA/episode_NNNNNN.mp4`). Recipe samples are rendered for every
+frame ahead of time and stored deduplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from steerable.dataset import EpisodeMeta, LeRobotDataset, open_dataset
+from steerable.dataset.atomic import atomic_write_bytes
+from steerable.errors import ConfigError, VideoNotFoundError
+from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
+from steerable.viewer.clips import cut_clip
+from steerable.viewer.site import ViewerData
+
+__all__ = ["export_site"]
+
+logger = logging.getLogger(__name__)
+
+
+def _script(target: Path, expression: str, value: Any) -> None:
+    body = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    atomic_write_bytes(target, f"{expression} = {body};\n".encode(), durable=False)
+
+
+def _check_out_dir(out: Path, root: Path) -> None:
+    if out.resolve() == root or out.resolve().is_relative_to(root):
+        raise ConfigError(f"--export {out} is inside the dataset; choose a folder outside {root}")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--export {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "data" / "dataset.js").is_file():
+        raise ConfigError(f"--export {out} is not empty and holds no earlier export; choose a new folder")
+
+
+def export_site(
+    dataset_root: Path | str | LeRobotDataset,
+    out_dir: Path | str,
+    episodes: Sequence[int] | None = None,
+    *,
+    recipes: Sequence[str] | None = None,
+) -> Path:
+    """Write the static viewer of a dataset (all episodes, or `episodes`) to `out_dir`; returns index.html."""
+    ds = dataset_root if isinstance(dataset_root, LeRobotDataset) else open_dataset(dataset_root)
+    out = Path(out_dir).expanduser()
+    _check_out_dir(out, ds.root)
+    data = ViewerData(ds, episodes=episodes, recipes=recipes)
+    for folder in ("data", "assets"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    for name in ASSET_NAMES:
+        atomic_write_bytes(out / "assets" / name, asset_bytes(name), durable=False)
+
+    def video_source(camera: str, ep: EpisodeMeta) -> tuple[str, float]:
+        src = ds.video_path(camera, ep)
+        if not src.is_file():
+            raise VideoNotFoundError(f"video file {src.relative_to(ds.root)} is missing")
+        rel = f"videos/{camera}/episode_{ep.episode_index:06d}.mp4"
+        span = ep.videos[camera]
+        cut_clip(src, out / rel, span.from_timestamp, span.from_timestamp + ep.length / ds.fps, ds.fps)
+        return rel, 0.0
+
+    summary = data.summary()
+    usable = [r["name"] for r in summary["recipes"] if r["error"] is None]
+    for ep in data.episodes():
+        payload = dict(data.episode(ep.episode_index, video_source))
+        payload["renders"] = {name: data.recipes.episode(name, ep.episode_index) for name in usable}
+        _script(
+            out / "data" / f"episode_{ep.episode_index:06d}.js",
+            f"window.STEERABLE_EXPORT.episodes[{ep.episode_index}]",
+            payload,
+        )
+        logger.info("exported episode %d", ep.episode_index)
+    _script(out / "data" / "dataset.js", "window.STEERABLE_EXPORT", {"dataset": summary, "episodes": {}})
+    index = out / "index.html"
+    atomic_write_bytes(index, index_html(("data/dataset.js",)).encode(), durable=False)
+    return index

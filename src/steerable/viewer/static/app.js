@@ -1,0 +1,439 @@
+/* steerable view: one classic script (runs from a server and from file://), no dependencies.
+ * Data comes from the JSON API when served, or from window.STEERABLE_EXPORT (script files) when
+ * exported. Player time = episode time + the camera's offset inside its video file. */
+(function () {
+  "use strict";
+  var EXPORT = window.STEERABLE_EXPORT || null;
+  var SPAN_STYLES = ["subtask", "plan", "memory", "motion"];
+  var VQA_HOLD_S = 1.0; // a VQA answer stays drawn this long after its frame
+  var RECENT_S = 2.0;
+  var SVGNS = "http://www.w3.org/2000/svg";
+  var $ = function (id) { return document.getElementById(id); };
+  var video = $("video");
+  var S = { dataset: null, ep: null, camera: null, zoom: 1, recipe: null, frame: -1, renderSeq: 0 };
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVGNS, tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+  function fmt(t) { return (Math.round(t * 100) / 100).toFixed(2) + " s"; }
+  function status(text) { $("status").textContent = text || ""; }
+
+  // -- data access: API or exported scripts --------------------------------------------------------
+  function getJSON(url) {
+    return fetch(url).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) throw new Error(body.error || r.statusText);
+        return body;
+      });
+    });
+  }
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = function () { reject(new Error("cannot load " + src)); };
+      document.body.appendChild(s);
+    });
+  }
+  function pad6(n) { return ("000000" + n).slice(-6); }
+  var api = {
+    dataset: function () { return EXPORT ? Promise.resolve(EXPORT.dataset) : getJSON("api/dataset"); },
+    episode: function (n) {
+      if (!EXPORT) return getJSON("api/episodes/" + n);
+      if (EXPORT.episodes[n]) return Promise.resolve(EXPORT.episodes[n]);
+      return loadScript("data/episode_" + pad6(n) + ".js").then(function () { return EXPORT.episodes[n]; });
+    },
+    render: function (recipe, ep, frame) {
+      if (!EXPORT) {
+        return getJSON("api/render?recipe=" + encodeURIComponent(recipe) + "&episode=" + ep.episode_index + "&frame=" + frame);
+      }
+      var r = (ep.renders || {})[recipe];
+      if (!r) return Promise.resolve({ error: "not rendered in this export" });
+      if (r.error) return Promise.resolve(r);
+      return Promise.resolve(r.samples[r.frames[Math.min(frame, r.frames.length - 1)]]);
+    }
+  };
+
+  // -- episode list --------------------------------------------------------------------------------
+  function renderList() {
+    var list = $("episode-list");
+    list.textContent = "";
+    var q = $("filter").value.trim().toLowerCase();
+    var shown = 0;
+    S.dataset.episodes.forEach(function (e) {
+      var hay = ("episode " + e.episode_index + " " + e.task + " " + Object.keys(e.counts).join(" ")).toLowerCase();
+      if (q && hay.indexOf(q) < 0) return;
+      shown += 1;
+      var li = el("li", "episode" + (S.ep && S.ep.episode_index === e.episode_index ? " current" : ""));
+      li.dataset.episode = e.episode_index;
+      li.appendChild(el("div", "ep-head", "#" + e.episode_index + "  " + e.length + " frames, " + fmt(e.duration)));
+      li.appendChild(el("div", "ep-task", e.task));
+      var counts = el("div", "ep-counts");
+      Object.keys(e.counts).forEach(function (k) { counts.appendChild(el("span", "count " + k, k + " " + e.counts[k])); });
+      li.appendChild(counts);
+      li.addEventListener("click", function () { openEpisode(e.episode_index); });
+      list.appendChild(li);
+    });
+    $("episode-count").textContent = shown + " of " + S.dataset.episodes.length + " episodes";
+  }
+
+  // -- video and cameras ---------------------------------------------------------------------------
+  function cam() { return S.ep.cameras.filter(function (c) { return c.key === S.camera; })[0]; }
+  function epTime() {
+    var c = cam();
+    return Math.max(0, Math.min(S.ep.duration, video.currentTime - (c ? c.offset : 0)));
+  }
+  function seek(t) {
+    var c = cam();
+    t = Math.max(0, Math.min(t, Math.max(0, S.ep.duration - 0.5 / S.ep.fps)));
+    if (c && c.url) video.currentTime = c.offset + t;
+    update(t);
+  }
+  function setCamera(key, keepTime) {
+    var t = keepTime === undefined ? 0 : keepTime;
+    S.camera = key;
+    Array.prototype.forEach.call(document.querySelectorAll(".camera-btn"), function (b) {
+      b.classList.toggle("active", b.dataset.camera === key);
+    });
+    var c = cam();
+    $("video-note").textContent = c && c.error ? c.error : "";
+    if (!c || !c.url) { video.removeAttribute("src"); video.load(); update(t); return; }
+    video.dataset.camera = key;
+    video.src = c.url;
+    video.addEventListener("loadedmetadata", function once() {
+      video.removeEventListener("loadedmetadata", once);
+      $("overlay").setAttribute("viewBox", "0 0 " + video.videoWidth + " " + video.videoHeight);
+      seek(t);
+      document.body.dataset.ready = "1";
+    });
+  }
+  function renderCameras() {
+    var box = $("camera-switch");
+    box.textContent = "";
+    S.ep.cameras.forEach(function (c) {
+      var b = el("button", "camera-btn", c.key.replace(/^observation\.images\./, ""));
+      b.type = "button";
+      b.dataset.camera = c.key;
+      b.title = c.key;
+      b.addEventListener("click", function () { setCamera(c.key, epTime()); });
+      box.appendChild(b);
+    });
+  }
+
+  // -- timeline ------------------------------------------------------------------------------------
+  function pct(t) { return (100 * t / Math.max(S.ep.duration, 1e-6)) + "%"; }
+  function renderTracks() {
+    var labels = $("track-labels"), lanes = $("lanes");
+    labels.textContent = "";
+    Array.prototype.slice.call(lanes.querySelectorAll(".lane")).forEach(function (n) { n.remove(); });
+    S.ep.tracks.forEach(function (track) {
+      labels.appendChild(el("div", "track-label " + track.style, track.style + " (" + track.items.length + ")"));
+      var lane = el("div", "lane lane-" + track.kind);
+      lane.dataset.style = track.style;
+      track.items.forEach(function (item) {
+        var node;
+        if (track.kind === "span") {
+          node = el("div", "span " + track.style, item.text);
+          node.style.left = pct(item.start);
+          node.style.width = pct(item.end - item.start);
+          node.dataset.start = item.start;
+          node.dataset.t = item.start;
+        } else {
+          node = el("div", "marker " + track.style);
+          node.style.left = pct(item.t);
+          node.dataset.t = item.t;
+          if (item.camera) node.dataset.camera = item.camera;
+        }
+        node.dataset.style = track.style;
+        node.title = (track.kind === "span" ? fmt(item.start) + "-" + fmt(item.end) : fmt(item.t)) + "  " + item.text;
+        node.addEventListener("click", function (ev) {
+          ev.stopPropagation();
+          if (item.camera && item.camera !== S.camera) setCamera(item.camera, +node.dataset.t);
+          else seek(+node.dataset.t);
+        });
+        lane.appendChild(node);
+      });
+      lane.addEventListener("click", function (ev) {
+        var r = lane.getBoundingClientRect();
+        seek(S.ep.duration * (ev.clientX - r.left) / r.width);
+      });
+      lanes.appendChild(lane);
+    });
+    applyZoom();
+  }
+  function applyZoom() {
+    $("lanes").style.width = (100 * S.zoom) + "%";
+    $("zoom-level").textContent = S.zoom + "x";
+  }
+
+  // -- the current frame: rows, events, overlay, plot, recipe --------------------------------------
+  function frameAt(t) { return Math.max(0, Math.min(S.ep.length - 1, Math.floor(t * S.ep.fps + 1e-3))); }
+  function speech(row) {
+    var calls = row.tool_calls || [];
+    for (var i = 0; i < calls.length; i++) {
+      var f = calls[i] && calls[i]["function"];
+      if (f && f.name === "say") {
+        var a = f.arguments;
+        if (typeof a === "string") { try { a = JSON.parse(a); } catch (e) { return a; } }
+        return a && a.text !== undefined ? String(a.text) : "";
+      }
+    }
+    return null;
+  }
+  function rowNode(row, t) {
+    var said = speech(row);
+    var node;
+    if (said !== null) {
+      node = el("div", "row say", "says: \u201c" + said + "\u201d");
+    } else {
+      var style = row.style || "tool";
+      node = el("div", "row " + style);
+      node.appendChild(el("span", "tag " + style, style + (row.camera ? " @" + row.camera.replace(/^observation\.images\./, "") : "")));
+      node.appendChild(el("span", "role", row.role + ": "));
+      node.appendChild(el("span", "content", row.content || ""));
+    }
+    if (t !== undefined) node.appendChild(el("span", "when", " " + fmt(t)));
+    return node;
+  }
+  function update(t) {
+    if (!S.ep) return;
+    if (t === undefined) t = epTime();
+    var f = frameAt(t);
+    $("clock").textContent = fmt(t) + " / " + fmt(S.ep.duration) + "  frame " + f;
+    $("playhead").style.left = pct(t);
+    var ph = document.querySelectorAll(".plot-playhead");
+    var x = 1000 * t / Math.max(S.ep.duration, 1e-6);
+    Array.prototype.forEach.call(ph, function (l) { l.setAttribute("x1", x); l.setAttribute("x2", x); });
+    drawOverlay(t);
+    if (f !== S.frame) {
+      S.frame = f;
+      drawNow(t, f);
+      if (video.paused) renderRecipe();
+    }
+  }
+  function drawNow(t, f) {
+    var active = {};
+    S.ep.persistent.forEach(function (r) {
+      if ((r.timestamp || 0) <= t + 1e-4 && r.style !== "task_aug") active[r.style] = r;
+    });
+    var dl = $("active");
+    dl.textContent = "";
+    SPAN_STYLES.concat(Object.keys(active).filter(function (s) { return SPAN_STYLES.indexOf(s) < 0; })).forEach(function (s) {
+      if (!active[s]) return;
+      dl.appendChild(el("dt", "tag " + s, s));
+      var dd = el("dd", "active-row " + s, active[s].content || "");
+      dd.dataset.style = s;
+      dl.appendChild(dd);
+    });
+    var here = $("events"), recent = $("recent");
+    here.textContent = "";
+    recent.textContent = "";
+    S.ep.events.forEach(function (e) {
+      if (e.frame === f) e.rows.forEach(function (r) { here.appendChild(rowNode(r)); });
+      else if (e.t < t && e.t >= t - RECENT_S) e.rows.forEach(function (r) { recent.appendChild(rowNode(r, e.t)); });
+    });
+    if (!here.childNodes.length) here.appendChild(el("div", "none", "none"));
+  }
+  function drawOverlay(t) {
+    var o = $("overlay");
+    o.textContent = "";
+    var half = 0.5 / S.ep.fps;
+    S.ep.vqa.forEach(function (v) {
+      if (v.camera !== S.camera || t < v.t - half || t >= v.t + VQA_HOLD_S) return;
+      (v.shapes || []).forEach(function (s) {
+        var g = svg("g", { "class": "vqa-shape" });
+        var lx, ly;
+        if (s.type === "box") {
+          var b = s.bbox;
+          g.appendChild(svg("rect", { "class": "vqa-box", x: b[0], y: b[1], width: b[2] - b[0], height: b[3] - b[1] }));
+          lx = b[0]; ly = b[1] - 2;
+        } else {
+          g.appendChild(svg("circle", { "class": "vqa-point", cx: s.point[0], cy: s.point[1], r: 3 }));
+          lx = s.point[0] + 4; ly = s.point[1] - 4;
+        }
+        var label = svg("text", { "class": "vqa-label", x: lx, y: Math.max(8, ly) });
+        label.textContent = s.label;
+        g.appendChild(label);
+        o.appendChild(g);
+      });
+    });
+  }
+
+  function renderPlot() {
+    var box = $("plot");
+    box.textContent = "";
+    var p = S.ep.plot, n = p.t.length;
+    if (!p.series.length || !n) { box.appendChild(el("div", "none", "no state/action features")); return; }
+    var dur = Math.max(S.ep.duration, 1e-6);
+    p.series.forEach(function (s) {
+      var fig = el("figure", "plot-figure");
+      fig.appendChild(el("figcaption", null, s.key));
+      var h = 120;
+      var g = svg("svg", { viewBox: "0 0 1000 " + h, preserveAspectRatio: "none", "class": "plot-svg" });
+      g.dataset.feature = s.key;
+      s.values.forEach(function (col, d) {
+        var lo = Infinity, hi = -Infinity;
+        col.forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+        var span = hi - lo || 1, pts = [];
+        col.forEach(function (v, i) {
+          if (v === null) return;
+          pts.push((1000 * p.t[i] / dur).toFixed(1) + "," + (h - 4 - (h - 8) * (hi > lo ? (v - lo) / span : 0.5)).toFixed(1));
+        });
+        var grip = s.gripper.indexOf(d) >= 0;
+        var line = svg("polyline", { points: pts.join(" "), "class": "dim" + (grip ? " gripper" : ""), "data-dim": s.names[d] });
+        line.style.stroke = grip ? "" : "hsl(" + Math.round(360 * d / Math.max(1, s.values.length)) + ",60%,45%)";
+        var tip = svg("title", {});
+        tip.textContent = s.names[d] + (grip ? " (gripper)" : "") + ": " + lo.toFixed(3) + " .. " + hi.toFixed(3);
+        line.appendChild(tip);
+        g.appendChild(line);
+      });
+      p.keystates.forEach(function (k) {
+        var x = 1000 * k.t / dur;
+        var l = svg("line", { x1: x, x2: x, y1: 0, y2: h, "class": "keystate " + k.kind });
+        var tip = svg("title", {});
+        tip.textContent = k.kind + (k.source ? " (" + k.source + ")" : "") + " at " + fmt(k.t);
+        l.appendChild(tip);
+        g.appendChild(l);
+      });
+      g.appendChild(svg("line", { x1: 0, x2: 0, y1: 0, y2: h, "class": "plot-playhead" }));
+      g.addEventListener("click", function (ev) {
+        var r = g.getBoundingClientRect();
+        seek(dur * (ev.clientX - r.left) / r.width);
+      });
+      fig.appendChild(g);
+      var legend = el("div", "legend");
+      s.names.forEach(function (name, d) {
+        var grip = s.gripper.indexOf(d) >= 0;
+        legend.appendChild(el("span", "legend-item" + (grip ? " gripper" : ""), name + (grip ? " (gripper)" : "")));
+      });
+      fig.appendChild(legend);
+      box.appendChild(fig);
+    });
+    var keys = el("div", "legend", "keystates: " + p.keystates.length + " (gripper close/open, pause)");
+    box.appendChild(keys);
+  }
+
+  function renderRecipes() {
+    var sel = $("recipe");
+    sel.textContent = "";
+    S.dataset.recipes.forEach(function (r) {
+      var o = el("option", null, r.name + (r.error ? " (unavailable)" : ""));
+      o.value = r.name;
+      o.disabled = !!r.error;
+      o.title = r.error || "";
+      sel.appendChild(o);
+    });
+    var first = S.dataset.recipes.filter(function (r) { return !r.error; })[0];
+    var pick = S.dataset.recipes.filter(function (r) { return r.name === "subtask_mem" && !r.error; })[0] || first;
+    if (pick) { sel.value = pick.name; S.recipe = pick.name; }
+    sel.addEventListener("change", function () { S.recipe = sel.value; renderRecipe(); });
+  }
+  function contentText(c) {
+    if (c === null || c === undefined) return "";
+    if (typeof c === "string") return c;
+    return c.map(function (b) { return b.type === "text" ? b.text : "[" + b.type + (b.feature ? " " + b.feature : "") + "]"; }).join(" ");
+  }
+  function renderRecipe() {
+    if (!S.ep || !S.recipe) return;
+    var seq = ++S.renderSeq, f = S.frame < 0 ? 0 : S.frame, ep = S.ep;
+    $("recipe-where").textContent = "episode " + ep.episode_index + ", frame " + f;
+    api.render(S.recipe, ep, f).then(function (r) {
+      if (seq !== S.renderSeq) return;
+      var box = $("recipe-sample");
+      box.textContent = "";
+      if (r.error) { box.appendChild(el("div", "none", r.error)); return; }
+      box.appendChild(el("div", "component", "component: " + (r.component || "-")));
+      if (!r.messages) { box.appendChild(el("div", "none", "the recipe renders nothing at this frame")); return; }
+      r.messages.forEach(function (m, i) {
+        var target = (r.target_message_indices || []).indexOf(i) >= 0;
+        var node = el("div", "msg " + m.role + (target ? " target" : ""));
+        node.appendChild(el("span", "msg-role", m.role + " [" + (r.message_streams || [])[i] + (target ? ", target" : "") + "]"));
+        node.appendChild(el("span", "msg-content", contentText(m.content)));
+        (m.tool_calls || []).forEach(function (c) {
+          var said = speech({ tool_calls: [c] });
+          node.appendChild(el("span", "msg-tool", said !== null ? " says: \u201c" + said + "\u201d" : " " + JSON.stringify(c)));
+        });
+        box.appendChild(node);
+      });
+    }).catch(function (e) { $("recipe-sample").textContent = String(e.message || e); });
+  }
+
+  // -- episodes ------------------------------------------------------------------------------------
+  function openEpisode(n) {
+    status("loading episode " + n + "...");
+    document.body.dataset.ready = "";
+    return api.episode(n).then(function (ep) {
+      var t0 = S.ep && S.ep.episode_index === n ? epTime() : 0;
+      var keepCam = S.camera;
+      S.ep = ep;
+      S.frame = -1;
+      $("episode-title").textContent = "episode " + ep.episode_index + ": " + ep.task;
+      history.replaceState(null, "", "#episode=" + n);
+      renderList();
+      renderCameras();
+      renderTracks();
+      renderPlot();
+      var have = ep.cameras.filter(function (c) { return c.url; });
+      var key = ep.cameras.some(function (c) { return c.key === keepCam && c.url; }) ? keepCam : (have[0] || ep.cameras[0] || {}).key;
+      setCamera(key, t0);
+      if (!have.length) document.body.dataset.ready = "1";
+      status("");
+    }).catch(function (e) { status(String(e.message || e)); });
+  }
+
+  function tick() {
+    update();
+    if (!video.paused) requestAnimationFrame(tick);
+  }
+  function wire() {
+    $("filter").addEventListener("input", renderList);
+    $("zoom-in").addEventListener("click", function () { S.zoom = Math.min(64, S.zoom * 2); applyZoom(); });
+    $("zoom-out").addEventListener("click", function () { S.zoom = Math.max(1, S.zoom / 2); applyZoom(); });
+    $("lanes-scroll").addEventListener("wheel", function (ev) {
+      if (!ev.ctrlKey) return;
+      ev.preventDefault();
+      S.zoom = ev.deltaY < 0 ? Math.min(64, S.zoom * 2) : Math.max(1, S.zoom / 2);
+      applyZoom();
+    }, { passive: false });
+    $("play").addEventListener("click", function () {
+      if (video.paused) {
+        if (epTime() >= S.ep.duration - 1.0 / S.ep.fps) seek(0);
+        video.play();
+      } else video.pause();
+    });
+    $("prev-frame").addEventListener("click", function () { video.pause(); seek((S.frame - 1) / S.ep.fps); });
+    $("next-frame").addEventListener("click", function () { video.pause(); seek((S.frame + 1) / S.ep.fps); });
+    video.addEventListener("play", function () { $("play").textContent = "pause"; requestAnimationFrame(tick); });
+    video.addEventListener("pause", function () { $("play").textContent = "play"; renderRecipe(); });
+    video.addEventListener("seeked", function () { update(); });
+    video.addEventListener("timeupdate", function () {
+      var c = S.ep && cam();
+      if (c && video.currentTime - c.offset >= S.ep.duration) { video.pause(); seek(S.ep.duration); }
+      update();
+    });
+  }
+
+  window.steerableView = { seek: seek, state: S, openEpisode: openEpisode, setCamera: function (k) { setCamera(k, epTime()); } };
+  wire();
+  api.dataset().then(function (d) {
+    S.dataset = d;
+    $("dataset-name").textContent = d.name + " (" + d.episodes.length + " episodes, " + d.fps + " fps)";
+    document.title = "steerable view: " + d.name;
+    renderRecipes();
+    renderList();
+    var m = /episode=(\d+)/.exec(location.hash);
+    var want = m ? +m[1] : null;
+    var first = d.episodes.filter(function (e) { return e.episode_index === want; })[0] || d.episodes[0];
+    if (first) openEpisode(first.episode_index);
+    else status("the dataset has no episodes");
+  }).catch(function (e) { status(String(e.message || e)); });
+})();
