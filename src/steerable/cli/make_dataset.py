@@ -29,6 +29,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files")
     parser.add_argument("--fps", type=int, default=15, help="frames per second (default 15)")
     parser.add_argument(
+        "--difficulty",
+        choices=["easy", "realistic", "hard"],
+        default="realistic",
+        help="how much teleoperation mess to add: easy = clean scripted moves; realistic (default) and "
+        "hard add hesitations, re-grasps, corrections, pushes, 3-4 step tasks, sensor noise, dropped "
+        "frames, camera jitter, lighting changes and distractors",
+    )
+    parser.add_argument(
+        "--with_language",
+        action="store_true",
+        help="write the ground truth as language columns (subtasks, plans, memory, interjections with "
+        "`say` replies): oracle annotations",
+    )
+    parser.add_argument(
+        "--interjection_rate",
+        type=float,
+        default=None,
+        help="share of episodes where a person redirects a placement mid-way and the robot follows "
+        "(default 0.3 with --with_language, else 0)",
+    )
+    parser.add_argument(
         "--overwrite", action="store_true", help="replace --out if it already holds a dataset"
     )
     parser.set_defaults(func=run)
@@ -47,7 +68,16 @@ def run(args: argparse.Namespace) -> int:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a dataset folder is an ordinary one
     try:
-        generate_synthetic(staging, episodes=args.episodes, cameras=cameras, seed=args.seed, fps=args.fps)
+        generate_synthetic(
+            staging,
+            episodes=args.episodes,
+            cameras=cameras,
+            seed=args.seed,
+            fps=args.fps,
+            difficulty=args.difficulty,
+            with_language=args.with_language,
+            interjection_rate=args.interjection_rate,
+        )
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
@@ -57,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     info = load_info(out)
     print(
         f"{out}: {info.total_episodes} episodes, {info.total_frames} frames "
-        f"({info.total_frames / info.fps:.1f} s at {info.fps} fps), made in {time.perf_counter() - started:.1f} s"
+        f"({info.total_frames / info.fps:.1f} s at {info.fps} fps), {args.difficulty}"
+        f"{', with oracle language' if args.with_language else ''}, made in {time.perf_counter() - started:.1f} s"
     )
     return 0
 

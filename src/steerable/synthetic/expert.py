@@ -3,6 +3,9 @@
 It plans from the live world state (where the cube is now), one motion segment at a time, and
 steps the world every frame, so what it records is what the world did. The command it sends at
 frame i (the pose planned for frame i+1) is the `action`; the pose reached is the `observation.state`.
+Above `easy` it also behaves like a human teleoperator (see `steerable.synthetic.difficulty`):
+uneven speed, hesitations, idle stretches, a reach toward the wrong cube, failed grasps and
+re-grasps, corrections during placement; and it pushes cubes and follows redirects.
 """
 
 from __future__ import annotations
@@ -11,16 +14,29 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from steerable.synthetic.tasks import Step, TaskSpec
-from steerable.synthetic.world import HOME, Gripper, WorldState, step, support_height
+from steerable.synthetic.commands import DIRECTIONS, place_text
+from steerable.synthetic.difficulty import EASY, Difficulty
+from steerable.synthetic.tasks import PUSH_DISTANCE, Step, TaskSpec
+from steerable.synthetic.world import HOME, PUSHER_RADIUS, Gripper, WorldState, step, support_height
 
-__all__ = ["Demo", "Expert", "demonstrate", "place_position"]
+__all__ = ["Demo", "Expert", "Redirect", "demonstrate", "place_position"]
 
 # Offsets of successive cubes placed in one receptacle, so they do not land on each other.
 _SLOT_OFFSETS = ((-0.025, -0.025), (0.025, 0.025), (0.025, -0.025), (-0.025, 0.025))
 _NOISE_STD = 0.0004
 _NOISE_DECAY = 0.9
 _CLOSURE_NOISE = 0.004
+_PUSH_GAP = 0.03  # the gripper starts this far behind the cube's face
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A mid-placement interjection the expert obeyed: at `frame` the target became `new_target`."""
+
+    frame: int
+    cube: str
+    old_target: str
+    new_target: str
 
 
 @dataclass
@@ -30,6 +46,7 @@ class Demo:
     states: list[WorldState] = field(default_factory=list)
     commands: list[np.ndarray] = field(default_factory=list)
     subtasks: list[tuple[int, str]] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
 
     def observations(self) -> np.ndarray:
         """(n, 4) float32: ee.x, ee.y, ee.z, gripper.closure as reached."""
@@ -62,9 +79,12 @@ def place_position(state: WorldState, target: Step) -> tuple[float, float]:
 class Expert:
     """Drives the world through motion segments and records every frame."""
 
-    def __init__(self, state: WorldState, rng: np.random.Generator, fps: int) -> None:
+    def __init__(
+        self, state: WorldState, rng: np.random.Generator, fps: int, difficulty: Difficulty = EASY
+    ) -> None:
         self.rng = rng
         self.fps = fps
+        self.difficulty = difficulty
         self.travel_z = float(rng.uniform(0.10, 0.14))
         self.speed = float(rng.uniform(0.2, 0.3))
         start = HOME.as_array() + np.array([*rng.uniform(-0.03, 0.03, size=2), 0.0, 0.0])
@@ -77,6 +97,10 @@ class Expert:
     @property
     def frame(self) -> int:
         return len(self.demo.states)
+
+    def _chance(self, rate: float) -> bool:
+        # No draw at all when a nuisance is off, so `easy` consumes the generator as it always did.
+        return rate > 0 and float(self.rng.random()) < rate
 
     def _record(self, plan: np.ndarray) -> None:
         self.noise = _NOISE_DECAY * self.noise + self.rng.normal(0.0, _NOISE_STD, size=3)
@@ -97,6 +121,14 @@ class Expert:
         target = np.array([x, y, z, self.plan[3]])
         if seconds is None:
             seconds = float(np.linalg.norm(target[:3] - self.plan[:3])) / self.speed + 0.4
+        if self.difficulty.speed_sigma > 0:
+            seconds *= float(np.exp(self.rng.normal(0.0, self.difficulty.speed_sigma)))
+        if self._chance(self.difficulty.hesitation_rate):
+            # Stop part way, as an operator does when unsure, then go on.
+            f = float(self.rng.uniform(0.3, 0.7))
+            self._segment(self.plan + (target - self.plan) * f, seconds * f)
+            self.hold(float(self.rng.uniform(0.3, 1.0)))
+            seconds *= 1 - f
         self._segment(target, seconds)
 
     def grip(self, closure: float) -> None:
@@ -109,33 +141,120 @@ class Expert:
         if self.rng.random() < 0.35:
             self.hold(float(self.rng.uniform(0.4, 1.2)))
 
+    def maybe_idle(self) -> None:
+        if self._chance(self.difficulty.idle_rate):
+            self.hold(float(self.rng.uniform(*self.difficulty.idle_seconds)))
+
+    def _descent(self) -> float:
+        return float(self.rng.uniform(0.45, 0.6))
+
     def pick(self, cube: str) -> None:
         i = self.state.scene.cube_index(cube)
+        if self._chance(self.difficulty.wrong_reach_rate):
+            self._wrong_reach(i)
         x, y, z = self.state.positions[i]
         size = self.state.scene.cubes[i].size
         self.move(x, y, self.travel_z)
-        self.move(x, y, z + size / 2, float(self.rng.uniform(0.45, 0.6)))
+        if self._chance(self.difficulty.failed_grasp_rate):
+            # Close beside the cube (further than the fingers can catch), notice, open, re-align.
+            angle = float(self.rng.uniform(0, 2 * np.pi))
+            miss = float(self.rng.uniform(0.02, 0.028))
+            mx, my = x + miss * np.cos(angle), y + miss * np.sin(angle)
+            self.move(mx, my, self.travel_z, 0.3)
+            self.move(mx, my, z + size / 2, self._descent())
+            self.grip(1.0)
+            self.hold(float(self.rng.uniform(0.2, 0.6)))
+            self.grip(0.0)
+            self.move(mx, my, z + size + 0.03, 0.5)
+            self.move(x, y, z + size + 0.03, 0.5)
+            self.move(x, y, z + size / 2, 0.5)
+        else:
+            self.move(x, y, z + size / 2, self._descent())
         self.grip(1.0)
-        self.move(x, y, self.travel_z, float(self.rng.uniform(0.45, 0.6)))
+        self.move(x, y, self.travel_z, self._descent())
         self.maybe_pause()
+
+    def _wrong_reach(self, cube: int) -> None:
+        others = [j for j in range(len(self.state.positions)) if j != cube]
+        if not others:
+            return
+        ox, oy, _ = self.state.positions[others[int(self.rng.integers(len(others)))]]
+        f = float(self.rng.uniform(0.4, 0.8))
+        px, py = self.plan[0] + (ox - self.plan[0]) * f, self.plan[1] + (oy - self.plan[1]) * f
+        self.move(float(px), float(py), self.travel_z)
+        self.hold(float(self.rng.uniform(0.2, 0.6)))
 
     def place(self, target: Step) -> None:
         x, y = place_position(self.state, target)
         size = self.state.scene.cubes[self.state.scene.cube_index(target.cube)].size
+        if target.redirect is not None:
+            x, y = self._redirected(target, x, y)
         self.move(x, y, self.travel_z)
         self.maybe_pause()
         bottom = support_height(self.state, x, y, exclude=self.state.held)
-        self.move(x, y, bottom + size / 2 + 0.002, float(self.rng.uniform(0.45, 0.6)))
+        if self._chance(self.difficulty.correction_rate):
+            # Lower toward a slightly wrong spot, stop, shift over, then lower the rest of the way.
+            angle = float(self.rng.uniform(0, 2 * np.pi))
+            off = float(self.rng.uniform(0.015, 0.03))
+            wx, wy = x + off * np.cos(angle), y + off * np.sin(angle)
+            self.move(wx, wy, self.travel_z, 0.3)
+            self.move(wx, wy, bottom + size + float(self.rng.uniform(0.02, 0.04)), self._descent())
+            self.hold(float(self.rng.uniform(0.2, 0.5)))
+            self.move(x, y, self.plan[2], 0.5)
+        self.move(x, y, bottom + size / 2 + 0.002, self._descent())
         self.grip(0.0)
-        self.move(x, y, self.travel_z, float(self.rng.uniform(0.45, 0.6)))
+        self.move(x, y, self.travel_z, self._descent())
+
+    def _redirected(self, target: Step, x: float, y: float) -> tuple[float, float]:
+        """Head for the original receptacle; part way the person redirects, the expert turns."""
+        f = float(self.rng.uniform(0.4, 0.75))
+        self._segment(
+            np.array(
+                [
+                    self.plan[0] + (x - self.plan[0]) * f,
+                    self.plan[1] + (y - self.plan[1]) * f,
+                    self.travel_z,
+                    self.plan[3],
+                ]
+            ),
+            float(self.rng.uniform(0.6, 1.0)),
+        )
+        assert target.redirect is not None
+        self.demo.redirects.append(Redirect(self.frame, target.cube, target.target, target.redirect))
+        self.demo.subtasks.append((self.frame, place_text(target.cube, target.redirect)))
+        self.hold(float(self.rng.uniform(0.3, 0.7)))  # hearing it and reacting
+        new = Step(target.cube, target.redirect)
+        return place_position(self.state, new)
+
+    def push(self, target: Step) -> None:
+        i = self.state.scene.cube_index(target.cube)
+        x, y, z = self.state.positions[i]
+        size = self.state.scene.cubes[i].size
+        ux, uy = DIRECTIONS[target.target]
+        back = size / 2 + _PUSH_GAP
+        sx, sy = x - ux * back, y - uy * back
+        self.move(sx, sy, self.travel_z)
+        self.move(sx, sy, z + size / 2, self._descent())
+        travel = PUSH_DISTANCE + _PUSH_GAP - PUSHER_RADIUS
+        self.move(sx + ux * travel, sy + uy * travel, z + size / 2, float(self.rng.uniform(1.0, 1.5)))
+        self.move(self.plan[0], self.plan[1], self.travel_z, self._descent())
 
 
-def demonstrate(state: WorldState, task: TaskSpec, rng: np.random.Generator, fps: int) -> Demo:
+def demonstrate(
+    state: WorldState, task: TaskSpec, rng: np.random.Generator, fps: int, difficulty: Difficulty = EASY
+) -> Demo:
     """Perform `task` from `state`; subtask starts are frame indices, the first one is frame 0."""
-    expert = Expert(state, rng, fps)
+    expert = Expert(state, rng, fps, difficulty)
     expert.hold(float(rng.uniform(0.3, 0.8)))
     for step_ in task.steps:
-        expert.demo.subtasks.append((expert.frame if expert.demo.subtasks else 0, step_.pick_text))
+        if expert.demo.subtasks:
+            expert.maybe_idle()  # the tail of the previous subtask: nothing new has started yet
+        start = expert.frame if expert.demo.subtasks else 0
+        if step_.push:
+            expert.demo.subtasks.append((start, step_.place_text))
+            expert.push(step_)
+            continue
+        expert.demo.subtasks.append((start, step_.pick_text))
         expert.pick(step_.cube)
         expert.demo.subtasks.append((expert.frame, step_.place_text))
         expert.place(step_)

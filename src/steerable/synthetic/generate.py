@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.errors import ConfigError
+from steerable.synthetic.difficulty import EASY, Difficulty, get_difficulty
 from steerable.synthetic.expert import Demo, demonstrate
 from steerable.synthetic.ground_truth import (
     EpisodeTruth,
+    Interjection,
     gripper_events,
     subtask_spans,
     write_ground_truth,
 )
-from steerable.synthetic.render import CAMERAS, object_boxes, render_frame
-from steerable.synthetic.tasks import TaskSpec, sample_task
-from steerable.synthetic.world import WorldState, sample_world
+from steerable.synthetic.recording import Recording, record
+from steerable.synthetic.render import CAMERAS
+from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task
+from steerable.synthetic.world import sample_world
 
 __all__ = [
+    "DEFAULT_INTERJECTION_RATE",
     "ROBOT_TYPE",
     "STATE_NAMES",
     "camera_key",
@@ -35,6 +39,10 @@ logger = logging.getLogger(__name__)
 ROBOT_TYPE = "steerable_sim_tabletop"
 # ee.* in metres in the table frame; gripper.closure 0 = open .. 1 = closed (the name says which way).
 STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
+# Share of episodes with a mid-placement redirect when oracle language is written.
+DEFAULT_INTERJECTION_RATE = 0.3
+# Purposes of the per-episode random streams besides the expert's own ([seed, episode]).
+_REDIRECT_STREAM, _RECORDING_STREAM, _LANGUAGE_STREAM = 1, 2, 3
 
 
 def camera_key(camera: str) -> str:
@@ -53,11 +61,13 @@ def synthetic_features(cameras: Sequence[str]) -> dict[str, dict]:
     return features
 
 
-def _check(episodes: int, cameras: Sequence[str], fps: int) -> list[str]:
+def _check(episodes: int, cameras: Sequence[str], fps: int, interjection_rate: float) -> list[str]:
     if episodes < 1:
         raise ConfigError(f"episodes must be at least 1, got {episodes}")
     if not 1 <= fps <= 120:
         raise ConfigError(f"fps must be between 1 and 120, got {fps}")
+    if not 0.0 <= interjection_rate <= 1.0:
+        raise ConfigError(f"interjection rate must be between 0 and 1, got {interjection_rate}")
     cams = list(dict.fromkeys(cameras))
     unknown = [c for c in cams if c not in CAMERAS]
     if unknown or not cams:
@@ -65,48 +75,103 @@ def _check(episodes: int, cameras: Sequence[str], fps: int) -> list[str]:
     return cams
 
 
-def _frames(states: list[WorldState], camera: str) -> Iterator[np.ndarray]:
-    return (render_frame(s, camera) for s in states)
+def simulate_episode(
+    seed: int,
+    episode_index: int,
+    fps: int,
+    difficulty: str | Difficulty = EASY,
+    interjection_rate: float = 0.0,
+) -> tuple[TaskSpec, Demo]:
+    """Episode `episode_index` of the dataset made with `seed`: its task and every world state.
 
-
-def simulate_episode(seed: int, episode_index: int, fps: int) -> tuple[TaskSpec, Demo]:
-    """Episode `episode_index` of the dataset made with `seed`: its task and every world state."""
+    `interjection_rate`: the chance that one placement is redirected part way (`Demo.redirects`).
+    """
+    level = get_difficulty(difficulty)
     rng = np.random.default_rng([seed, episode_index])
     world = sample_world(rng)
-    task = sample_task(world.scene, rng)
-    return task, demonstrate(world, task, rng, fps)
+    task = sample_task(world.scene, rng, level, world.positions)
+    if interjection_rate > 0:
+        redirect_rng = np.random.default_rng([seed, episode_index, _REDIRECT_STREAM])
+        if redirect_rng.random() < interjection_rate:
+            task = add_redirect(task, world.scene, redirect_rng)
+    return task, demonstrate(world, task, rng, fps, level)
 
 
 def generate_synthetic(
-    out: Path, *, episodes: int, cameras: Sequence[str] = ("top", "wrist"), seed: int = 0, fps: int = 15
+    out: Path,
+    *,
+    episodes: int,
+    cameras: Sequence[str] = ("top", "wrist"),
+    seed: int = 0,
+    fps: int = 15,
+    difficulty: str | Difficulty = EASY,
+    with_language: bool = False,
+    interjection_rate: float | None = None,
 ) -> Path:
-    """Write `episodes` scripted tabletop demonstrations to `out`; same seed, same bytes."""
-    cams = _check(episodes, cameras, fps)
+    """Write `episodes` scripted tabletop demonstrations to `out`; same arguments, same bytes.
+
+    `difficulty`: "easy" (clean), "realistic" or "hard" (`steerable.synthetic.difficulty`).
+    `with_language`: also write the ground truth as language columns (`steerable.synthetic.oracle`).
+    `interjection_rate`: share of episodes with a redirect (default 0.3 with language, else 0).
+    """
+    level = get_difficulty(difficulty)
+    rate = (
+        (DEFAULT_INTERJECTION_RATE if with_language else 0.0)
+        if interjection_rate is None
+        else interjection_rate
+    )
+    cams = _check(episodes, cameras, fps, rate)
     out = Path(out)
     builder = DatasetBuilder(out, fps=fps, features=synthetic_features(cams), robot_type=ROBOT_TYPE)
     truths: list[EpisodeTruth] = []
+    tasks: list[TaskSpec] = []
     with builder:
         for ep in range(episodes):
-            task, demo = simulate_episode(seed, ep, fps)
-            state = demo.observations()
+            task, demo = simulate_episode(seed, ep, fps, level, rate)
+            rec = record(demo, level, np.random.default_rng([seed, ep, _RECORDING_STREAM]), cams, fps)
             builder.add_episode(
                 task.text,
-                {"observation.state": state, "action": demo.actions()},
-                {camera_key(c): _frames(demo.states, c) for c in cams},
+                {"observation.state": rec.state, "action": rec.action},
+                {camera_key(c): rec.frames(c) for c in cams},
             )
-            truths.append(_truth(ep, task.text, demo, state, cams, fps))
-            logger.debug("episode %d: %d frames, %r", ep, len(demo.states), task.text)
+            truths.append(_truth(ep, task.text, rec, cams, fps))
+            tasks.append(task)
+            logger.debug("episode %d: %d frames, %r", ep, len(rec.ticks), task.text)
         # Before the builder's exit writes info.json, which marks the dataset complete.
-        write_ground_truth(out, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths)
+        write_ground_truth(out, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name)
+    if with_language:
+        _write_language(out, seed, tasks, truths)
     return out
 
 
-def _truth(ep: int, task: str, demo: Demo, state: np.ndarray, cams: list[str], fps: int) -> EpisodeTruth:
-    ts = frame_timestamps(len(demo.states), fps)
+def _write_language(out: Path, seed: int, tasks: list[TaskSpec], truths: list[EpisodeTruth]) -> None:
+    from steerable.dataset import open_dataset
+    from steerable.dataset.writer import write_language
+    from steerable.synthetic.oracle import episode_language
+
+    updates = {
+        t.episode_index: episode_language(
+            task, t, np.random.default_rng([seed, t.episode_index, _LANGUAGE_STREAM])
+        )
+        for task, t in zip(tasks, truths, strict=True)
+    }
+    write_language(open_dataset(out), updates)
+
+
+def _truth(ep: int, task: str, rec: Recording, cams: list[str], fps: int) -> EpisodeTruth:
+    ts = frame_timestamps(len(rec.ticks), fps)
+    starts = [(rec.frame_of(f), text) for f, text in rec.demo.subtasks]
+    interjections = [
+        Interjection(
+            float(ts[rec.frame_of(r.frame)]), rec.frame_of(r.frame), r.cube, r.old_target, r.new_target
+        )
+        for r in rec.demo.redirects
+    ]
     return EpisodeTruth(
         episode_index=ep,
         task=task,
-        subtasks=subtask_spans(demo.subtasks, ts),
-        gripper_events=gripper_events(state[:, STATE_NAMES.index("gripper.closure")], ts),
-        boxes={camera_key(c): [object_boxes(s, c) for s in demo.states] for c in cams},
+        subtasks=subtask_spans(starts, ts),
+        gripper_events=gripper_events(rec.true_closure, ts),
+        boxes={camera_key(c): rec.boxes(c) for c in cams},
+        interjections=interjections,
     )

@@ -25,6 +25,7 @@ from steerable.errors import CorruptDatasetError, DatasetNotFoundError
 __all__ = [
     "EpisodeTruth",
     "GripperEvent",
+    "Interjection",
     "Subtask",
     "gripper_events",
     "read_ground_truth",
@@ -50,6 +51,17 @@ class GripperEvent:
 
 
 @dataclass(frozen=True)
+class Interjection:
+    """A person redirected the placement at `time` (frame `frame_index`); the expert followed."""
+
+    time: float
+    frame_index: int
+    cube: str
+    old_target: str
+    new_target: str
+
+
+@dataclass(frozen=True)
 class EpisodeTruth:
     episode_index: int
     task: str
@@ -57,6 +69,7 @@ class EpisodeTruth:
     gripper_events: list[GripperEvent]
     # camera key -> per frame -> [{"name": ..., "box": [x0, y0, x1, y1]}]
     boxes: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)
+    interjections: list[Interjection] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: it deep-copies every box dict, seconds for a few thousand frames.
@@ -66,6 +79,8 @@ class EpisodeTruth:
             "subtasks": [asdict(s) for s in self.subtasks],
             "gripper_events": [asdict(e) for e in self.gripper_events],
             "boxes": self.boxes,
+            # Only when there are some, so files made before interjections existed stay the same.
+            **({"interjections": [asdict(i) for i in self.interjections]} if self.interjections else {}),
         }
 
     @classmethod
@@ -76,6 +91,7 @@ class EpisodeTruth:
             subtasks=[Subtask(**s) for s in d["subtasks"]],
             gripper_events=[GripperEvent(**e) for e in d["gripper_events"]],
             boxes=d.get("boxes", {}),
+            interjections=[Interjection(**i) for i in d.get("interjections", [])],
         )
 
 
@@ -95,10 +111,14 @@ def gripper_events(gripper_pos: np.ndarray, timestamps: np.ndarray) -> list[Grip
 
 
 def write_ground_truth(
-    root: Path, fps: int, cameras: dict[str, tuple[int, int]], episodes: list[EpisodeTruth]
+    root: Path,
+    fps: int,
+    cameras: dict[str, tuple[int, int]],
+    episodes: list[EpisodeTruth],
+    difficulty: str = "easy",
 ) -> Path:
     """Write the sidecar atomically; `cameras` maps each camera key to its (width, height)."""
-    doc = {
+    doc: dict[str, Any] = {
         "version": _FORMAT_VERSION,
         "fps": fps,
         "gripper_pos": "0 = open, 1 = closed; events at the 0.5 crossing",
@@ -106,6 +126,8 @@ def write_ground_truth(
         "cameras": {k: {"width": w, "height": h} for k, (w, h) in cameras.items()},
         "episodes": [e.to_dict() for e in episodes],
     }
+    if difficulty != "easy":
+        doc["difficulty"] = difficulty
     path = Path(root) / GROUND_TRUTH_PATH
     # Compact: boxes for every frame of every camera make an indented file several times larger.
     atomic_write_bytes(path, (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8"))

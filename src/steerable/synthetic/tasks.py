@@ -1,18 +1,25 @@
-"""Task sampling for the synthetic tabletop: single pick-and-place, two-step, and stacking.
+"""Task sampling for the synthetic tabletop: pick-and-place, stacking, pushing, one to four steps.
 
-A task is a list of steps (move one cube onto a receptacle or onto another cube) plus the
-instruction a person would give; each step yields two subtasks, "pick up X" then "place X ...".
+A task is a list of steps plus the instruction a person would give. A pick-and-place step (into a
+receptacle, or onto another cube when `stack` is set) yields two subtasks, "pick up X" then
+"place X ..."; a push step yields one, "push X <direction>", with no gripper event. Phrasings come
+from `steerable.synthetic.commands`. A step may carry a `redirect`: mid-way through the placement
+the person says to use another receptacle, and the expert follows (the oracle-language
+interjection episodes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from steerable.synthetic.world import Scene
+from steerable.synthetic.commands import DIRECTIONS, pick_text, place_text, push_text
+from steerable.synthetic.difficulty import EASY, Difficulty
+from steerable.synthetic.world import CUBE_SIZE, TABLE_DEPTH, TABLE_WIDTH, Scene
 
-__all__ = ["Step", "TaskSpec", "sample_task"]
+__all__ = ["PUSH_DISTANCE", "Step", "TaskSpec", "add_redirect", "push_is_clear", "sample_task"]
 
 _SINGLE = ("put the {c} in the {t}", "place the {c} in the {t}", "move the {c} into the {t}")
 _MULTI = (
@@ -20,23 +27,42 @@ _MULTI = (
     "first place the {c} in the {t}, then put the {c2} in the {t2}",
 )
 _STACK = ("stack the {c} on the {t}", "put the {c} on top of the {t}")
+# Clauses of the longer tasks (realistic/hard), joined with ", then ".
+_CLAUSE = {"place": "put the {c} in the {t}", "stack": "stack the {c} on the {t}", "push": "push the {c} {t}"}
+# How far a push moves the cube (metres).
+PUSH_DISTANCE = 0.08
 
 
 @dataclass(frozen=True)
 class Step:
-    """Move `cube` onto `target`: a receptacle name, or another cube's name when `stack` is set."""
+    """Move `cube` onto `target`: a receptacle, another cube (`stack`), or push it in the direction
+    `target` (`push`). `redirect`: the receptacle an interjection switches the placement to."""
 
     cube: str
     target: str
     stack: bool = False
+    push: bool = False
+    redirect: str | None = None
 
     @property
     def pick_text(self) -> str:
-        return f"pick up the {self.cube}"
+        return pick_text(self.cube)
 
     @property
     def place_text(self) -> str:
-        return f"place the {self.cube} {'on' if self.stack else 'in'} the {self.target}"
+        if self.push:
+            return push_text(self.cube, self.target)
+        return place_text(self.cube, self.target, self.stack)
+
+    @property
+    def final_target(self) -> str:
+        """Where the cube ends up: the redirect when there is one."""
+        return self.redirect or self.target
+
+    @property
+    def subtasks(self) -> tuple[str, ...]:
+        """The subtask texts of this step as planned before any interjection."""
+        return (self.place_text,) if self.push else (self.pick_text, self.place_text)
 
 
 @dataclass(frozen=True)
@@ -45,8 +71,23 @@ class TaskSpec:
     steps: tuple[Step, ...]
 
 
-def sample_task(scene: Scene, rng: np.random.Generator) -> TaskSpec:
-    """Draw a task the scene allows: 40% one step, 35% two steps, 25% stacking."""
+def sample_task(
+    scene: Scene,
+    rng: np.random.Generator,
+    difficulty: Difficulty = EASY,
+    positions: Sequence[tuple[float, float, float]] | None = None,
+) -> TaskSpec:
+    """Draw a task the scene allows. Easy: 40% one step, 35% two steps, 25% stacking.
+
+    Other difficulties draw 1-4 steps with `difficulty.step_probs`, some of them pushes (which
+    need the cubes' `positions` to find a free direction), the last one possibly a stacking.
+    """
+    if difficulty.step_probs is None:
+        return _sample_easy(scene, rng)
+    return _sample_long(scene, rng, difficulty, positions)
+
+
+def _sample_easy(scene: Scene, rng: np.random.Generator) -> TaskSpec:
     cubes = [c.name for c in scene.cubes]
     targets = [r.name for r in scene.receptacles]
     kind = rng.choice(3, p=[0.4, 0.35, 0.25])
@@ -62,3 +103,88 @@ def sample_task(scene: Scene, rng: np.random.Generator) -> TaskSpec:
     t2 = targets[int(rng.integers(len(targets)))]
     template = _MULTI[int(rng.integers(len(_MULTI)))]
     return TaskSpec(template.format(c=c, t=t, c2=c2, t2=t2), (Step(c, t), Step(c2, t2)))
+
+
+def _sample_long(
+    scene: Scene,
+    rng: np.random.Generator,
+    difficulty: Difficulty,
+    positions: Sequence[tuple[float, float, float]] | None,
+) -> TaskSpec:
+    cubes = [c.name for c in scene.cubes]
+    targets = [r.name for r in scene.receptacles]
+    probs = np.asarray(difficulty.step_probs, dtype=np.float64)
+    wanted = int(rng.choice(4, p=probs / probs.sum())) + 1
+    order = [cubes[i] for i in rng.permutation(len(cubes))]
+    n_steps = min(wanted, len(cubes))
+    steps: list[Step] = []
+    for k in range(n_steps):
+        cube = order[k]
+        roll = float(rng.random())
+        if roll < difficulty.push_rate and positions is not None:
+            direction = _free_direction(scene, positions, scene.cube_index(cube), rng)
+            if direction is not None:
+                steps.append(Step(cube, direction, push=True))
+                continue
+        if k == n_steps - 1 and k + 1 < len(order) and roll > 0.8:  # the base stays unmoved
+            steps.append(Step(cube, order[k + 1], stack=True))
+        else:
+            steps.append(Step(cube, targets[int(rng.integers(len(targets)))]))
+    clauses = [
+        _CLAUSE["push" if s.push else "stack" if s.stack else "place"].format(c=s.cube, t=s.target)
+        for s in steps
+    ]
+    text = ", then ".join(clauses)
+    if len(clauses) > 2 and rng.random() < 0.5:
+        text = "first " + ", then ".join(clauses[:-1]) + ", and finally " + clauses[-1]
+    return TaskSpec(text, tuple(steps))
+
+
+def push_is_clear(
+    scene: Scene, positions: Sequence[tuple[float, float, float]], index: int, direction: str
+) -> bool:
+    """Whether pushing cube `index` by PUSH_DISTANCE toward `direction` keeps it on free table."""
+    ux, uy = DIRECTIONS[direction]
+    x, y, z = positions[index]
+    if z > 0.0:
+        return False
+    margin = CUBE_SIZE
+    for s in np.linspace(0.0, 1.0, 9):
+        px, py = x + ux * PUSH_DISTANCE * s, y + uy * PUSH_DISTANCE * s
+        if not (margin < px < TABLE_WIDTH - margin and margin < py < TABLE_DEPTH - margin):
+            return False
+        for rec in scene.receptacles:
+            x0, y0, x1, y1 = rec.rect
+            if x0 - margin < px < x1 + margin and y0 - margin < py < y1 + margin:
+                return False
+        for j, (ox, oy, _) in enumerate(positions):
+            if j != index and np.hypot(px - ox, py - oy) < 2.2 * CUBE_SIZE:
+                return False
+    # Room behind the cube for the gripper to start from.
+    bx, by = x - ux * 0.05, y - uy * 0.05
+    return all(
+        np.hypot(bx - ox, by - oy) > 1.5 * CUBE_SIZE for j, (ox, oy, _) in enumerate(positions) if j != index
+    )
+
+
+def _free_direction(
+    scene: Scene, positions: Sequence[tuple[float, float, float]], index: int, rng: np.random.Generator
+) -> str | None:
+    names = list(DIRECTIONS)
+    for i in rng.permutation(len(names)):
+        if push_is_clear(scene, positions, index, names[int(i)]):
+            return names[int(i)]
+    return None
+
+
+def add_redirect(task: TaskSpec, scene: Scene, rng: np.random.Generator) -> TaskSpec:
+    """`task` with one receptacle placement redirected to another receptacle (same text), if any."""
+    candidates = [i for i, s in enumerate(task.steps) if not s.push and not s.stack]
+    others = [r.name for r in scene.receptacles]
+    if not candidates or len(others) < 2:
+        return task
+    i = candidates[int(rng.integers(len(candidates)))]
+    step = task.steps[i]
+    choices = [name for name in others if name != step.target]
+    new = replace(step, redirect=choices[int(rng.integers(len(choices)))])
+    return TaskSpec(task.text, task.steps[:i] + (new,) + task.steps[i + 1 :])

@@ -1,4 +1,4 @@
-"""The simulated tabletop: cubes, bins/zones and a gripper, with grasp and release physics.
+"""The simulated tabletop: cubes, bins/zones and a gripper, with grasp, release and push physics.
 
 Units are metres in the table frame: x to the right, y towards the viewer (image rows), z up from
 the table. The gripper's `closure` is the `gripper.closure` state dim: 0 = fully open (fingers 8 cm
@@ -16,6 +16,7 @@ __all__ = [
     "CUBE_SIZE",
     "GRASP_THRESHOLD",
     "HOME",
+    "PUSHER_RADIUS",
     "RECEPTACLE_COLORS",
     "TABLE_DEPTH",
     "TABLE_WIDTH",
@@ -36,6 +37,8 @@ CUBE_SIZE = 0.04
 GRASP_THRESHOLD = 0.5
 # How far from a cube's axis the fingers may close and still catch it.
 _GRASP_RADIUS = 0.015
+# Half-width of the gripper body when it pushes a cube sideways.
+PUSHER_RADIUS = 0.012
 
 CUBE_COLORS: dict[str, tuple[int, int, int]] = {
     "red": (214, 40, 40),
@@ -141,7 +144,8 @@ def support_height(state: WorldState, x: float, y: float, exclude: int | None = 
 
 
 def step(state: WorldState, gripper: Gripper) -> WorldState:
-    """Move the gripper to `gripper`; grasp when the fingers close on a cube, drop it when they open."""
+    """Move the gripper to `gripper`; grasp when the fingers close on a cube, drop it when they open,
+    push a cube it runs into sideways."""
     held = state.held
     positions = list(state.positions)
     was_closed = state.gripper.closure >= GRASP_THRESHOLD
@@ -155,7 +159,34 @@ def step(state: WorldState, gripper: Gripper) -> WorldState:
     if held is not None:
         size = state.scene.cubes[held].size
         positions[held] = (gripper.x, gripper.y, max(0.0, gripper.z - size / 2))
+    _push(state, gripper, positions, held)
     return replace(state, gripper=gripper, positions=tuple(positions), held=held)
+
+
+def _push(
+    state: WorldState, gripper: Gripper, positions: list[tuple[float, float, float]], held: int | None
+) -> None:
+    """Slide a cube the gripper runs into sideways, below the cube's top: it ends up just ahead.
+
+    Only a horizontal entry pushes (the gripper was outside the cube's reach the frame before),
+    so lowering onto a cube to grasp it, or hovering over it, never does.
+    """
+    before = state.gripper
+    for i, (cx, cy, cz) in enumerate(positions):
+        size = state.scene.cubes[i].size
+        if i == held or not cz <= gripper.z < cz + size:
+            continue
+        reach = size / 2 + PUSHER_RADIUS
+        inside = abs(gripper.x - cx) < reach and abs(gripper.y - cy) < reach
+        was_inside = abs(before.x - cx) < reach - 1e-6 and abs(before.y - cy) < reach - 1e-6
+        if not inside or was_inside:
+            continue
+        # Out along the axis of least overlap, away from the gripper: the side it came in through.
+        if reach - abs(gripper.x - cx) <= reach - abs(gripper.y - cy):
+            cx = gripper.x + (reach if cx >= gripper.x else -reach)
+        else:
+            cy = gripper.y + (reach if cy >= gripper.y else -reach)
+        positions[i] = (cx, cy, cz)
 
 
 def _cube_between_fingers(state: WorldState, gripper: Gripper) -> int | None:
