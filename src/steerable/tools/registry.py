@@ -87,12 +87,12 @@ class ToolRegistry:
         args = arguments if isinstance(arguments, Mapping) else {}
         problem = self.check(name, arguments)
         if problem is not None:
-            logger.warning("refused tool call %r: %s", name, problem)
+            logger.info("refused tool call %r: %s", name, problem)
             return ToolOutcome(name, args, False, f"refused tool call {name!r}: {problem}")
         try:
             value = self._tools[name].call(args)
         except Exception as exc:  # a tool failing must not stop the robot's loop
-            logger.warning("tool %r failed: %s", name, exc)
+            logger.info("tool %r failed: %s", name, exc)
             return ToolOutcome(name, args, False, f"tool {name!r} failed: {type(exc).__name__}: {exc}")
         return ToolOutcome(name, args, True, f"{name} ok", value)
 

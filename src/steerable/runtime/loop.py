@@ -1,0 +1,372 @@
+"""The control loop: operator input, high-level updates, chunk inference and action dispatch.
+
+Each tick (one control period) runs, in order:
+1. operator input queued since the last tick (task, interjection, question, pause/resume);
+2. a high-level update when due: at `high_level_hz`, at a chunk boundary (empty queue), or at once
+   when the controller finished its command or the context is empty;
+3. chunk inference when the queue is empty and the chunk gate (`chunk_hz`) is due, or at once after
+   the context changed; the chunk is discarded if the revision moved during inference;
+4. dispatch of one action (nothing when the queue is empty: the robot holds still);
+5. frame hooks (recording) with the tick's observation and action.
+A failing high-level model (garbage, timeout) is reported, the queue is dropped and the robot holds
+still until an update succeeds; the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
+from steerable.runtime.protocols import (
+    Environment,
+    HighLevelModel,
+    HighLevelRequest,
+    HighLevelUpdate,
+    LowLevelController,
+    Observation,
+    RequestKind,
+)
+from steerable.runtime.state import RuntimeState
+from steerable.tools import ToolRegistry
+
+__all__ = ["EventKind", "LoopRates", "OperatorInput", "PromptSource", "Runtime", "RuntimeEvent"]
+
+logger = logging.getLogger(__name__)
+
+EventKind = Literal[
+    "task", "subtask", "plan", "memory", "interjection", "speech", "answer", "tool", "mode", "done", "warn", "info"
+]
+InputKind = Literal["task", "interject", "ask", "pause", "resume", "reset"]
+# Renders the high-level prompt (chat messages) for a request; see steerable.runtime.prompts.
+PromptSource = Callable[[RequestKind, "RuntimeState", Observation | None, str | None], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class RuntimeEvent:
+    """Something that happened at control tick `frame` (the recording's frame index)."""
+
+    kind: EventKind
+    text: str
+    frame: int
+    time_s: float
+
+
+@dataclass(frozen=True)
+class OperatorInput:
+    kind: InputKind
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class LoopRates:
+    """Dispatch (control) rate, chunk-inference rate and high-level update rate, in Hz."""
+
+    ctrl_hz: float = 15.0
+    chunk_hz: float = 5.0
+    high_level_hz: float = 1.0
+
+
+@dataclass
+class LoopStats:
+    ticks: int = 0
+    chunks: int = 0
+    high_level_calls: int = 0
+    high_level_failures: int = 0
+    tick_seconds: list[float] = field(default_factory=list)  # work per tick
+    lateness: list[float] = field(default_factory=list)  # how late each tick started (wall clock)
+
+
+class Runtime:
+    """Runs `low` (and `high`, when given: the hierarchical adapter; None: direct-task) on `env`."""
+
+    def __init__(
+        self,
+        env: Environment,
+        low: LowLevelController,
+        high: HighLevelModel | None = None,
+        *,
+        tools: ToolRegistry | None = None,
+        prompts: PromptSource | None = None,
+        rates: LoopRates = LoopRates(),  # noqa: B008  # frozen
+        realtime: bool = False,
+        render: bool | None = None,
+        on_reset: Callable[[str], None] | None = None,
+        keep_timings: bool = False,
+    ) -> None:
+        self.env, self.low, self.high = env, low, high
+        self.tools = tools or ToolRegistry()
+        self.prompts = prompts
+        self.rates = rates
+        self.clock: Clock = WallClock(rates.ctrl_hz) if realtime else VirtualClock(rates.ctrl_hz)
+        wants = [getattr(m, "wants_images", True) for m in (low, high) if m is not None]
+        self.render = any(wants) if render is None else render
+        self.state = RuntimeState()
+        self.stats = LoopStats()
+        self.frame = 0
+        self.on_reset = on_reset
+        self.keep_timings = keep_timings
+        self.listeners: list[Callable[[RuntimeEvent], None]] = []
+        self.frame_hooks: list[Callable[[Observation, np.ndarray], None]] = []
+        self._inputs: queue.SimpleQueue[OperatorInput] = queue.SimpleQueue()
+        self._chunk_gate = RateGate(rates.chunk_hz)
+        self._high_gate = RateGate(rates.high_level_hz)
+        self._inferred_revision = -1
+        self._warned_revision = -1
+        self._answered = -1  # revision after the last high-level update
+        self._obs: Observation | None = None
+
+    # -- operator API (thread-safe: applied at the start of the next tick) ----------------------
+    def submit(self, kind: InputKind, text: str = "") -> None:
+        self._inputs.put(OperatorInput(kind, text))
+
+    @property
+    def pending_inputs(self) -> bool:
+        return not self._inputs.empty()
+
+    @property
+    def idle(self) -> bool:
+        """No work left: paused, no task, task done, or a command the controller cannot run."""
+        st = self.state
+        with st.lock:
+            return not st.queue and (not st.busy or st.hold)
+
+    # -- events --------------------------------------------------------------------------------
+    def emit(self, kind: EventKind, text: str) -> None:
+        event = RuntimeEvent(kind, text, self.frame, self.frame / self.rates.ctrl_hz)
+        logger.debug("%s %s: %s", event.frame, kind, text)
+        for listener in self.listeners:
+            listener(event)
+
+    def _observe(self) -> Observation:
+        if self._obs is None:
+            self._obs = self.env.observe(render=self.render)
+        return self._obs
+
+    # -- operator input ----------------------------------------------------------------------------
+    def _apply_input(self, op: OperatorInput) -> None:
+        st = self.state
+        text = op.text.strip()
+        if op.kind == "task":
+            if not text:
+                self.emit("warn", "empty task: say what to do, e.g. /task put the red cube in the blue bin")
+                return
+            st.set_task(text)
+            self.low.reset()
+            if self.high is not None:
+                self.high.reset()
+            st.set_mode("action")
+            self._high_gate.rearm()
+            self.emit("task", text)
+        elif op.kind == "pause":
+            if st.set_mode("paused"):
+                self.emit("mode", "paused: robot holding still")
+        elif op.kind == "resume":
+            if not st.task:
+                self.emit("warn", "no task to resume: set one with /task <what to do>")
+            elif st.set_mode("action"):
+                self.emit("mode", "resumed")
+        elif op.kind == "reset":
+            if self.on_reset is not None:
+                self.on_reset(text)
+        elif op.kind == "interject":
+            self._interject(text)
+        elif op.kind == "ask":
+            self._ask(text)
+
+    def _interject(self, text: str) -> None:
+        st = self.state
+        if not text:
+            return
+        if not st.task:
+            self.emit("warn", "no task yet: set one with /task <what to do> before correcting the robot")
+            return
+        self.emit("interjection", text)
+        if self.high is None:  # direct-task: the operator's words are the command
+            with st.lock:
+                st.done = False
+                st.set_context("subtask", text)
+            self.emit("subtask", text)
+            return
+        self._high_level("interjection", text)
+
+    def _ask(self, question: str) -> None:
+        st = self.state
+        if not question:
+            self.emit("warn", "usage: /ask <question about the scene>")
+            return
+        if self.high is None:
+            self.emit("warn", "no high-level model to answer questions (run with --high_level)")
+            return
+        was = st.mode
+        st.set_mode("paused")  # the policy is free, and any chunk in flight is invalidated
+        self._high_level("ask", question)
+        st.set_mode(was)
+
+    # -- high level ---------------------------------------------------------------------------------
+    def _high_level(self, kind: RequestKind, user_text: str | None = None) -> None:
+        assert self.high is not None
+        st = self.state
+        obs = self._observe()
+        self.stats.high_level_calls += 1
+        try:
+            messages = self.prompts(kind, st, obs, user_text) if self.prompts is not None else []
+            request = HighLevelRequest(
+                kind=kind,
+                context=st.snapshot(),
+                observation=obs,
+                messages=messages,
+                user_text=user_text,
+                controller_done=st.controller_done,
+                controller_error=st.controller_error,
+            )
+            update = self.high.update(request)
+        except Exception as exc:  # any model failure: hold still, tell the operator, go on
+            self.stats.high_level_failures += 1
+            with st.lock:
+                first = not st.hold
+                st.hold = True
+                st.queue.clear()
+            if first or kind != "update":
+                self.emit("warn", f"{self.high.name} failed ({type(exc).__name__}: {exc}); holding still")
+            return
+        with st.lock:
+            st.hold = False
+        self._apply_update(update)
+
+    def _apply_update(self, update: HighLevelUpdate) -> None:
+        st = self.state
+        for key in ("subtask", "plan", "memory"):
+            value = getattr(update, key)
+            if value is not None and st.set_context(key, value):
+                self.emit(key, value)
+        if update.speech:
+            self._call_tool("say", {"text": update.speech})
+        for call in update.tool_calls:
+            self._call_tool(call.name, call.arguments)
+        if update.answer is not None:
+            st.last_answer = update.answer
+            self.emit("answer", update.answer)
+        if update.task_done and not st.done:
+            with st.lock:
+                st.done = True
+                st.queue.clear()
+            self.emit("done", "task complete")
+
+    def _call_tool(self, name: str, arguments: Any) -> None:
+        outcome = self.tools.dispatch(name, arguments)
+        if name == "say" and outcome.ok:
+            self.state.last_speech = str(arguments["text"])
+            self.emit("speech", self.state.last_speech)
+        elif not outcome.ok:
+            self.emit("warn", outcome.message)
+        else:
+            self.emit("tool", f"{name}({dict(arguments)})")
+
+    # -- one tick -------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        started = time.perf_counter()
+        now = self.clock.now()
+        self._obs = None
+        st = self.state
+        while not self._inputs.empty():
+            self._apply_input(self._inputs.get())
+        recording = bool(self.frame_hooks)
+        obs = self._observe() if recording else None
+
+        if self.high is not None and st.mode == "action" and st.task and not st.done:
+            if st.hold:  # the last call failed: retry at the high-level rate
+                due = self._high_gate.due(now)
+            elif st.controller_done or ("subtask" not in st.context and self._answered != st.revision):
+                due = self._high_gate.due(now, force=True)
+            else:  # periodic, at chunk boundaries only
+                due = not st.queue and self._high_gate.due(now)
+            if due:
+                self._high_level("update")
+                with st.lock:
+                    # Same context again: let the controller run (and report) the command anew.
+                    st.controller_done = False
+                    self._answered = st.revision
+
+        revision = st.revision
+        if st.busy and not st.hold and not st.queue and not st.controller_done and (
+            revision != self._inferred_revision or self._chunk_gate.due(now)
+        ):
+            self._infer(revision)
+
+        action = st.pop_action()
+        if action is not None:
+            self.env.send_action(action)
+        if recording:
+            assert obs is not None
+            done = action if action is not None else obs.state.astype(np.float32)
+            for hook in self.frame_hooks:
+                hook(obs, done)
+        self.frame += 1
+        self.stats.ticks += 1
+        if self.keep_timings:
+            self.stats.tick_seconds.append(time.perf_counter() - started)
+
+    def _infer(self, revision: int) -> None:
+        st = self.state
+        self._inferred_revision = revision
+        self._chunk_gate.due(self.clock.now(), force=True)
+        command = st.snapshot().command
+        try:
+            chunk = self.low.act(self._observe(), command)
+        except Exception as exc:
+            with st.lock:
+                st.hold = self.high is not None
+                st.controller_error = f"{type(exc).__name__}: {exc}"
+            self.emit("warn", f"{self.low.name} failed on {command!r}: {exc}; holding still")
+            return
+        self.stats.chunks += 1
+        with st.lock:
+            if st.revision != revision:
+                st.chunks_discarded += 1
+                return
+            if chunk.error:
+                st.controller_error = chunk.error
+            elif chunk.done and len(chunk.actions) == 0:
+                st.controller_done = True
+                if self.high is None and not st.done:
+                    st.done = True
+                    self.emit("done", f"done: {command}")
+        if chunk.error and self._warned_revision != revision:
+            self._warned_revision = revision
+            self.emit("warn", f"controller: {chunk.error}; holding still")
+        if len(chunk.actions):
+            st.enqueue(chunk.actions, revision)
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(self, *, until: Callable[[], bool] | None = None, max_ticks: int | None = None) -> None:
+        """Tick until `until()` is true, `max_ticks` ticks ran, or KeyboardInterrupt (re-raised after
+        the robot is stopped: paused, queue dropped)."""
+        try:
+            while (max_ticks is None or self.stats.ticks < max_ticks) and not (until is not None and until()):
+                self.tick()
+                late = self.clock.wait_next()
+                if self.keep_timings:
+                    self.stats.lateness.append(late)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the robot now: paused, nothing queued."""
+        self.state.set_mode("paused")
+
+    def measured_rates(self) -> dict[str, float]:
+        """Ticks, chunks and high-level calls per second of (simulated or wall) loop time."""
+        seconds = max(self.stats.ticks / self.rates.ctrl_hz, 1e-9)
+        return {
+            "ctrl_hz": self.stats.ticks / seconds,
+            "chunk_hz": self.stats.chunks / seconds,
+            "high_level_hz": self.stats.high_level_calls / seconds,
+        }

@@ -1,0 +1,139 @@
+"""The scripted planner (a test double): a high-level model for the simulator that reads its state.
+
+It parses the task into steps, picks the next subtask from the privileged world state, keeps a
+numbered plan of what remains and a memory of what is done, changes a step's target when the
+operator interjects ("no, the right bin"), replies through `say`, and answers simple questions
+about the scene. It stands in for a trained VLM; its name says so in every output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
+from steerable.runtime.sim.env import step_satisfied
+from steerable.runtime.sim.grammar import CommandError, parse_task, pick_text, place_text, resolve_target
+from steerable.synthetic.tasks import Step
+from steerable.synthetic.world import Scene, WorldState
+
+__all__ = ["ScriptedPlanner", "describe_location"]
+
+
+def _numbered(lines: list[str]) -> str:
+    return "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
+
+
+def describe_location(world: WorldState, cube: str) -> str:
+    """Where a cube is, in words: in the gripper, in a receptacle, on another cube, on the table."""
+    scene = world.scene
+    i = scene.cube_index(cube)
+    if world.held == i:
+        return f"The {cube} is in the gripper."
+    x, y, z = world.positions[i]
+    for rec in scene.receptacles:
+        x0, y0, x1, y1 = rec.rect
+        if x0 <= x <= x1 and y0 <= y <= y1:
+            return f"The {cube} is in the {rec.name}."
+    if z > 1e-3:
+        for j, (ox, oy, _) in enumerate(world.positions):
+            if j != i and abs(ox - x) < 0.02 and abs(oy - y) < 0.02:
+                return f"The {cube} is on the {scene.cubes[j].name}."
+    return f"The {cube} is on the table."
+
+
+class ScriptedPlanner:
+    """High-level test double for `--env sim` (reads privileged state; never use it as a model)."""
+
+    name = "scripted planner (test double)"
+    wants_images = False
+
+    def __init__(self) -> None:
+        self.steps: tuple[Step, ...] | None = None
+        self.task = ""
+
+    def reset(self) -> None:
+        self.steps = None
+        self.task = ""
+
+    def _steps(self, request: HighLevelRequest, scene: Scene) -> tuple[Step, ...]:
+        if self.steps is None or request.context.task != self.task:
+            self.task = request.context.task
+            self.steps = parse_task(self.task, scene)
+        return self.steps
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        obs = request.observation
+        world = obs.privileged if obs is not None else None
+        if not isinstance(world, WorldState):
+            raise TypeError("the scripted planner needs the simulator's privileged state (--env sim)")
+        if request.kind == "ask":
+            return HighLevelUpdate(answer=self._answer(request.user_text or "", world, request))
+        try:
+            steps = self._steps(request, world.scene)
+        except CommandError as exc:
+            return HighLevelUpdate(speech=f"Sorry, {exc}")
+        speech = None
+        if request.kind == "interjection":
+            speech = self._interject(request.user_text or "", world)
+            steps = self.steps or steps
+        return self._progress(world, steps, speech)
+
+    def _progress(self, world: WorldState, steps: tuple[Step, ...], speech: str | None) -> HighLevelUpdate:
+        done = [s for s in steps if step_satisfied(world, s)]
+        todo = [s for s in steps if s not in done]
+        memory = " ".join(f"The {s.cube} is {'on' if s.stack else 'in'} the {s.target}." for s in done) or ""
+        if not todo:
+            if world.held is not None:  # all placed but still holding something: let go
+                return HighLevelUpdate(subtask="open the gripper", plan="", memory=memory, speech=speech)
+            return HighLevelUpdate(subtask="", plan="", memory=memory, speech=speech, task_done=True)
+        current = todo[0]
+        holding = world.held is not None and world.scene.cubes[world.held].name == current.cube
+        remaining = [] if holding else [pick_text(current.cube)]
+        remaining.append(place_text(current))
+        for s in todo[1:]:
+            remaining += [pick_text(s.cube), place_text(s)]
+        return HighLevelUpdate(subtask=remaining[0], plan=_numbered(remaining), memory=memory, speech=speech)
+
+    def _interject(self, text: str, world: WorldState) -> str:
+        """Apply a correction ("no, the right bin", "put it on the green cube instead"); the reply to say."""
+        assert self.steps is not None
+        todo = [i for i, s in enumerate(self.steps) if not step_satisfied(world, s)]
+        if not todo:
+            return "The task is already done."
+        index = todo[0]
+        step = self.steps[index]
+        cleaned = re.sub(r"\b(no|instead|actually|please|wait|sorry|rather|put it|place it|in|into|on|onto)\b", " ",
+                         text.lower())
+        words = re.sub(r"[^a-z ]", " ", cleaned).split()
+        found = None
+        for n in (2, 1):  # prefer "right bin" over "right"
+            for k in range(len(words) - n + 1):
+                ref = " ".join(words[k:k + n])
+                hit = resolve_target(ref, world.scene)
+                if hit is not None and hit[0] != step.cube:
+                    found = hit
+                    break
+            if found:
+                break
+        if found is None:
+            return f"Sorry, I did not understand {text.strip()!r}; I keep going."
+        steps = list(self.steps)
+        steps[index] = replace(step, target=found[0], stack=found[1])
+        self.steps = tuple(steps)
+        prep = "on" if found[1] else "in"
+        return f"OK, I will put the {step.cube} {prep} the {found[0]} instead."
+
+    def _answer(self, question: str, world: WorldState, request: HighLevelRequest) -> str:
+        q = question.lower()
+        for cube in world.scene.cubes:
+            if cube.name in q or re.search(rf"\b{cube.name.split()[0]}\b", q):
+                return describe_location(world, cube.name)
+        if "how many" in q:
+            return f"I see {len(world.scene.cubes)} cubes and {len(world.scene.receptacles)} receptacles."
+        if "doing" in q or "what are you" in q:
+            sub = request.context.subtask
+            return f"I am working on: {sub}." if sub else "Nothing right now."
+        cubes = ", ".join(c.name for c in world.scene.cubes)
+        places = ", ".join(r.name for r in world.scene.receptacles)
+        return f"I see the {cubes}; the receptacles are the {places}."

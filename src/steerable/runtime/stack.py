@@ -1,0 +1,78 @@
+"""Build the high-level model and low-level controller a run asks for, by name.
+
+`scripted` (test doubles for the simulator), `vlm` (any OpenAI-compatible server), `policy` (a
+trained hierarchical policy checkpoint, through `steerable.policy.runtime`, imported lazily), and
+`none` for the high level (direct-task: the controller executes the task or the operator's words).
+A `StackSpec` is plain data so evaluation workers can rebuild the same stack in their process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from steerable.errors import ConfigError
+from steerable.runtime.protocols import HighLevelModel, LowLevelController
+
+__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "StackSpec", "build_high", "build_low"]
+
+HighKind = Literal["scripted", "vlm", "policy", "none"]
+LowKind = Literal["scripted", "policy"]
+HIGH_LEVELS: tuple[str, ...] = ("scripted", "vlm", "policy", "none")
+LOW_LEVELS: tuple[str, ...] = ("scripted", "policy")
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """Which models to run; `vlm` holds VLMConfig fields, `recipe` names the high-level prompt recipe."""
+
+    high_level: str = "scripted"
+    low_level: str = "scripted"
+    policy_path: str | None = None
+    device: str = "cpu"
+    vlm: dict[str, Any] = field(default_factory=dict)
+    recipe: str | None = None
+    fps: int = 15
+
+    def __post_init__(self) -> None:
+        if self.high_level not in HIGH_LEVELS:
+            raise ConfigError(f"--high_level {self.high_level!r}: choose one of {', '.join(HIGH_LEVELS)}")
+        if self.low_level not in LOW_LEVELS:
+            raise ConfigError(f"--low_level {self.low_level!r}: choose one of {', '.join(LOW_LEVELS)}")
+        if "policy" in (self.high_level, self.low_level) and not self.policy_path:
+            raise ConfigError("--high_level/--low_level policy needs --policy.path CHECKPOINT")
+
+
+def _policy_runtime() -> Any:
+    try:
+        return importlib.import_module("steerable.policy.runtime")
+    except ImportError as exc:
+        raise ConfigError(
+            "the trained-policy adapters (steerable.policy.runtime) are not available in this install "
+            f"({exc}); use --high_level scripted|vlm and --low_level scripted, or install steerable[train]"
+        ) from exc
+
+
+def build_high(spec: StackSpec) -> HighLevelModel | None:
+    if spec.high_level == "none":
+        return None
+    if spec.high_level == "scripted":
+        from steerable.runtime.sim.planner import ScriptedPlanner
+
+        return ScriptedPlanner()
+    if spec.high_level == "vlm":
+        from steerable.runtime.vlm_planner import VLMPlanner
+
+        return VLMPlanner.from_config(spec.vlm)
+    model: HighLevelModel = _policy_runtime().load_high_level(spec.policy_path, spec.device)
+    return model
+
+
+def build_low(spec: StackSpec) -> LowLevelController:
+    if spec.low_level == "scripted":
+        from steerable.runtime.sim.controller import ScriptedController
+
+        return ScriptedController(spec.fps)
+    controller: LowLevelController = _policy_runtime().load_low_level(spec.policy_path, spec.device)
+    return controller
