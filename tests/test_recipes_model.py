@@ -14,6 +14,7 @@ from steerable.recipes import (
     builtin_recipe_names,
     load_recipe,
     parse_recipe,
+    render_sample_reference,
 )
 
 SIMPLE_TURNS = [
@@ -261,13 +262,20 @@ def test_blend_component_errors(component: str, expected: str, line: int) -> Non
     assert message.startswith(f"x.yaml:{line}: blend.a")
 
 
-def test_route_and_weight_only_on_components() -> None:
+def test_top_level_weight_and_route_are_accepted_and_ignored_as_in_the_reference() -> None:
     turns = f"messages: {SIMPLE_TURNS}\n"
+    plain = parse(turns)
+    for extra in ("weight: 2\n", "route: vqa\n", "weight: 0.3\nroute: vqa\n"):
+        recipe = parse(extra + turns)
+        assert recipe.weight is None and recipe.route is None and recipe.messages == plain.messages
+        sample = render_sample_reference(recipe, persistent=[], events=[], t=0.0, sample_idx=0, task="T")
+        assert sample is not None  # a top-level route does not turn the recipe into a VQA-only one
+    blend = parse(f"weight: 5\nblend:\n  a:\n    weight: 1\n    {turns}")
+    assert blend.is_blend and blend.weight is None
     assert "route can only be set on a message recipe inside a blend" in error_of(
         f"route: vqa\nblend:\n  a:\n    weight: 1\n    {turns}"
     )
-    assert "route only applies to components inside a blend" in error_of(f"route: vqa\n{turns}")
-    assert "weight only applies to components inside a blend" in error_of(f"weight: 2\n{turns}")
+    assert "x.yaml:1: route: unsupported route 'camera'" in error_of(f"route: camera\n{turns}")
     assert "bindings on a blend are never used" in error_of(
         f"bindings: {{x: 'active_at(t, style=plan)'}}\nblend:\n  a:\n    weight: 1\n    {turns}"
     )

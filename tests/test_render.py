@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steerable.errors import ConfigError, LanguageSchemaError, RecipeError
+from steerable.errors import ConfigError, LanguageRowTypeError, LanguageSchemaError, RecipeError
 from steerable.recipes import (
     EpisodeTimeline,
     Recipe,
@@ -210,10 +210,12 @@ def test_declared_but_unused_bindings_resolve_only_in_lerobot_compat() -> None:
         render(recipe, 3.0, EVENTS_AT_3_TWO_CAMERAS, task="T", options=LEROBOT)
 
 
-def test_non_dict_language_rows_are_rejected() -> None:
+def test_non_dict_language_rows_raise_a_type_error_as_in_the_reference() -> None:
     recipe = load_recipe("subtask_joint")
-    with pytest.raises(LanguageSchemaError, match="must be dicts"):
-        render(recipe, 0.0, persistent=["not a dict"])  # type: ignore[list-item]
+    for persistent, events in ((["not a dict"], []), (PERSISTENT, [7])):
+        with pytest.raises(TypeError, match="must be dictionaries") as caught:
+            render(recipe, 0.0, events, persistent=persistent)  # type: ignore[arg-type]
+        assert isinstance(caught.value, LanguageRowTypeError) and isinstance(caught.value, LanguageSchemaError)
 
 
 def test_subtask_joint_example() -> None:

@@ -15,6 +15,7 @@ __all__ = [
     "DatasetError",
     "DatasetNotFoundError",
     "HubError",
+    "LanguageRowTypeError",
     "LanguageSchemaError",
     "MissingExtraError",
     "RecipeError",
@@ -60,6 +61,10 @@ class VideoNotFoundError(VideoError, FileNotFoundError):
 
 class LanguageSchemaError(SteerableError, ValueError):
     """Language rows break the schema (unknown style, camera rule, off-frame event time...)."""
+
+
+class LanguageRowTypeError(LanguageSchemaError, TypeError):
+    """A language row is not a dict (the reference raises TypeError for it, so this is one too)."""
 
 
 class WriteError(SteerableError, OSError):

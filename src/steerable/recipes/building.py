@@ -14,11 +14,11 @@ from typing import Any
 from steerable.errors import RecipeError
 from steerable.recipes._where import KeyPath, Locator, RecipeFieldError, did_you_mean, format_path
 from steerable.recipes.expressions import CAMERA_RE, PLACEHOLDER_RE
-from steerable.recipes.model import MessageTurn, Recipe
+from steerable.recipes.model import ROUTES, MessageTurn, Recipe
 
 __all__ = ["build_recipe"]
 
-# `weight` and `route` are accepted here only to say they belong to blend components.
+# `weight` and `route` are accepted at the top level and ignored there (as in the reference).
 TOP_KEYS = ("messages", "bindings", "blend", "cameras", "description", "weight", "route")
 # `blend` is accepted here only to report a nested blend with its own message.
 COMPONENT_KEYS = ("messages", "bindings", "weight", "route", "blend")
@@ -57,14 +57,17 @@ def build_recipe(
             str(name): _build_component(comp, ("blend", str(name)), where, cameras)
             for name, comp in raw_blend.items()
         }
+    route = data.get("route")
+    if route is not None and route not in ROUTES:
+        raise where.error(("route",), f"unsupported route {route!r}; the only route is 'vqa'")
     try:
+        # A top-level `weight` (and `route` on a message recipe) means nothing outside a blend; the
+        # reference accepts and ignores them, so recipes written for it load here too. A blend with
+        # a route is still refused (by Recipe), as in the reference.
         recipe = _make(data, (), where, cameras, blend=blend, description=description, cameras=cameras.keys,
-                       route=data.get("route"))
+                       route=route if blend is not None else None)
     except RecipeFieldError as exc:
         raise where.relocate((), exc) from None
-    for key in ("weight", "route"):
-        if key in data:
-            raise where.error((key,), f"{key} only applies to components inside a blend")
     cameras.check_all_used()
     return recipe
 

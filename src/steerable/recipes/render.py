@@ -16,7 +16,7 @@ from steerable.errors import ConfigError, RecipeError
 from steerable.recipes.blend import WeightedChoice, rephrasing_index
 from steerable.recipes.expressions import ResolverCall, Template
 from steerable.recipes.model import Recipe
-from steerable.recipes.resolvers import EpisodeTimeline
+from steerable.recipes.resolvers import EpisodeTimeline, normalize_rows
 
 __all__ = ["RenderOptions", "RenderedSample", "drawn_component", "render_sample", "render_sample_reference"]
 
@@ -254,7 +254,7 @@ def render_sample_reference(
     """
     context_task = dataset_ctx.get("task") if isinstance(dataset_ctx, Mapping) else getattr(dataset_ctx, "task", None)
     timeline = EpisodeTimeline(persistent)
-    return _render(recipe, timeline, float(t), list(events or ()), int(sample_idx), task, context_task, options)
+    return _render(recipe, timeline, float(t), normalize_rows(events), int(sample_idx), task, context_task, options)
 
 
 def _render(recipe: Recipe, timeline: EpisodeTimeline, t: float, frame_events: Sequence[Any] | None,

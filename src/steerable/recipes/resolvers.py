@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from steerable.errors import LanguageSchemaError, RecipeError
+from steerable.errors import LanguageRowTypeError, LanguageSchemaError, RecipeError
 from steerable.recipes.expressions import ResolverCall, resolver_call
 
 __all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "Row", "normalize_rows", "row_timestamp"]
@@ -31,7 +31,7 @@ def normalize_rows(rows: Iterable[Any] | None) -> list[Row]:
         if not isinstance(row, dict) and hasattr(row, "as_py"):
             row = row.as_py()
         if not isinstance(row, dict):
-            raise LanguageSchemaError(f"language rows must be dicts, got {type(row).__name__}: {row!r}")
+            raise LanguageRowTypeError(f"language rows must be dictionaries, got {type(row).__name__}: {row!r}")
         out.append(row)
     return out
 
