@@ -1,0 +1,247 @@
+"""Runtime core: revisions discard stale chunks, rate gates, interjections, failures, text parsing."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from steerable.runtime.clock import RateGate, VirtualClock
+from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
+from steerable.runtime.parsing import ParseError, parse_generation, parse_reply, split_say
+from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.runtime.state import RuntimeState
+from steerable.tools import SayTool, ToolRegistry
+
+
+class FakeEnv:
+    fps = 10
+    action_dim = 2
+    state_names = ("a", "b")
+    camera_keys = ()
+
+    def __init__(self) -> None:
+        self.sent: list[np.ndarray] = []
+
+    def observe(self, *, render: bool = True) -> Observation:
+        return Observation(state=np.zeros(2, dtype=np.float32), time_s=len(self.sent) / self.fps)
+
+    def send_action(self, action: np.ndarray) -> None:
+        self.sent.append(action)
+
+    def close(self) -> None:
+        pass
+
+
+class CountingController:
+    """Returns chunks of 4 actions tagged with the command's length; records every call."""
+
+    name = "counting controller"
+    wants_images = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        self.calls.append(command)
+        base = float(len(self.calls))
+        return ActionChunk(np.array([[base, i] for i in range(4)], dtype=np.float32))
+
+    def reset(self) -> None:
+        pass
+
+
+class RecordingPlanner:
+    name = "recording planner"
+    wants_images = False
+
+    def __init__(self, replies: list[HighLevelUpdate | Exception] | None = None) -> None:
+        self.requests: list[HighLevelRequest] = []
+        self.replies = replies or []
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        self.requests.append(request)
+        if request.kind == "interjection":
+            return HighLevelUpdate(subtask="place it in the right bin", speech="OK, the right bin.")
+        if request.kind == "ask":
+            return HighLevelUpdate(answer="The red cube is in the gripper.")
+        reply = self.replies.pop(0) if self.replies else HighLevelUpdate(subtask="pick up the red cube")
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def reset(self) -> None:
+        pass
+
+
+def _runtime(high: RecordingPlanner | None = None, **kw: object) -> tuple[Runtime, FakeEnv, list[RuntimeEvent]]:
+    env = FakeEnv()
+    spoken: list[str] = []
+    tools = ToolRegistry([SayTool(on_speech=lambda s: spoken.append(s.text))])
+    rt = Runtime(env, CountingController(), high, tools=tools, rates=LoopRates(ctrl_hz=10, chunk_hz=2), **kw)
+    events: list[RuntimeEvent] = []
+    rt.listeners.append(events.append)
+    return rt, env, events
+
+
+def test_state_changes_bump_revision_and_stale_chunks_are_discarded() -> None:
+    st = RuntimeState()
+    st.set_task("clean")
+    st.set_mode("action")
+    rev = st.revision
+    assert not st.set_context("subtask", None)  # no change, no bump
+    assert st.revision == rev
+    assert st.enqueue(np.zeros((3, 2)), rev)
+    assert st.set_context("subtask", "wipe")
+    assert st.revision == rev + 1 and not st.queue  # the queued chunk went with the old prompt
+    assert not st.enqueue(np.zeros((3, 2)), rev)  # computed against the old revision: discarded
+    assert st.chunks_discarded == 1
+    assert st.set_mode("paused") and st.pop_action() is None
+
+
+def test_a_chunk_in_flight_when_the_task_changes_is_never_executed() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(CountingController):
+        def act(self, observation: Observation, command: str) -> ActionChunk:
+            if not self.calls:
+                entered.set()
+                release.wait(5)
+            return super().act(observation, command)
+
+    env = FakeEnv()
+    rt = Runtime(env, Blocking(), None, rates=LoopRates(ctrl_hz=10))
+    rt.submit("task", "old task")
+    worker = threading.Thread(target=rt.tick)
+    worker.start()
+    assert entered.wait(5)
+    rt.state.set_task("new task")  # the operator, from another thread, mid-inference
+    release.set()
+    worker.join(5)
+    assert env.sent == [] and not rt.state.queue and rt.state.chunks_discarded == 1
+    rt.tick()  # the next tick infers against the new task
+    assert rt.low.calls[-1] == "new task" and len(env.sent) == 1  # type: ignore[attr-defined]
+
+
+def test_rate_gate_fires_at_most_hz_times_per_second_and_rearms() -> None:
+    gate = RateGate(2.0)
+    clock = VirtualClock(10)
+    fired = []
+    for _ in range(30):  # 3 s at 10 Hz
+        if gate.due(clock.now()):
+            fired.append(round(clock.now(), 2))
+        clock.wait_next()
+    assert fired == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    gate.rearm()
+    assert gate.due(clock.now())
+
+
+def test_loop_dispatches_one_action_per_tick_and_infers_at_chunk_boundaries() -> None:
+    rt, env, _ = _runtime()
+    rt.submit("task", "wave")
+    rt.run(max_ticks=20)
+    # Chunks of 4 at 10 Hz with chunk_hz=2: a new chunk every 5 ticks (the gate, not the empty queue,
+    # decides), one action per tick, and the fifth tick of each period holds still.
+    assert len(rt.low.calls) == 4  # type: ignore[attr-defined]
+    assert len(env.sent) == 16
+    assert [float(a[0]) for a in env.sent[:6]] == [1, 1, 1, 1, 2, 2]
+    assert rt.measured_rates()["chunk_hz"] == pytest.approx(2.0)
+
+
+def test_high_level_rate_gate_limits_updates() -> None:
+    planner = RecordingPlanner()
+    rt, _, _ = _runtime(planner)
+    rt.submit("task", "tidy")
+    rt.run(max_ticks=50)  # 5 s at 10 Hz, high level at 1 Hz
+    updates = [r for r in planner.requests if r.kind == "update"]
+    assert 4 <= len(updates) <= 6
+
+
+def test_interjection_reaches_the_model_changes_the_subtask_and_is_spoken() -> None:
+    planner = RecordingPlanner()
+    rt, env, events = _runtime(planner)
+    rt.submit("task", "put the red cube in the left bin")
+    rt.run(max_ticks=3)
+    assert rt.state.context["subtask"] == "pick up the red cube"
+    rt.submit("interject", "no, the right bin")
+    rt.tick()
+    kinds = [(e.kind, e.text) for e in events if e.frame == 3]
+    assert ("interjection", "no, the right bin") in kinds
+    assert ("subtask", "place it in the right bin") in kinds and ("speech", "OK, the right bin.") in kinds
+    assert planner.requests[-1].kind == "interjection" and planner.requests[-1].user_text == "no, the right bin"
+    assert rt.low.calls[-1] == "place it in the right bin"  # type: ignore[attr-defined]
+    assert rt.state.last_speech == "OK, the right bin."
+
+
+def test_operator_mistakes_are_told_and_the_loop_goes_on() -> None:
+    rt, env, events = _runtime(RecordingPlanner())
+    rt.submit("interject", "hello?")  # no task yet
+    rt.submit("task", "   ")  # empty task
+    rt.submit("ask", "")
+    rt.run(max_ticks=2)
+    warnings = [e.text for e in events if e.kind == "warn"]
+    assert any("no task yet" in w for w in warnings)
+    assert any("empty task" in w for w in warnings)
+    assert any("usage: /ask" in w for w in warnings)
+    assert env.sent == []
+
+
+def test_a_failing_high_level_model_holds_the_robot_still_and_recovers() -> None:
+    planner = RecordingPlanner([TimeoutError("no reply in 5 s"), TimeoutError("again")])
+    rt, env, events = _runtime(planner)
+    rt.submit("task", "tidy")
+    rt.run(max_ticks=25)  # fails at 0 s and 1 s (retries at 1 Hz), answers at 2 s
+    warnings = [e for e in events if e.kind == "warn"]
+    assert len(warnings) == 1 and "TimeoutError" in warnings[0].text and "holding still" in warnings[0].text
+    assert rt.frame - len(env.sent) >= 20  # nothing moved before the model answered
+    assert rt.state.context["subtask"] == "pick up the red cube" and len(env.sent) > 0
+
+
+def test_ask_pauses_answers_and_resumes() -> None:
+    planner = RecordingPlanner()
+    rt, env, events = _runtime(planner)
+    rt.submit("task", "tidy")
+    rt.run(max_ticks=2)
+    rt.submit("ask", "where is the red cube?")
+    rt.tick()
+    assert [e.text for e in events if e.kind == "answer"] == ["The red cube is in the gripper."]
+    assert rt.state.mode == "action"
+
+
+def test_tool_calls_from_the_model_are_validated() -> None:
+    from steerable.runtime.protocols import ToolCall
+
+    planner = RecordingPlanner([HighLevelUpdate(subtask="x", tool_calls=(ToolCall("launch", {}), ToolCall("say", {})))])
+    rt, _, events = _runtime(planner)
+    rt.submit("task", "tidy")
+    rt.tick()
+    warnings = [e.text for e in events if e.kind == "warn"]
+    assert any("no tool named 'launch'" in w for w in warnings)
+    assert any("'text' is a required property" in w for w in warnings)
+    assert rt.state.context["subtask"] == "x"  # the rest of the update still applies
+
+
+def test_split_say_and_plan_parsing() -> None:
+    assert split_say("turn left now <say>heading left</say>") == ("turn left now", ["heading left"])
+    assert split_say("< SAY >'ok'</say>") == ("", ["ok"])
+    update = parse_generation("Subtask: pick up the red cube\nPlan:\n1. pick up the red cube\n2. place it in the bin\n"
+                              "Memory: nothing yet <say>Starting now.</say>")
+    assert update.subtask == "pick up the red cube"
+    assert update.plan == "1. pick up the red cube\n2. place it in the bin"
+    assert update.memory == "nothing yet" and update.speech == "Starting now."
+    assert parse_generation("place it in the right bin").subtask == "place it in the right bin"
+    assert parse_generation("ok <say>sure</say>", default_field="plan").plan == "ok"
+
+
+def test_json_replies_and_tool_calls_parse_and_garbage_is_rejected() -> None:
+    update = parse_reply({"subtask": "open the gripper", "plan": ["open the gripper", "go home"],
+                          "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": '{"text": "hi"}'}}]})
+    assert update.plan == "1. open the gripper\n2. go home" and update.speech == "hi"
+    assert parse_generation('{"answer": "two cubes"}').answer == "two cubes"
+    with pytest.raises(ParseError):
+        parse_reply({"mood": "happy"})
+    with pytest.raises(ParseError):
+        parse_generation("   ")
+    with pytest.raises(ParseError):
+        parse_reply({"tool_calls": [{"function": {"name": "say", "arguments": "{not json"}}]})
