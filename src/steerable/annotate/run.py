@@ -18,7 +18,7 @@ from steerable.annotate.module import AnnotationModule
 from steerable.annotate.progress import ProgressDisplay, vlm_counters
 from steerable.annotate.registry import build_modules, module_checks
 from steerable.annotate.staging import Staging
-from steerable.annotate.workspace import WORK_DIR_NAME, open_workspace
+from steerable.annotate.workspace import Workspace, open_workspace
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.atomic import atomic_write_json
 from steerable.errors import ConfigError
@@ -35,16 +35,15 @@ def annotate(cfg: AnnotateConfig, *, debug: bool = False, vlm: Any | None = None
     `cfg.vlm` describes: for library users with their own backend, and for in-process benchmarks.
     """
     started = time.monotonic()
-    source, target = open_workspace(cfg)
-    episodes = _select(target, cfg.only_episodes)
-    staging = Staging(cfg.staging_dir or target.root / WORK_DIR_NAME / "staging")
-    return asyncio.run(_annotate(cfg, source, target, episodes, staging, started, debug, vlm))
+    ws = open_workspace(cfg)
+    episodes = _select(ws.target, cfg.only_episodes)
+    staging = Staging(cfg.staging_dir or ws.work_dir / "staging")
+    return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm))
 
 
 async def _annotate(
     cfg: AnnotateConfig,
-    source: LeRobotDataset,
-    target: LeRobotDataset,
+    ws: Workspace,
     episodes: list[EpisodeMeta],
     staging: Staging,
     started: float,
@@ -53,6 +52,7 @@ async def _annotate(
 ) -> dict[str, Any]:
     from steerable.vlm.factory import resolve_backend
 
+    source, target = ws.source, ws.target
     # Checked before any model is contacted or started: config mistakes fail fast and cheap.
     uses_model = (injected is not None or resolve_backend(cfg.vlm) is not None) and (
         cfg.plan.enabled or cfg.interjections.enabled or cfg.vqa.enabled
@@ -71,17 +71,17 @@ async def _annotate(
         pipeline_s = time.monotonic() - pipeline_started
         counters = vlm_counters(vlm)
     write_started = time.monotonic()
-    written, problems = _validate_and_write(target, results, modules)
-    summary = _summary(cfg, source, target, results, modules, notes, problems, written, counters, started)
+    written, problems = _validate_and_write(ws, results, modules)
+    summary = _summary(cfg, source, ws.out, results, modules, notes, problems, written, counters, started)
     summary["timings"]["pipeline_s"] = round(pipeline_s, 3)
     summary["timings"]["validate_write_s"] = round(time.monotonic() - write_started, 3)
-    summary_path = cfg.summary_path or target.root / WORK_DIR_NAME / "run_summary.json"
+    summary_path = cfg.summary_path or ws.work_dir / "run_summary.json"
     atomic_write_json(Path(summary_path), summary)
     summary["summary_path"] = str(summary_path)
     if cfg.push_to_hub:
         from steerable.annotate.push import push_dataset
 
-        summary["push"] = push_dataset(target.root, cfg)
+        summary["push"] = push_dataset(ws.out, cfg)
     return summary
 
 
@@ -127,10 +127,12 @@ def _camera(cfg: AnnotateConfig, ds: LeRobotDataset, *, needs_video: bool) -> st
 
 
 def _validate_and_write(
-    ds: LeRobotDataset, results: list[EpisodeResult], modules: list[AnnotationModule]
+    ws: Workspace, results: list[EpisodeResult], modules: list[AnnotationModule]
 ) -> tuple[dict[str, Any], dict[int, list[str]]]:
     """Check every finished episode; write those without problems. Problems are logged, all of them."""
-    from steerable.dataset.writer import EpisodeLanguage, write_language
+    from steerable.dataset.writer import EpisodeLanguage
+
+    ds = ws.target
 
     checks = module_checks(modules)
     updates: dict[int, EpisodeLanguage] = {}
@@ -156,7 +158,7 @@ def _validate_and_write(
         updates[result.episode_index] = EpisodeLanguage(persistent=rows.persistent, events=rows.events)
     if not updates:
         return {"episodes": 0, "shards": []}, problems
-    report = write_language(ds, updates)
+    report = ws.write(updates)
     return _report_dict(report), problems
 
 
@@ -168,7 +170,7 @@ def _report_dict(report: Any) -> dict[str, Any]:
 def _summary(
     cfg: AnnotateConfig,
     source: LeRobotDataset,
-    target: LeRobotDataset,
+    output: Path,
     results: list[EpisodeResult],
     modules: list[AnnotationModule],
     notes: list[str],
@@ -203,7 +205,7 @@ def _summary(
     seconds = [r.seconds for r in results]
     return {
         "dataset": str(source.root),
-        "output": str(target.root),
+        "output": str(output),
         "modules": [m.name for m in modules],
         "episodes_selected": len(results),
         "episodes_annotated": len(annotated),
