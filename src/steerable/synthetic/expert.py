@@ -236,7 +236,11 @@ class Expert:
         self.move(sx, sy, self.travel_z)
         self.move(sx, sy, z + size / 2, self._descent())
         travel = PUSH_DISTANCE + _PUSH_GAP - PUSHER_RADIUS
-        self.move(sx + ux * travel, sy + uy * travel, z + size / 2, float(self.rng.uniform(1.0, 1.5)))
+        # The stroke itself is steady (no speed draw): a slow, even push keeps the cube ahead of the gripper.
+        self._segment(
+            np.array([sx + ux * travel, sy + uy * travel, z + size / 2, self.plan[3]]),
+            float(self.rng.uniform(1.0, 1.5)),
+        )
         self.move(self.plan[0], self.plan[1], self.travel_z, self._descent())
 
 

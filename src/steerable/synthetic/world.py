@@ -181,11 +181,11 @@ def _push(
         was_inside = abs(before.x - cx) < reach - 1e-6 and abs(before.y - cy) < reach - 1e-6
         if not inside or was_inside:
             continue
-        # Out along the axis of least overlap, away from the gripper: the side it came in through.
-        if reach - abs(gripper.x - cx) <= reach - abs(gripper.y - cy):
-            cx = gripper.x + (reach if cx >= gripper.x else -reach)
+        # Out through the side the gripper came in by (so a fast move cannot tunnel through).
+        if abs(before.x - cx) - abs(before.y - cy) >= 0:
+            cx = gripper.x + (reach if cx >= before.x else -reach)
         else:
-            cy = gripper.y + (reach if cy >= gripper.y else -reach)
+            cy = gripper.y + (reach if cy >= before.y else -reach)
         positions[i] = (cx, cy, cz)
 
 
