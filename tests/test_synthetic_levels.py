@@ -76,7 +76,7 @@ def test_expert_completes_every_task_at_every_level() -> None:
 
 def test_push_steps_have_no_gripper_event_and_every_subtask_is_a_command() -> None:
     seen_push = 0
-    for task, demo in _episodes("hard"):
+    for _task, demo in _episodes("hard"):
         closed = _closures(demo) >= GRASP_THRESHOLD
         starts = [f for f, _ in demo.subtasks] + [len(demo.states)]
         for (start, text), end in zip(demo.subtasks, starts[1:], strict=True):
