@@ -31,7 +31,7 @@ LINGZU = REPO.parent / "shared" / "data" / "lingzu_teleop_4"
 
 def start_server(latency: float, capacity: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "steerable.vlm.testserver", "--port", "0", "--latency", str(latency),
+        [sys.executable, "-m", "steerable.testing.server", "--port", "0", "--latency", str(latency),
          "--capacity", str(capacity), "--responder", "plausible"],
         stdout=subprocess.PIPE, text=True,
     )
@@ -81,9 +81,9 @@ def annotate_scripted(root: Path) -> tuple[dict, float, float]:
 def child_scripted(root: Path) -> None:
     from steerable.annotate.config import AnnotateConfig
     from steerable.annotate.run import annotate
+    from steerable.testing.scripted import ScriptedVLM
+    from steerable.testing.server.plausible import plausible_responder
     from steerable.vlm.images import encode_messages
-    from steerable.vlm.scripted import ScriptedVLM
-    from steerable.vlm.testserver.plausible import plausible_responder
 
     cfg = AnnotateConfig(root=root, executor={"progress": False})
     sent = [0]

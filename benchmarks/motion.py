@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from steerable.annotate.motion import (
+from steerable.annotate.modules.motion import (
     MotionConfig,
     detect_keystates,
     find_dims,

@@ -119,7 +119,7 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(
 
 def test_help_lists_every_flag_with_its_default() -> None:
     from steerable.annotate.config import AnnotateConfig
-    from steerable.annotate.flags import iter_flags
+    from steerable.cli.flags import iter_flags
 
     result = steerable("annotate", "--help")
     assert result.returncode == 0
@@ -130,7 +130,7 @@ def test_help_lists_every_flag_with_its_default() -> None:
 
 def test_yaml_config_file_and_flags_override_it(synthetic: Path, tmp_path: Path) -> None:
     from steerable.annotate.config import AnnotateConfig
-    from steerable.annotate.flags import parse_config
+    from steerable.cli.flags import parse_config
     from steerable.errors import ConfigError
 
     root = copy_dataset(synthetic, tmp_path / "ds")

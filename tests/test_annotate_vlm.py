@@ -15,8 +15,8 @@ from annotate_helpers import REPO, copy_dataset, file_hashes, make_synthetic, st
 from pandas_dataset import make_pandas_dataset
 from steerable.dataset import open_dataset
 from steerable.language import rows_from_arrow, validate_rows
-from steerable.vlm.testserver import FaultPlan, TestServer
-from steerable.vlm.testserver.plausible import plausible_responder
+from steerable.testing.server import FaultPlan, TestServer
+from steerable.testing.server.plausible import plausible_responder
 
 MODEL = "test-model"
 

@@ -24,7 +24,7 @@ from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.errors import AnnotationError, ConfigError
 from steerable.synthetic.generate import generate_synthetic
 from steerable.synthetic.ground_truth import EpisodeTruth, read_ground_truth
-from steerable.vlm.scripted import ScriptedVLM
+from steerable.testing.scripted import ScriptedVLM
 
 TOP = "observation.images.top"
 EPISODES = 8

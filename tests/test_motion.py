@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from steerable.annotate.motion import (
+from steerable.annotate.modules.motion import (
     DimSelection,
     Keystate,
     MotionConfig,

@@ -27,11 +27,11 @@ from steerable.annotate.modules.plan.spans import (
     merge_windows,
     plan_windows,
 )
-from steerable.annotate.prompts import list_prompts, load_prompt
+from steerable.annotate.modules.plan.prompting import PROMPTS
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.errors import AnnotationError, ConfigError
 from steerable.language.validate import validate_rows
-from steerable.vlm.scripted import ScriptedVLM
+from steerable.testing.scripted import ScriptedVLM
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LINGZU = DATA / "lingzu_teleop_4"
@@ -445,21 +445,21 @@ def test_fingerprint_tracks_config_prompts_and_model() -> None:
 
     fp = PlanModule(vlm=Named()).fingerprint()
     assert fp["model"] == "qwen-vl" and fp == PlanModule(vlm=Named()).fingerprint()
-    assert load_prompt("plan_segment").id in fp["prompts"] and load_prompt("plan_memory").id in fp["prompts"]
+    assert PROMPTS.load("plan_segment").id in fp["prompts"] and PROMPTS.load("plan_memory").id in fp["prompts"]
     lean = PlanModule(PlanConfig(subtask_describe_first=False, derive_task_from_video="off")).fingerprint()
-    assert load_prompt("plan_describe").id not in lean["prompts"]
-    assert load_prompt("plan_task_from_video").id not in lean["prompts"]
+    assert PROMPTS.load("plan_describe").id not in lean["prompts"]
+    assert PROMPTS.load("plan_task_from_video").id not in lean["prompts"]
     assert lean["config"] != fp["config"] and lean["model"] is None
     assert isinstance(PlanModule(), AnnotationModule)
 
 
 def test_prompts_have_content_ids_and_strict_placeholders() -> None:
-    names = list_prompts()
+    names = PROMPTS.names()
     assert {"plan_segment", "plan_describe", "plan_memory", "plan_task_rephrasings"} <= set(names)
     for name in names:
-        prompt = load_prompt(name)
+        prompt = PROMPTS.load(name)
         assert prompt.id == f"{name}@{hashlib.sha256(prompt.text.encode()).hexdigest()[:10]}"
-    memory = load_prompt("plan_memory")
+    memory = PROMPTS.load("plan_memory")
     assert memory.placeholders == {"task", "subtasks", "count"}
     text = memory.render(task="t", subtasks="1. a", count=2)
     assert '{"memories":' in text and "{" not in text.replace('{"memories"', "")
@@ -467,5 +467,5 @@ def test_prompts_have_content_ids_and_strict_placeholders() -> None:
         memory.render(task="t", subtasks="1. a")
     with pytest.raises(ConfigError, match=r"unexpected \['extra'\]"):
         memory.render(task="t", subtasks="1. a", count=2, extra=1)
-    with pytest.raises(ConfigError, match="no prompt named 'nope'; known prompts: .*plan_segment"):
-        load_prompt("nope")
+    with pytest.raises(ConfigError, match="no prompt named 'nope' in steerable.annotate.modules.plan; known prompts: .*plan_segment"):
+        PROMPTS.load("nope")

@@ -15,8 +15,8 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from annotate_helpers import make_synthetic
 from steerable.annotate.config import AnnotateConfig
-from steerable.annotate.push import push_dataset
 from steerable.annotate.run import annotate
+from steerable.dataset.hub import push_dataset
 from steerable.errors import HubError
 
 
@@ -61,8 +61,7 @@ def annotated(tmp_path: Path) -> Path:
 
 def test_push_uploads_without_staging_and_moves_the_tag(annotated: Path) -> None:
     hub = FakeHub()
-    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", push_to_hub=True, push_private=True)
-    out = push_dataset(annotated, cfg, api=hub)
+    out = push_dataset(annotated, "me/ds", private=True, api=hub)
     assert out == {"repo_id": "me/ds", "revision": "abc123", "tag": "v3.0"}
     names = [name for name, _ in hub.calls]
     assert names == ["create_repo", "upload_folder", "delete_tag", "create_tag"]
@@ -76,17 +75,20 @@ def test_push_uploads_without_staging_and_moves_the_tag(annotated: Path) -> None
     assert "language_persistent" in card and "| persistent | subtask |" in card
 
 
-def test_new_repo_id_wins(annotated: Path) -> None:
+def test_new_repo_id_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hub = FakeHub()
-    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", new_repo_id="me/ds-annotated", push_to_hub=True)
-    assert push_dataset(annotated, cfg, api=hub)["repo_id"] == "me/ds-annotated"
+    monkeypatch.setattr("huggingface_hub.HfApi", lambda: hub)
+    root = make_synthetic(tmp_path / "ds", episodes=1)
+    cfg = AnnotateConfig(
+        root=root, repo_id="me/ds", new_repo_id="me/ds-annotated", push_to_hub=True, executor={"progress": False}
+    )
+    assert annotate(cfg)["push"]["repo_id"] == "me/ds-annotated"
 
 
 def test_tag_failure_prints_the_command_that_fixes_it(annotated: Path) -> None:
     hub = FakeHub(fail_tag=True)
-    cfg = AnnotateConfig(root=annotated, repo_id="me/ds", push_to_hub=True)
     with pytest.raises(HubError, match=r"hf repos tag create me/ds v3.0 --repo-type dataset --revision abc123"):
-        push_dataset(annotated, cfg, api=hub)
+        push_dataset(annotated, "me/ds", api=hub)
 
 
 def test_run_with_push_reports_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from PIL import Image
 
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.preview import episode_sheets
-from steerable.annotate.sheets import badge_text, build_contact_sheets
+from steerable.annotate.modules.plan.sheets import badge_text, build_contact_sheets
 from steerable.cli.main import SUBCOMMANDS
 from steerable.dataset import open_dataset
 

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
-from steerable.vlm.testserver import FAULT_KINDS, FaultPlan, TestServer, minimal_instance
+from steerable.testing.server import FAULT_KINDS, FaultPlan, TestServer, minimal_instance
 
 
 async def _post(port: int, payload: dict[str, Any], timeout: float = 10.0) -> tuple[int, dict[str, Any]]:
@@ -192,7 +192,7 @@ def test_minimal_instance_respects_bounds_enums_and_arrays() -> None:
 
 def test_command_line_server_serves_until_interrupted() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "steerable.vlm.testserver", "--port", "0", "--latency", "0.01",
+        [sys.executable, "-m", "steerable.testing.server", "--port", "0", "--latency", "0.01",
          "--capacity", "4", "--fault-rate", "0.2", "--model", "cli-model"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -213,7 +213,7 @@ def test_command_line_server_serves_until_interrupted() -> None:
 
 def test_command_line_rejects_unknown_fault_kinds() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "steerable.vlm.testserver", "--port", "0", "--fault-kinds", "segfault"],
+        [sys.executable, "-m", "steerable.testing.server", "--port", "0", "--fault-kinds", "segfault"],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert result.returncode == 2 and "unknown fault kinds" in result.stderr

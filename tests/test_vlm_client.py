@@ -1,4 +1,4 @@
-"""The VLM client layer against a real local OpenAI-compatible HTTP server (steerable.vlm.testserver)."""
+"""The VLM client layer against a real local OpenAI-compatible HTTP server (steerable.testing.server)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ import pytest
 from PIL import Image
 
 from steerable.errors import ConfigError, VLMError, VLMReplyError, VLMUnavailableError
-from steerable.vlm import NO_MODEL_MESSAGE, ScriptedVLM, VLMConfig, extract_json, make_vlm, resolve_backend
+from steerable.testing import ScriptedVLM
+from steerable.testing.server import FaultPlan, TestServer
+from steerable.vlm import NO_MODEL_MESSAGE, VLMConfig, extract_json, make_vlm, resolve_backend
 from steerable.vlm.jsonrepair import ReplyParseError
 from steerable.vlm.openai_http import OpenAIHTTPVLM
-from steerable.vlm.testserver import FaultPlan, TestServer
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

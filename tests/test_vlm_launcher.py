@@ -43,7 +43,7 @@ FAKE_VLLM = textwrap.dedent(
             def log_message(self, *a):
                 pass
         http.server.HTTPServer(("127.0.0.1", int(port)), Ok).serve_forever()
-    os.execv(sys.executable, [sys.executable, "-m", "steerable.vlm.testserver", "--port", port, "--model", args[1]])
+    os.execv(sys.executable, [sys.executable, "-m", "steerable.testing.server", "--port", port, "--model", args[1]])
     """
 )
 

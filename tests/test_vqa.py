@@ -32,7 +32,7 @@ from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.errors import ConfigError
 from steerable.synthetic.generate import generate_synthetic
 from steerable.synthetic.ground_truth import read_ground_truth
-from steerable.vlm.scripted import ScriptedVLM
+from steerable.testing.scripted import ScriptedVLM
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 EPISODES = 3

@@ -1,16 +1,18 @@
-"""The `steerable annotate` configuration tree: flags, YAML, and start-up checks of combinations."""
+"""The `steerable annotate` configuration tree: flags, YAML, and start-up checks of combinations.
+
+The run's own settings are declared here; each module's section (`--plan.*`, `--motion.*`...) comes
+from the registry, so a new module adds its flags without touching this file.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from steerable.annotate.modules.interjections.config import InterjectionsConfig
-from steerable.annotate.modules.plan.config import PlanConfig
-from steerable.annotate.modules.vqa.config import VqaConfig
-from steerable.annotate.motion.config import MotionConfig
+from steerable.annotate.module import ModuleSettings, ModuleStage
+from steerable.annotate.registry import MODULES
 from steerable.vlm.config import VLMConfig
 
 __all__ = ["AnnotateConfig", "ExecutorConfig"]
@@ -23,6 +25,9 @@ class ExecutorConfig(BaseModel):
         16, ge=1, description="episodes in flight at once (VLM calls are capped by --vlm.client_concurrency)"
     )
     progress: bool = Field(True, description="live progress display on a terminal")
+    progress_every_s: float = Field(
+        30.0, gt=0.0, description="without a terminal (CI, nohup): seconds between progress lines on stderr"
+    )
 
 
 class AnnotateConfig(BaseModel):
@@ -43,16 +48,28 @@ class AnnotateConfig(BaseModel):
     only_episodes: list[int] | None = Field(None, description="annotate only these episodes, e.g. 0,3,7")
     seed: int = Field(1729, description="seed of every random choice (per episode and purpose)")
     force: bool = Field(False, description="redo staged work instead of resuming it")
+    allow_failures: bool = Field(False, description="exit 0 even when some episodes failed (default: exit 1)")
     staging_dir: Path | None = Field(None, description="staging folder (default: <dataset>/.steerable/staging)")
     summary_path: Path | None = Field(
         None, description="run summary JSON (default: <dataset>/.steerable/run_summary.json)"
     )
-    plan: PlanConfig = Field(default_factory=PlanConfig)
-    interjections: InterjectionsConfig = Field(default_factory=InterjectionsConfig)
-    vqa: VqaConfig = Field(default_factory=VqaConfig)
-    motion: MotionEnabledConfig = Field(default_factory=lambda: MotionEnabledConfig())
+    # One section per registered module, in registry order (`--plan.enabled`, `--motion.gripper_dims`...).
+    for _stage in MODULES:
+        __annotations__[_stage.name] = _stage.settings_type
+        locals()[_stage.name] = Field(default_factory=_stage.settings_type)
+    del _stage
     vlm: VLMConfig = Field(default_factory=VLMConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    def settings(self, module: str) -> ModuleSettings:
+        """The settings section of `module` (a registry name)."""
+        value = getattr(self, module)
+        assert isinstance(value, ModuleSettings)
+        return value
+
+    def stages(self) -> list[ModuleStage[Any]]:
+        """The enabled modules' stages, in registry order."""
+        return [stage(self.settings(stage.name)) for stage in MODULES if self.settings(stage.name).enabled]
 
     @model_validator(mode="after")
     def _check_combinations(self) -> AnnotateConfig:
@@ -65,23 +82,12 @@ class AnnotateConfig(BaseModel):
             raise ValueError("--output_dir is the same folder as --root; drop --output_dir to write in place")
         if self.only_episodes is not None and any(i < 0 for i in self.only_episodes):
             raise ValueError("--only_episodes takes episode indices >= 0")
-        if self.plan.enabled and self.plan.snap_to_keystates and not self.motion.enabled:
-            raise ValueError(
-                "--plan.snap_to_keystates needs the motion module's keystates: drop --motion.enabled false"
-            )
-        if not any((self.plan.enabled, self.interjections.enabled, self.vqa.enabled, self.motion.enabled)):
+        stages = self.stages()
+        if not stages:
             raise ValueError("every module is disabled: there is nothing to annotate")
+        enabled = {s.name for s in stages}
+        for stage in stages:
+            for needed, why in stage.needs_modules().items():
+                if needed not in enabled:
+                    raise ValueError(f"{why} needs the {needed} module: drop --{needed}.enabled false")
         return self
-
-
-class MotionEnabledConfig(MotionConfig):
-    """`--motion.*`: the motion module's switch plus the detector settings."""
-
-    enabled: bool = Field(True, description="run the no-model motion annotator")
-    subtask_granularity: Literal["coarse", "fine"] = Field(
-        "coarse",
-        description="heuristic subtasks without a VLM: coarse (pick up / place) or fine (reach, grasp, move...)",
-    )
-
-
-AnnotateConfig.model_rebuild()

@@ -1,7 +1,8 @@
 """Prompt templates: text files with named `{placeholders}`, each with a stable content-derived id.
 
-Templates live in `steerable/annotate/prompts/<name>.txt`. A placeholder is `{identifier}`; a literal
-brace is written doubled (`{{` / `}}`). The id (`name@<sha>`) changes whenever the text changes, so
+Each annotation module keeps its templates in its own folder, `modules/<module>/prompts/<name>.txt`,
+and reads them through a `PromptFolder`. A placeholder is `{identifier}`; a literal brace is written
+doubled (`{{` / `}}`). The id (`name@<sha>`) changes whenever the text changes, so
 staging fingerprints that include it re-run episodes annotated with an older prompt.
 """
 
@@ -15,9 +16,8 @@ from importlib import resources
 
 from steerable.errors import ConfigError
 
-__all__ = ["Prompt", "list_prompts", "load_prompt"]
+__all__ = ["Prompt", "PromptFolder"]
 
-_PACKAGE = "steerable.annotate"
 _FOLDER = "prompts"
 _SHA_CHARS = 10
 
@@ -63,20 +63,30 @@ def _placeholders(name: str, text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def list_prompts() -> list[str]:
-    """Names of every packaged prompt template."""
-    folder = resources.files(_PACKAGE).joinpath(_FOLDER)
-    return sorted(p.name[: -len(".txt")] for p in folder.iterdir() if p.name.endswith(".txt"))
+class PromptFolder:
+    """The `prompts/` folder of one package (an annotation module): its templates by name."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def names(self) -> list[str]:
+        """Names of every template in the folder."""
+        folder = resources.files(self.package).joinpath(_FOLDER)
+        return sorted(p.name[: -len(".txt")] for p in folder.iterdir() if p.name.endswith(".txt"))
+
+    def load(self, name: str) -> Prompt:
+        """The template `name` (files are read once per process; they ship with the package)."""
+        return _load(self.package, name)
 
 
 @functools.cache
-def load_prompt(name: str) -> Prompt:
-    """The packaged template `name` (files are read once per process; they ship with the package)."""
+def _load(package: str, name: str) -> Prompt:
     if not name.replace("_", "").isalnum():
         raise ConfigError(f"invalid prompt name {name!r}: use letters, digits and underscores")
-    resource = resources.files(_PACKAGE).joinpath(_FOLDER).joinpath(f"{name}.txt")
+    resource = resources.files(package).joinpath(_FOLDER).joinpath(f"{name}.txt")
     if not resource.is_file():
-        raise ConfigError(f"no prompt named {name!r}; known prompts: {', '.join(list_prompts()) or 'none'}")
+        known = ", ".join(PromptFolder(package).names()) or "none"
+        raise ConfigError(f"no prompt named {name!r} in {package}; known prompts: {known}")
     text = resource.read_text(encoding="utf-8").rstrip()  # no trailing blank lines when nested
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:_SHA_CHARS]
     return Prompt(name=name, text=text, id=f"{name}@{digest}", placeholders=_placeholders(name, text))

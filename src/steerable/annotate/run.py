@@ -14,7 +14,7 @@ from typing import Any
 from steerable.annotate.collect import EpisodeRows, split_rows, validate_episode
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.engine import EpisodeResult, Progress, run_episodes
-from steerable.annotate.module import AnnotationModule
+from steerable.annotate.module import AnnotationModule, ModuleCheck
 from steerable.annotate.progress import ProgressDisplay, vlm_counters
 from steerable.annotate.registry import build_modules, module_checks
 from steerable.annotate.staging import Staging
@@ -54,12 +54,14 @@ async def _annotate(
 
     source, target = ws.source, ws.target
     # Checked before any model is contacted or started: config mistakes fail fast and cheap.
-    uses_model = (injected is not None or resolve_backend(cfg.vlm) is not None) and (
-        cfg.plan.enabled or cfg.interjections.enabled or cfg.vqa.enabled
-    )
-    camera = _camera(cfg, target, needs_video=uses_model)
+    stages = cfg.stages()
+    has_model = injected is not None or resolve_backend(cfg.vlm) is not None
+    runnable = [s for s in stages if has_model or not s.needs_model]
+    camera = _camera(cfg, target, needs_video=any("video" in s.inputs for s in runnable))
+    for stage in runnable:
+        stage.check(target, camera=camera)
     async with _model(cfg, injected) as vlm:
-        modules, notes = build_modules(cfg, vlm, target)
+        modules, notes = build_modules(stages, vlm)
         progress = Progress()
         pipeline_started = time.monotonic()
         async with ProgressDisplay(progress, vlm, enabled=cfg.executor.progress):
@@ -71,7 +73,7 @@ async def _annotate(
         pipeline_s = time.monotonic() - pipeline_started
         counters = vlm_counters(vlm)
     write_started = time.monotonic()
-    written, problems = _validate_and_write(ws, results, modules)
+    written, problems = _validate_and_write(ws, results, module_checks(stages, [m.name for m in modules]), modules)
     summary = _summary(cfg, source, ws.out, results, modules, notes, problems, written, counters, started)
     summary["timings"]["pipeline_s"] = round(pipeline_s, 3)
     summary["timings"]["validate_write_s"] = round(time.monotonic() - write_started, 3)
@@ -79,9 +81,13 @@ async def _annotate(
     atomic_write_json(Path(summary_path), summary)
     summary["summary_path"] = str(summary_path)
     if cfg.push_to_hub:
-        from steerable.annotate.push import push_dataset
+        from steerable.dataset.hub import push_dataset
 
-        summary["push"] = push_dataset(ws.out, cfg)
+        repo_id = cfg.new_repo_id or cfg.repo_id
+        assert repo_id is not None  # the config refuses --push_to_hub without one
+        summary["push"] = push_dataset(
+            ws.out, repo_id, private=cfg.push_private, commit_message=cfg.push_commit_message
+        )
     return summary
 
 
@@ -127,14 +133,16 @@ def _camera(cfg: AnnotateConfig, ds: LeRobotDataset, *, needs_video: bool) -> st
 
 
 def _validate_and_write(
-    ws: Workspace, results: list[EpisodeResult], modules: list[AnnotationModule]
+    ws: Workspace,
+    results: list[EpisodeResult],
+    checks: list[ModuleCheck],
+    modules: list[AnnotationModule],
 ) -> tuple[dict[str, Any], dict[int, list[str]]]:
     """Check every finished episode; write those without problems. Problems are logged, all of them."""
     from steerable.dataset.writer import EpisodeLanguage
 
     ds = ws.target
 
-    checks = module_checks(modules)
     updates: dict[int, EpisodeLanguage] = {}
     problems: dict[int, list[str]] = {}
     for result in results:
@@ -190,12 +198,12 @@ def _summary(
         styles: Counter[str] = Counter()
         count = 0
         for r in results:
-            out = r.outputs.get(module.name)
-            if out is None:
+            staged = r.outputs.get(module.name)
+            if staged is None:
                 continue
             count += 1
-            styles.update(str(row.get("style") or "tool_call") for row in out.rows)
-            for note in out.notes:
+            styles.update(str(row.get("style") or "tool_call") for row in staged.rows)
+            for note in staged.notes:
                 episode_notes.setdefault(note, []).append(str(r.episode_index))
         per_module[module.name] = {"episodes": count, "rows_by_style": dict(sorted(styles.items()))}
     annotated = [r.episode_index for r in results if not r.failure and r.episode_index not in problems]

@@ -20,14 +20,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "annotate", help="annotate a dataset with a VLM or the no-model motion annotator", add_help=False
     )
-    # Every option is a dotted flag of the config tree, parsed by steerable.annotate.flags.
+    # Every option is a dotted flag of the config tree, parsed by steerable.cli.flags.
     parser.set_defaults(func=run, pass_through=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from steerable.annotate.config import AnnotateConfig
-    from steerable.annotate.flags import flag_help, parse_config
     from steerable.annotate.run import annotate
+    from steerable.cli.flags import flag_help, parse_config
 
     if any(o in ("-h", "--help") for o in args.options):
         print(USAGE + "\n" + flag_help(AnnotateConfig))

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     generate_synthetic(root, episodes=args.episodes, cameras=("top", "wrist"), seed=args.seed)
     s = summarize(open_dataset(root))
     console.print(
-        f"   {s['total_episodes']} episodes, {s['total_frames']} frames at {s['fps']} fps, "
-        f"cameras {', '.join(s['cameras'])}, {s['total_tasks']} tasks"
+        f"   {s.total_episodes} episodes, {s.total_frames} frames at {s.fps} fps, "
+        f"cameras {', '.join(s.cameras)}, {s.total_tasks} tasks"
     )
     console.print("[bold]2. annotate[/bold] (no VLM configured: the no-model motion annotator)")
     cfg = AnnotateConfig(root=root, executor={"progress": False})

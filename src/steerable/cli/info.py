@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from steerable.dataset.summary import DatasetSummary
 
 __all__ = ["register"]
 
@@ -26,40 +26,53 @@ def run(args: argparse.Namespace) -> int:
 
     summary = summarize(open_dataset(args.dataset, revision=args.revision))
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary.to_json(), indent=2))
     else:
         _print_human(summary)
     return 0
 
 
-def _print_human(s: dict[str, Any]) -> None:
+def _print_human(s: DatasetSummary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from steerable.dataset.summary import index_ranges
+
     console = Console(highlight=False)
-    console.print(f"[bold]{s['root']}[/bold]  ({s['codebase_version']}, robot: {s['robot_type'] or '?'})")
+    console.print(f"[bold]{s.root}[/bold]  ({s.codebase_version}, robot: {s.robot_type or '?'})")
     console.print(
-        f"{s['total_episodes']} episodes, {s['total_frames']} frames at {s['fps']} fps "
-        f"({s['total_frames'] / max(s['fps'], 1):.1f} s), {s['total_tasks']} task(s)"
+        f"{s.total_episodes} episodes, {s.total_frames} frames at {s.fps} fps "
+        f"({s.total_frames / max(s.fps, 1):.1f} s), {s.total_tasks} task(s)"
     )
     cams = Table("camera", "codec", "size", "video files", title="Cameras", title_justify="left")
-    for key, c in s["cameras"].items():
-        files = f"{c['files_present']}/{c.get('files_expected', '?')}"
-        cams.add_row(key, str(c["codec"]), f"{c['width']}x{c['height']}", files)
+    for key, c in s.cameras.items():
+        cams.add_row(key, str(c.codec), f"{c.width}x{c.height}", f"{c.files_present}/{c.files_expected or '?'}")
     console.print(cams)
+    for key, c in s.cameras.items():
+        if c.missing_episodes:
+            console.print(
+                f"[yellow]missing videos:[/yellow] {key}: episode(s) {index_ranges(c.missing_episodes)} "
+                "have no video file"
+            )
+    if s.video_folder_hint:
+        console.print(f"[yellow]hint:[/yellow] {s.video_folder_hint}")
     feats = Table("feature", "dtype", "shape", title="Features", title_justify="left")
-    for name, f in s["features"].items():
-        feats.add_row(name, str(f["dtype"]), str(tuple(f["shape"])))
+    for name, f in s.features.items():
+        feats.add_row(name, str(f.dtype), str(tuple(f.shape)))
     console.print(feats)
     console.print("[bold]Tasks[/bold]")
-    for task in s["tasks"][:20]:
+    for task in s.tasks[:20]:
         console.print(f"  - {task}")
-    if len(s["tasks"]) > 20:
-        console.print(f"  ... and {len(s['tasks']) - 20} more")
-    lang = s["language"]
+    if len(s.tasks) > 20:
+        console.print(f"  ... and {len(s.tasks) - 20} more")
+    lang = s.language
     if lang is None:
         console.print("Language: none (run `steerable annotate` to add subtasks, plans, memory...)")
         return
-    table = Table("column", "style", "rows", title="Language", title_justify="left")
-    for column in ("persistent", "events"):
-        for style, n in lang[column].items():
-            table.add_row(column, style, str(n))
+    table = Table("column", "style", "rows", "written by", title="Language", title_justify="left")
+    for column, counts in (("persistent", lang.persistent), ("events", lang.events)):
+        for style, n in counts.items():
+            table.add_row(column, style, str(n), s.producers.get(style, "?"))
     console.print(table)
-    console.print(f"Tools: {', '.join(str(t) for t in lang['tools'])}")
+    console.print(f"Tools: {', '.join(lang.tools)}")
+

@@ -1,4 +1,10 @@
-"""The gateway to the Hugging Face Hub for datasets: download a working copy at the version tag."""
+"""The one gateway to the Hugging Face Hub for datasets.
+
+Download a working copy at the version tag; push an annotated dataset with a regenerated card and
+move its codebase-version tag to the new commit (LeRobot loads a dataset at the tag named after its
+codebase version, so without moving it LeRobot would keep loading the old commit). The push is
+untested against the live Hub (see docs/annotate.md).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,23 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any
 
-from steerable.dataset.layout import CODEBASE_VERSION
+from steerable.dataset.layout import CODEBASE_VERSION, PROVENANCE_KEY, WORK_DIR_NAME
 from steerable.errors import HubError
 
-__all__ = ["default_work_dir", "download_dataset", "looks_like_repo_id"]
+__all__ = [
+    "DEFAULT_COMMIT_MESSAGE",
+    "dataset_card",
+    "default_work_dir",
+    "download_dataset",
+    "looks_like_repo_id",
+    "push_dataset",
+]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_MESSAGE = "Add language annotations (steerable annotate)"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -70,3 +86,92 @@ def download_dataset(repo_id: str, *, revision: str | None = None, work_dir: Pat
         except (HfHubHTTPError, OSError) as exc:
             raise HubError(f"cannot download {repo_id!r} from the Hub: {exc}") from exc
     raise AssertionError("unreachable")
+
+
+def dataset_card(root: Path) -> str:
+    """A README.md for the Hub: LeRobot tags plus what the language columns hold."""
+    from steerable.dataset.lerobot import LeRobotDataset
+    from steerable.dataset.summary import summarize
+
+    s = summarize(LeRobotDataset(root))
+    lang = s.language
+    columns = (("persistent", lang.persistent), ("events", lang.events)) if lang else ()
+    rows = "\n".join(f"| {column} | {style} | {n} |" for column, counts in columns for style, n in counts.items())
+    producers = "\n".join(f"| {style} | {who} |" for style, who in sorted(s.producers.items()))
+    provenance = (
+        f"\nWho wrote each style (`meta/info.json` key `{PROVENANCE_KEY}`):\n\n| style | producer |\n|---|---|\n{producers}\n"
+        if producers
+        else ""
+    )
+    tools = ", ".join(lang.tools) if lang else ""
+    return f"""---
+license: other
+task_categories:
+- robotics
+tags:
+- LeRobot
+- steerable
+- language-annotations
+configs:
+- config_name: default
+  data_files: data/*/*.parquet
+---
+
+# {root.name}
+
+A LeRobot {s.codebase_version} dataset ({s.total_episodes} episodes, {s.total_frames} frames at
+{s.fps} fps, robot: {s.robot_type or 'unknown'}) with language annotations written by
+[steerable](https://pypi.org/project/steerable/) into the `language_persistent` and `language_events`
+columns.
+
+| column | style | rows |
+|---|---|---|
+{rows}
+{provenance}
+Tools declared in `meta/info.json`: {tools or 'none'}.
+"""
+
+
+def push_dataset(
+    root: Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    commit_message: str | None = None,
+    api: Any | None = None,
+) -> dict[str, str]:
+    """Upload `root` (our working folder excluded), regenerate the card, move the version tag."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from steerable.dataset.info import load_info
+
+    api = api or HfApi()
+    tag = load_info(root).codebase_version
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        (root / "README.md").write_text(dataset_card(root), encoding="utf-8")
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(root),
+            repo_type="dataset",
+            commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
+            ignore_patterns=[f"{WORK_DIR_NAME}/**", "**/.*.tmp"],
+        )
+    except (HfHubHTTPError, OSError) as exc:
+        raise HubError(f"uploading to {repo_id!r} failed: {exc}; nothing was tagged") from exc
+    revision = getattr(commit, "oid", None) or str(commit)
+    try:
+        api.delete_tag(repo_id, tag=tag, repo_type="dataset")
+    except HfHubHTTPError:
+        log.debug("no previous %s tag on %s", tag, repo_id)
+    try:
+        api.create_tag(repo_id, tag=tag, revision=revision, repo_type="dataset")
+    except HfHubHTTPError as exc:
+        raise HubError(
+            f"uploaded {repo_id} at {revision} but could not move tag {tag!r} ({exc}); LeRobot cannot load "
+            f"the new data until you run: hf repos tag create {repo_id} {tag} --repo-type dataset "
+            f"--revision {revision}"
+        ) from exc
+    log.info("pushed %s at %s and tagged it %s", repo_id, revision, tag)
+    return {"repo_id": repo_id, "revision": revision, "tag": tag}

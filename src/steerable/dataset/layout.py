@@ -15,6 +15,8 @@ __all__ = [
     "INFO_PATH",
     "STATS_PATH",
     "TASKS_PATH",
+    "PROVENANCE_KEY",
+    "WORK_DIR_NAME",
     "GROUND_TRUTH_PATH",
     "format_path",
 ]
@@ -28,6 +30,10 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 DEFAULT_CHUNK_SIZE = 1000
+# Our working folder inside a dataset (staging, run summaries): LeRobot ignores it, Hub pushes skip it.
+WORK_DIR_NAME = ".steerable"
+# Our key in meta/info.json (LeRobot ignores unknown keys): {"producers": {style: model id or heuristic}}.
+PROVENANCE_KEY = "steerable"
 # Our own sidecar (LeRobot ignores unknown files under meta/).
 GROUND_TRUTH_PATH = "meta/steerable_ground_truth.json"
 

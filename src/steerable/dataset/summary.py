@@ -1,64 +1,168 @@
-"""A dataset's vital statistics for `steerable info`: totals, cameras, features, tasks, language."""
+"""A dataset's vital statistics for `steerable info`: totals, cameras, features, tasks, language.
+
+The summary is a typed object; `to_json()` makes the JSON the command prints with `--json`.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from steerable.dataset.layout import PROVENANCE_KEY
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
 from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
-__all__ = ["summarize"]
+__all__ = [
+    "CameraSummary",
+    "DatasetSummary",
+    "EpisodeSummary",
+    "FeatureSummary",
+    "LanguageSummary",
+    "index_ranges",
+    "producers_of",
+    "summarize",
+]
 
 
-def summarize(ds: LeRobotDataset) -> dict[str, Any]:
-    """JSON-ready summary; reads only metadata, the language columns and video headers."""
-    return {
-        "root": str(ds.root),
-        "codebase_version": ds.info.codebase_version,
-        "robot_type": ds.info.robot_type,
-        "fps": ds.fps,
-        "total_episodes": len(ds.episodes),
-        "total_frames": ds.total_frames,
-        "total_tasks": len(ds.tasks),
-        "cameras": _cameras(ds),
-        "features": {
-            name: {"dtype": f.get("dtype"), "shape": list(f.get("shape") or [])}
-            for name, f in ds.features.items()
+@dataclass
+class CameraSummary:
+    codec: str | None
+    width: int | None
+    height: int | None
+    files_present: int | None = None
+    files_expected: int | None = None
+    missing_episodes: list[int] = field(default_factory=list)  # episodes whose video file is absent
+
+
+@dataclass
+class FeatureSummary:
+    dtype: str | None
+    shape: list[int]
+
+
+@dataclass
+class EpisodeSummary:
+    episode_index: int
+    length: int
+    tasks: list[str]
+
+
+@dataclass
+class LanguageSummary:
+    persistent: dict[str, int]  # style -> rows (once per episode)
+    events: dict[str, int]  # style -> rows ('tool_call' for style-less rows)
+    tools: list[str]
+
+
+@dataclass
+class DatasetSummary:
+    root: str
+    codebase_version: str
+    robot_type: str | None
+    fps: int
+    total_episodes: int
+    total_frames: int
+    total_tasks: int
+    cameras: dict[str, CameraSummary]
+    features: dict[str, FeatureSummary]
+    tasks: list[str]
+    episodes: list[EpisodeSummary]
+    language: LanguageSummary | None
+    producers: dict[str, str] = field(default_factory=dict)  # style -> model id or 'heuristic:<module>'
+    video_folder_hint: str | None = None  # a likely misnamed videos folder, when files are missing
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def index_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8': a long list of episodes stays one short line."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    parts = [str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]
+    return ", ".join(parts)
+
+
+def producers_of(ds: LeRobotDataset) -> dict[str, str]:
+    """Who wrote each language style, as recorded in `meta/info.json` (empty when not recorded)."""
+    block = (ds.info.model_extra or {}).get(PROVENANCE_KEY)
+    producers = block.get("producers") if isinstance(block, dict) else None
+    if not isinstance(producers, dict):
+        return {}
+    return {str(k): str(v) for k, v in sorted(producers.items())}
+
+
+def summarize(ds: LeRobotDataset) -> DatasetSummary:
+    """Reads only metadata, the language columns and the video files' existence."""
+    cameras = _cameras(ds)
+    missing = any(c.missing_episodes for c in cameras.values())
+    return DatasetSummary(
+        root=str(ds.root),
+        codebase_version=ds.info.codebase_version,
+        robot_type=ds.info.robot_type,
+        fps=ds.fps,
+        total_episodes=len(ds.episodes),
+        total_frames=ds.total_frames,
+        total_tasks=len(ds.tasks),
+        cameras=cameras,
+        features={
+            name: FeatureSummary(f.get("dtype"), list(f.get("shape") or [])) for name, f in ds.features.items()
         },
-        "tasks": [ds.tasks[i] for i in sorted(ds.tasks)],
-        "episodes": [
-            {"episode_index": e.episode_index, "length": e.length, "tasks": e.tasks} for e in ds.episodes
-        ],
-        "language": _language(ds),
-    }
+        tasks=[ds.tasks[i] for i in sorted(ds.tasks)],
+        episodes=[EpisodeSummary(e.episode_index, e.length, list(e.tasks)) for e in ds.episodes],
+        language=_language(ds),
+        producers=producers_of(ds),
+        video_folder_hint=_video_folder_hint(ds) if missing else None,
+    )
 
 
-def _cameras(ds: LeRobotDataset) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _cameras(ds: LeRobotDataset) -> dict[str, CameraSummary]:
+    out: dict[str, CameraSummary] = {}
     for key in ds.camera_keys:
         feature = ds.features[key]
         vinfo = feature.get("info") or {}
         shape = list(feature.get("shape") or [])
-        entry: dict[str, Any] = {
-            "codec": vinfo.get("video.codec"),
-            "width": vinfo.get("video.width") or (shape[1] if len(shape) == 3 else None),
-            "height": vinfo.get("video.height") or (shape[0] if len(shape) == 3 else None),
-            "files_present": None,
-        }
+        entry = CameraSummary(
+            codec=vinfo.get("video.codec"),
+            width=vinfo.get("video.width") or (shape[1] if len(shape) == 3 else None),
+            height=vinfo.get("video.height") or (shape[0] if len(shape) == 3 else None),
+        )
         if ds.episodes:
-            paths = {ds.video_path(key, ep) for ep in ds.episodes if key in ep.videos}
-            entry["files_present"] = sum(p.is_file() for p in paths)
-            entry["files_expected"] = len(paths)
+            paths = {ep.episode_index: ds.video_path(key, ep) for ep in ds.episodes if key in ep.videos}
+            present = {p: p.is_file() for p in set(paths.values())}
+            entry.files_present = sum(present.values())
+            entry.files_expected = len(present)
+            entry.missing_episodes = sorted(i for i, p in paths.items() if not present[p])
         out[key] = entry
     return out
 
 
-def _language(ds: LeRobotDataset) -> dict[str, Any] | None:
+def _video_folder_hint(ds: LeRobotDataset) -> str | None:
+    """A sibling folder that probably holds the videos under another name (`video/` for `videos/`)."""
+    template = ds.info.video_path or ""
+    expected = template.split("/", 1)[0]
+    if not expected or (ds.root / expected).is_dir():
+        return None
+    for candidate in sorted(p for p in ds.root.iterdir() if p.is_dir()):
+        name = candidate.name.lower()
+        if name != expected and ("video" in name or any(candidate.rglob("*.mp4"))):
+            return (
+                f"the videos are expected under {expected}/ but {candidate.name}/ exists: "
+                f"rename it to {expected}/ (info.json video_path is {template!r})"
+            )
+    return None
+
+
+def _language(ds: LeRobotDataset) -> LanguageSummary | None:
     persistent: Counter[str] = Counter()
     events: Counter[str] = Counter()
     found = False
@@ -77,11 +181,11 @@ def _language(ds: LeRobotDataset) -> dict[str, Any] | None:
             events.update(_styles(table.column(LANGUAGE_EVENTS)))
     if not found and not ds.has_language:
         return None
-    return {
-        "persistent": dict(sorted(persistent.items())),
-        "events": dict(sorted(events.items())),
-        "tools": [t.get("function", {}).get("name") for t in ds.tools],
-    }
+    return LanguageSummary(
+        persistent=dict(sorted(persistent.items())),
+        events=dict(sorted(events.items())),
+        tools=[str(t.get("function", {}).get("name")) for t in ds.tools],
+    )
 
 
 def _first_row_per_episode(episode_index: pa.ChunkedArray) -> pa.Array:

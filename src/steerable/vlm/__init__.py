@@ -2,7 +2,8 @@
 
 `make_vlm(config)` / `open_vlm(config)` build the configured backend: an OpenAI-compatible HTTP
 server (vLLM, SGLang, Ollama, hosted), vLLM replicas launched here, or an in-process transformers
-model. `ScriptedVLM` is a test double. Heavy dependencies are imported only by the backend using them.
+model. Test doubles (`ScriptedVLM`, the local test server) live in `steerable.testing`.
+Heavy dependencies are imported only by the backend using them.
 """
 
 from steerable.vlm.config import VLMConfig
@@ -10,13 +11,10 @@ from steerable.vlm.factory import NO_MODEL_MESSAGE, make_vlm, open_vlm, resolve_
 from steerable.vlm.images import image_data_url
 from steerable.vlm.jsonrepair import extract_json
 from steerable.vlm.protocol import Message, VLMClient, VLMStats
-from steerable.vlm.scripted import ScriptedCall, ScriptedVLM
 
 __all__ = [
     "NO_MODEL_MESSAGE",
     "Message",
-    "ScriptedCall",
-    "ScriptedVLM",
     "VLMClient",
     "VLMConfig",
     "VLMStats",

@@ -3,11 +3,11 @@
     with TestServer(latency_s=0.05, capacity=8, faults=FaultPlan(rate=0.2)) as server:
         ...  # point an OpenAI client at server.url
 
-or from a shell: `python -m steerable.vlm.testserver --port 8000 --latency 0.05 --capacity 8`.
+or from a shell: `python -m steerable.testing.server --port 8000 --latency 0.05 --capacity 8`.
 """
 
-from steerable.vlm.testserver.app import Responder, ServerStats, TestServer
-from steerable.vlm.testserver.faults import FAULT_KINDS, FaultPlan
-from steerable.vlm.testserver.instances import minimal_instance
+from steerable.testing.server.app import Responder, ServerStats, TestServer
+from steerable.testing.server.faults import FAULT_KINDS, FaultPlan
+from steerable.testing.server.instances import minimal_instance
 
 __all__ = ["FAULT_KINDS", "FaultPlan", "Responder", "ServerStats", "TestServer", "minimal_instance"]

@@ -1,4 +1,4 @@
-"""`python -m steerable.vlm.testserver`: run the test server until Ctrl-C (prints its URL first)."""
+"""`python -m steerable.testing.server`: run the test server until Ctrl-C (prints its URL first)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import contextlib
 import signal
 import sys
 
-from steerable.vlm.testserver.app import TestServer
-from steerable.vlm.testserver.faults import FAULT_KINDS, FaultPlan
-from steerable.vlm.testserver.plausible import plausible_responder
+from steerable.testing.server.app import TestServer
+from steerable.testing.server.faults import FAULT_KINDS, FaultPlan
+from steerable.testing.server.plausible import plausible_responder
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m steerable.vlm.testserver",
+        prog="python -m steerable.testing.server",
         description="Local OpenAI-compatible server for tests and benchmarks. Replies are placeholders "
         "that match the requested JSON schema; this is a test tool, not a model.",
     )

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steerable.vlm.testserver.faults import FaultPlan
-from steerable.vlm.testserver.http import HTTPServer, Request, Response
-from steerable.vlm.testserver.instances import minimal_instance, schema_in_prompt, violating_instance
+from steerable.testing.server.faults import FaultPlan
+from steerable.testing.server.http import HTTPServer, Request, Response
+from steerable.testing.server.instances import minimal_instance, schema_in_prompt, violating_instance
 
 __all__ = ["Responder", "ServerStats", "TestServer"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from steerable.vlm.testserver.instances import minimal_instance
+from steerable.testing.server.instances import minimal_instance
 
 __all__ = ["plausible_responder"]
 

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from steerable.settings import Settings
+from steerable.annotate.module import ModuleSettings
 
 __all__ = ["SCENARIOS", "InterjectionsConfig", "Scenario"]
 
@@ -20,7 +20,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-class InterjectionsConfig(Settings):
+class InterjectionsConfig(ModuleSettings):
     """How many interjections an episode gets, where, of which kinds, and what comes with them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,7 +43,6 @@ class InterjectionsConfig(Settings):
     plan_refresh: bool = Field(
         True, description="rewrite the plan at each interjection (only where plan rows exist)"
     )
-
 
     @field_validator("scenarios", mode="after")
     @classmethod

@@ -29,12 +29,14 @@ from steerable.annotate.modules.interjections.scenarios import (
     window_times,
 )
 from steerable.annotate.modules.plan.rows import plan_text
-from steerable.annotate.prompts import Prompt, load_prompt
+from steerable.annotate.prompts import Prompt, PromptFolder
 from steerable.errors import AnnotationError
 from steerable.language.rows import speech_row
 from steerable.vlm.protocol import VLMClient
 
-__all__ = ["InterjectionsModule", "validate_interjection_rows"]
+__all__ = ["PROMPTS", "InterjectionsModule", "validate_interjection_rows"]
+
+PROMPTS = PromptFolder("steerable.annotate.modules.interjections")
 
 _TITLES: dict[Scenario, str] = {
     "negative_task": "negative task",
@@ -87,10 +89,10 @@ class InterjectionsModule:
     def __init__(self, config: InterjectionsConfig, *, vlm: Any | None = None) -> None:
         self.config = config
         self._model_id = getattr(vlm, "model_id", None)
-        self._initial = load_prompt("interjection_initial")
-        self._cue = load_prompt("interjection_cue")
-        self._refresh = load_prompt("interjection_plan_refresh")
-        self._guides: dict[Scenario, Prompt] = {s: load_prompt(f"interjection_{s}") for s in SCENARIOS}
+        self._initial = PROMPTS.load("interjection_initial")
+        self._cue = PROMPTS.load("interjection_cue")
+        self._refresh = PROMPTS.load("interjection_plan_refresh")
+        self._guides: dict[Scenario, Prompt] = {s: PROMPTS.load(f"interjection_{s}") for s in SCENARIOS}
 
     def fingerprint(self) -> dict[str, Any]:
         prompts = [self._initial, self._cue, self._refresh, *(self._guides[s] for s in self.config.scenarios)]

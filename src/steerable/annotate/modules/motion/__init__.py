@@ -1,24 +1,34 @@
-"""The no-model motion annotator: keystates, motion primitives and heuristic subtasks from proprioception.
+"""The `motion` module: the no-model motion annotator.
 
-Pure functions over numpy arrays of one episode; the annotation pipeline reads the frames and
-writes the rows. Algorithm, thresholds and limits: docs/motion.md.
+Keystates, motion primitives and heuristic subtasks from proprioception: pure functions over numpy
+arrays of one episode; the module reads the frames and the engine writes the rows. Algorithm,
+thresholds and limits: docs/motion.md.
 """
 
-from steerable.annotate.motion.config import MotionConfig
-from steerable.annotate.motion.dims import DimSelection, Gripper, find_dims
-from steerable.annotate.motion.keystates import Keystate, KeystateKind, detect_keystates
-from steerable.annotate.motion.primitives import Primitive, motion_rows, primitive_segments
-from steerable.annotate.motion.snap import PAUSES_ONLY, snap_boundaries
-from steerable.annotate.motion.subtasks import Granularity, heuristic_subtasks
+from typing import TYPE_CHECKING
+
+from steerable.annotate.modules import lazy_exports
+from steerable.annotate.modules.motion.config import Granularity, MotionConfig
+from steerable.annotate.modules.motion.stage import MotionStage
+
+if TYPE_CHECKING:
+    from steerable.annotate.modules.motion.dims import DimSelection, Gripper, find_dims
+    from steerable.annotate.modules.motion.keystates import Keystate, KeystateKind, detect_keystates
+    from steerable.annotate.modules.motion.module import MotionModule
+    from steerable.annotate.modules.motion.primitives import Primitive, motion_rows, primitive_segments
+    from steerable.annotate.modules.motion.snap import PAUSES_ONLY, snap_boundaries
+    from steerable.annotate.modules.motion.subtasks import heuristic_subtasks
 
 __all__ = [
+    "PAUSES_ONLY",
     "DimSelection",
     "Granularity",
     "Gripper",
     "Keystate",
     "KeystateKind",
     "MotionConfig",
-    "PAUSES_ONLY",
+    "MotionModule",
+    "MotionStage",
     "Primitive",
     "detect_keystates",
     "find_dims",
@@ -27,3 +37,22 @@ __all__ = [
     "primitive_segments",
     "snap_boundaries",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DimSelection": "dims",
+        "Gripper": "dims",
+        "find_dims": "dims",
+        "Keystate": "keystates",
+        "KeystateKind": "keystates",
+        "detect_keystates": "keystates",
+        "MotionModule": "module",
+        "Primitive": "primitives",
+        "motion_rows": "primitives",
+        "primitive_segments": "primitives",
+        "PAUSES_ONLY": "snap",
+        "snap_boundaries": "snap",
+        "heuristic_subtasks": "subtasks",
+    },
+)

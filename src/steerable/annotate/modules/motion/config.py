@@ -6,14 +6,15 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from steerable.settings import Settings
+from steerable.annotate.module import ModuleSettings
 
-__all__ = ["MotionConfig"]
+__all__ = ["DimRef", "Granularity", "MotionConfig"]
 
 DimRef = str | int
+Granularity = Literal["coarse", "fine"]
 
 
-class MotionConfig(Settings):
+class MotionConfig(ModuleSettings):
     """Which dimensions to read and the thresholds of the keystate and primitive detectors.
 
     Every time is in seconds and every ratio is relative to the episode itself, so one setting
@@ -24,6 +25,10 @@ class MotionConfig(Settings):
     section: ClassVar[str] = "motion"
     doc: ClassVar[str | None] = "docs/motion.md"
 
+    enabled: bool = True
+    """Run the no-model motion annotator."""
+    subtask_granularity: Granularity = "coarse"
+    """Heuristic subtasks without a VLM: coarse (pick up / place) or fine (reach, grasp, move...)."""
     state_key: str | None = None
     """Vector feature to read; None tries observation.state, state, then the action, then any float vector."""
     action_key: str | None = None
@@ -58,7 +63,6 @@ class MotionConfig(Settings):
     """An axis (or joint group) is named when its speed is at least this fraction of the largest one."""
     lift_window_s: float = Field(1.0, ge=0.0)
     """An upward move starting this soon after a gripper closes is called "lift"."""
-
 
     @model_validator(mode="after")
     def _check_dims(self) -> MotionConfig:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from steerable.annotate.motion.config import DimRef, MotionConfig
+from steerable.annotate.modules.motion.config import DimRef, MotionConfig
 from steerable.dataset.frames import vector_names
 from steerable.errors import ConfigError
 

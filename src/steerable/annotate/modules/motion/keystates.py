@@ -14,10 +14,16 @@ from typing import Literal
 
 import numpy as np
 
-from steerable.annotate.motion.config import MotionConfig
-from steerable.annotate.motion.dims import DimSelection, Gripper
-from steerable.annotate.motion.smoothing import as_matrix, frame_period, moving_average, runs, window_frames
-from steerable.annotate.motion.speed import position_speed, still_mask
+from steerable.annotate.modules.motion.config import MotionConfig
+from steerable.annotate.modules.motion.dims import DimSelection, Gripper
+from steerable.annotate.modules.motion.smoothing import (
+    as_matrix,
+    frame_period,
+    moving_average,
+    runs,
+    window_frames,
+)
+from steerable.annotate.modules.motion.speed import position_speed, still_mask
 
 __all__ = ["Keystate", "KeystateKind", "closure_signal", "detect_keystates"]
 

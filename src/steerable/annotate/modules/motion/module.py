@@ -10,11 +10,11 @@ import numpy as np
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import ModuleOutput
-from steerable.annotate.motion.config import MotionConfig
-from steerable.annotate.motion.dims import find_dims
-from steerable.annotate.motion.keystates import detect_keystates
-from steerable.annotate.motion.primitives import motion_rows
-from steerable.annotate.motion.subtasks import heuristic_subtasks
+from steerable.annotate.modules.motion.config import MotionConfig
+from steerable.annotate.modules.motion.dims import find_dims
+from steerable.annotate.modules.motion.keystates import detect_keystates
+from steerable.annotate.modules.motion.primitives import motion_rows
+from steerable.annotate.modules.motion.subtasks import heuristic_subtasks
 from steerable.dataset.frames import feature_matrix
 
 __all__ = ["MotionModule"]
@@ -54,8 +54,7 @@ class MotionModule:
             "heuristic_subtasks": self.derive_subtasks,
         }
         if self.derive_subtasks:
-            coarse = getattr(self.config, "subtask_granularity", "coarse") == "coarse"
-            rows += heuristic_subtasks(timestamps, keystates, ctx.task, granularity="coarse" if coarse else "fine")
+            rows += heuristic_subtasks(timestamps, keystates, ctx.task, granularity=self.config.subtask_granularity)
         return ModuleOutput(rows=rows, meta=meta, notes=notes)
 
 

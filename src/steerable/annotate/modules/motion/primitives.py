@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from steerable.annotate.motion.config import MotionConfig
-from steerable.annotate.motion.debounce import Segment, debounce
-from steerable.annotate.motion.dims import DimSelection
-from steerable.annotate.motion.keystates import Keystate, detect_keystates
-from steerable.annotate.motion.smoothing import as_matrix, frame_period
-from steerable.annotate.motion.speed import position_velocity, still_mask
+from steerable.annotate.modules.motion.config import MotionConfig
+from steerable.annotate.modules.motion.debounce import Segment, debounce
+from steerable.annotate.modules.motion.dims import DimSelection
+from steerable.annotate.modules.motion.keystates import Keystate, detect_keystates
+from steerable.annotate.modules.motion.smoothing import as_matrix, frame_period
+from steerable.annotate.modules.motion.speed import position_velocity, still_mask
 
 __all__ = ["Primitive", "motion_rows", "primitive_segments"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from steerable.annotate.motion.config import MotionConfig
-from steerable.annotate.motion.dims import DimSelection
-from steerable.annotate.motion.smoothing import moving_average, velocity, window_frames
+from steerable.annotate.modules.motion.config import MotionConfig
+from steerable.annotate.modules.motion.dims import DimSelection
+from steerable.annotate.modules.motion.smoothing import moving_average, velocity, window_frames
 
 __all__ = ["position_speed", "position_velocity", "still_mask"]
 

@@ -10,15 +10,15 @@ caller labels these rows as heuristic in its summary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from steerable.annotate.motion.keystates import Keystate
+from steerable.annotate.modules.motion.config import Granularity
+from steerable.annotate.modules.motion.keystates import Keystate
 
 __all__ = ["FINE_TEXTS", "Granularity", "heuristic_subtasks"]
 
-Granularity = Literal["fine", "coarse"]
 FINE_TEXTS = {
     "reach": "reach for the object",
     "grasp": "grasp the object",

@@ -6,14 +6,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.settings import Settings
+from steerable.annotate.module import ModuleSettings
 
 __all__ = ["DeriveMode", "PlanConfig"]
 
 DeriveMode = Literal["off", "if_short", "always"]
 
 
-class PlanConfig(Settings):
+class PlanConfig(ModuleSettings):
     """What the plan module asks the model, how it shows the video, and which rows it writes.
 
     Names follow `lerobot-annotate` where the concept is the same. See docs/plan.md.
@@ -59,7 +59,6 @@ class PlanConfig(Settings):
     """Move subtask boundaries onto nearby motion keystates (gripper events, pauses) when available."""
     snap_tolerance_s: float = Field(0.5, ge=0.0)
     """Farthest a boundary may move when snapping to a keystate."""
-
 
     @field_validator("derive_task_from_video", mode="before")
     @classmethod

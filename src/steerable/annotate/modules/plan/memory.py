@@ -11,9 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from steerable.annotate.modules.plan.prompting import memory_schema, text_message
+from steerable.annotate.modules.plan.prompting import PROMPTS, memory_schema, text_message
 from steerable.annotate.modules.plan.spans import clean_label
-from steerable.annotate.prompts import load_prompt
 from steerable.errors import VLMReplyError
 
 __all__ = ["memory_chain", "template_memories"]
@@ -32,7 +31,7 @@ async def memory_chain(vlm: Any, task: str, labels: Sequence[str], affinity: str
     if count < 1:
         return [], True
     numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, 1))
-    text = load_prompt("plan_memory").render(task=task, subtasks=numbered, count=count)
+    text = PROMPTS.load("plan_memory").render(task=task, subtasks=numbered, count=count)
     try:
         reply = await vlm.generate_json(
             text_message(text), memory_schema(count), affinity=affinity, purpose="plan.memory"

@@ -8,10 +8,13 @@ from typing import Any, ClassVar
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import ModuleOutput
+from steerable.annotate.modules.motion.keystates import Keystate
+from steerable.annotate.modules.motion.snap import snap_boundaries
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.memory import memory_chain
 from steerable.annotate.modules.plan.prompting import (
     DESCRIBE_SCHEMA,
+    PROMPTS,
     REPHRASINGS_SCHEMA,
     SEGMENT_SCHEMA,
     TASK_SCHEMA,
@@ -22,9 +25,6 @@ from steerable.annotate.modules.plan.rows import memory_rows, plan_rows, subtask
 from steerable.annotate.modules.plan.segment import segment_video
 from steerable.annotate.modules.plan.spans import Span, SpanReport, finalize_spans
 from steerable.annotate.modules.plan.task import derive_task, needs_derivation, rephrase_task
-from steerable.annotate.motion.keystates import Keystate
-from steerable.annotate.motion.snap import snap_boundaries
-from steerable.annotate.prompts import load_prompt
 from steerable.errors import AnnotationError
 
 __all__ = ["KeystatePlanModule", "PlanModule", "make_plan_module"]
@@ -54,7 +54,7 @@ class PlanModule:
         names += ["plan_task_from_video"] if c.derive_task_from_video != "off" else []
         names += ["plan_task_rephrasings"] if c.n_task_rephrasings > 0 else []
         names += ["plan_memory"] if c.emit_memory else []
-        return sorted(load_prompt(n).id for n in names)
+        return sorted(PROMPTS.load(n).id for n in names)
 
     def fingerprint(self) -> dict[str, Any]:
         schemas = [TASK_SCHEMA, REPHRASINGS_SCHEMA, DESCRIBE_SCHEMA, SEGMENT_SCHEMA, memory_schema(1)]

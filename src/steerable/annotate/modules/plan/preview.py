@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.modules.plan.config import PlanConfig
+from steerable.annotate.modules.plan.sheets import ContactSheet, build_contact_sheets
 from steerable.annotate.modules.plan.spans import plan_windows
-from steerable.annotate.sheets import ContactSheet, build_contact_sheets
 from steerable.dataset import LeRobotDataset
 from steerable.errors import DatasetError
 

@@ -10,10 +10,11 @@ import numpy as np
 from PIL import Image
 
 from steerable.annotate.modules.plan.config import PlanConfig
-from steerable.annotate.prompts import load_prompt
-from steerable.annotate.sheets import ContactSheet, badged_tile, sheets_from_tiles
+from steerable.annotate.modules.plan.sheets import ContactSheet, badged_tile, sheets_from_tiles
+from steerable.annotate.prompts import PromptFolder
 
 __all__ = [
+    "PROMPTS",
     "DESCRIBE_SCHEMA",
     "REPHRASINGS_SCHEMA",
     "SEGMENT_SCHEMA",
@@ -23,6 +24,8 @@ __all__ = [
     "text_message",
     "vision_message",
 ]
+
+PROMPTS = PromptFolder("steerable.annotate.modules.plan")
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -124,7 +127,7 @@ class SampledVideo:
     def guide(self, sheets: Sequence[ContactSheet]) -> str:
         """The how-to-read-the-sheets preamble for these sheets."""
         times = [t for sheet in sheets for t in sheet.times]
-        return load_prompt("plan_sheet_guide").render(
+        return PROMPTS.load("plan_sheet_guide").render(
             sheet_count=len(sheets),
             frame_count=len(times),
             start=f"{times[0]:.2f}",

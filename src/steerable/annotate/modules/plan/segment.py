@@ -8,6 +8,7 @@ from typing import Any
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.prompting import (
     DESCRIBE_SCHEMA,
+    PROMPTS,
     SEGMENT_SCHEMA,
     SampledVideo,
     vision_message,
@@ -19,7 +20,6 @@ from steerable.annotate.modules.plan.spans import (
     plan_windows,
     read_segment_reply,
 )
-from steerable.annotate.prompts import load_prompt
 from steerable.errors import VLMReplyError
 
 __all__ = ["segment_video"]
@@ -35,7 +35,7 @@ async def segment_video(
     Calls run one after another: the engine already keeps the server busy with other episodes.
     """
     windows = plan_windows(video.times, config.max_frames_per_prompt, config.overlap_frames())
-    rules = load_prompt("plan_event_rules").render()
+    rules = PROMPTS.load("plan_event_rules").render()
     per_window: list[list[Span]] = []
     for times in windows:
         sheets = await video.sheets(times)
@@ -43,10 +43,10 @@ async def segment_video(
                  "end": f"{times[-1]:.2f}", "event_rules": rules}
         observation = ""
         if config.subtask_describe_first:
-            description = await _describe(vlm, sheets, load_prompt("plan_describe").render(**where), affinity)
+            description = await _describe(vlm, sheets, PROMPTS.load("plan_describe").render(**where), affinity)
             if description:
-                observation = "\n\n" + load_prompt("plan_observation").render(description=description)
-        text = load_prompt("plan_segment").render(
+                observation = "\n\n" + PROMPTS.load("plan_observation").render(description=description)
+        text = PROMPTS.load("plan_segment").render(
             **where,
             observation_block=observation,
             min_subtask_seconds=f"{config.min_subtask_seconds:g}",

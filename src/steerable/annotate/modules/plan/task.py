@@ -7,6 +7,7 @@ from typing import Any
 
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.prompting import (
+    PROMPTS,
     REPHRASINGS_SCHEMA,
     TASK_SCHEMA,
     SampledVideo,
@@ -14,7 +15,6 @@ from steerable.annotate.modules.plan.prompting import (
     vision_message,
 )
 from steerable.annotate.modules.plan.spans import clean_label, label_key
-from steerable.annotate.prompts import load_prompt
 from steerable.errors import VLMReplyError
 
 __all__ = ["derive_task", "needs_derivation", "rephrase_task", "task_is_unusable", "unique_phrasings"]
@@ -43,7 +43,7 @@ def needs_derivation(task: str, config: PlanConfig) -> bool:
 async def derive_task(vlm: Any, video: SampledVideo, affinity: str) -> str | None:
     """One instruction describing the whole episode, from overview sheets; None if the model gives none."""
     sheets = await video.sheets(video.overview())
-    text = load_prompt("plan_task_from_video").render(sheet_guide=video.guide(sheets))
+    text = PROMPTS.load("plan_task_from_video").render(sheet_guide=video.guide(sheets))
     try:
         reply = await vlm.generate_json(
             vision_message(sheets, text), TASK_SCHEMA, affinity=affinity, purpose="plan.task"
@@ -70,7 +70,7 @@ def unique_phrasings(task: str, candidates: Any, limit: int) -> list[str]:
 
 async def rephrase_task(vlm: Any, task: str, count: int, affinity: str) -> list[str] | None:
     """Up to `count` distinct rephrasings of `task` (one text-only call); None if the model gives none."""
-    text = load_prompt("plan_task_rephrasings").render(task=task, count=count)
+    text = PROMPTS.load("plan_task_rephrasings").render(task=task, count=count)
     try:
         reply = await vlm.generate_json(
             text_message(text), REPHRASINGS_SCHEMA, affinity=affinity, purpose="plan.task_aug"

@@ -1,13 +1,8 @@
 """The vqa module: frame-grounded question/answer pairs per camera, coordinates in frame pixels."""
 
-from steerable.annotate.modules.vqa.answers import (
-    RELATIONS,
-    CheckedAnswer,
-    answer_type,
-    camera_frame_sizes,
-    check_answer,
-    detect_coordinate_format,
-)
+from typing import TYPE_CHECKING
+
+from steerable.annotate.modules import lazy_exports
 from steerable.annotate.modules.vqa.config import (
     COORDINATE_FORMATS,
     QUESTION_TYPES,
@@ -15,7 +10,18 @@ from steerable.annotate.modules.vqa.config import (
     QuestionType,
     VqaConfig,
 )
-from steerable.annotate.modules.vqa.module import VqaModule, resolve_cameras, validate_vqa_rows
+from steerable.annotate.modules.vqa.stage import VqaStage
+
+if TYPE_CHECKING:
+    from steerable.annotate.modules.vqa.answers import (
+        RELATIONS,
+        CheckedAnswer,
+        answer_type,
+        camera_frame_sizes,
+        check_answer,
+        detect_coordinate_format,
+    )
+    from steerable.annotate.modules.vqa.module import VqaModule, resolve_cameras, validate_vqa_rows
 
 __all__ = [
     "COORDINATE_FORMATS",
@@ -26,6 +32,7 @@ __all__ = [
     "QuestionType",
     "VqaConfig",
     "VqaModule",
+    "VqaStage",
     "answer_type",
     "camera_frame_sizes",
     "check_answer",
@@ -33,3 +40,12 @@ __all__ = [
     "resolve_cameras",
     "validate_vqa_rows",
 ]
+
+_ANSWERS = ("RELATIONS", "CheckedAnswer", "answer_type", "camera_frame_sizes", "check_answer", "detect_coordinate_format")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(_ANSWERS, "answers"),
+        **dict.fromkeys(("VqaModule", "resolve_cameras", "validate_vqa_rows"), "module"),
+    },
+)

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.settings import Settings
+from steerable.annotate.module import ModuleSettings
 
 __all__ = ["COORDINATE_FORMATS", "QUESTION_TYPES", "CoordinateFormat", "QuestionType", "VqaConfig"]
 
@@ -16,7 +16,7 @@ CoordinateFormat = Literal["auto", "pixels", "relative_1000", "normalized_0_1"]
 COORDINATE_FORMATS: tuple[CoordinateFormat, ...] = ("auto", "pixels", "relative_1000", "normalized_0_1")
 
 
-class VqaConfig(Settings):
+class VqaConfig(ModuleSettings):
     """Which frames, cameras and question types get a grounded question, and how answers are read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -51,7 +51,6 @@ class VqaConfig(Settings):
     max_retries: int = Field(
         1, ge=0, le=5, description="re-asks after an answer of the wrong shape or out of the frame"
     )
-
 
     @field_validator("question_types", mode="after")
     @classmethod

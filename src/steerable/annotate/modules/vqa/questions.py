@@ -10,9 +10,11 @@ import numpy as np
 
 from steerable.annotate.modules.vqa.answers import RELATIONS
 from steerable.annotate.modules.vqa.config import QUESTION_TYPES, QuestionType, VqaConfig
-from steerable.annotate.prompts import Prompt, load_prompt
+from steerable.annotate.prompts import Prompt, PromptFolder
 
-__all__ = ["Question", "QuestionPrompts", "answer_schema", "plan_questions"]
+__all__ = ["PROMPTS", "Question", "QuestionPrompts", "answer_schema", "plan_questions"]
+
+PROMPTS = PromptFolder("steerable.annotate.modules.vqa")
 
 _TEXT = {"type": "string", "minLength": 1}
 
@@ -96,12 +98,12 @@ class QuestionPrompts:
 
     def __init__(self, config: VqaConfig) -> None:
         self.config = config
-        self.main = load_prompt("vqa_question")
-        self.retry = load_prompt("vqa_retry")
-        self.guides: dict[QuestionType, Prompt] = {t: load_prompt(f"vqa_{t}") for t in QUESTION_TYPES}
+        self.main = PROMPTS.load("vqa_question")
+        self.retry = PROMPTS.load("vqa_retry")
+        self.guides: dict[QuestionType, Prompt] = {t: PROMPTS.load(f"vqa_{t}") for t in QUESTION_TYPES}
         # auto asks for the 0-1000 scale most grounding models use natively, then checks each answer.
         asked = "relative_1000" if config.coordinate_format == "auto" else config.coordinate_format
-        self.coordinates = load_prompt(f"vqa_coordinates_{asked}")
+        self.coordinates = PROMPTS.load(f"vqa_coordinates_{asked}")
 
     def used(self) -> list[Prompt]:
         """Every template this configuration renders (for the staging fingerprint)."""

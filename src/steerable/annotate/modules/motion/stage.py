@@ -1,0 +1,36 @@
+"""The motion module's stage: no model, reads the state vector, checks dimension overrides up front."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from steerable.annotate.module import AnnotationModule, BuildContext, Input, ModuleSettings, ModuleStage
+from steerable.annotate.modules.motion.config import MotionConfig
+
+if TYPE_CHECKING:
+    from steerable.dataset import LeRobotDataset
+
+__all__ = ["HEURISTIC_NOTE", "MotionStage"]
+
+HEURISTIC_NOTE = "subtask rows are heuristic: derived from gripper events and pauses, not from a model"
+
+
+class MotionStage(ModuleStage[MotionConfig]):
+    name: ClassVar[str] = "motion"
+    settings_type: ClassVar[type[ModuleSettings]] = MotionConfig
+    inputs: ClassVar[frozenset[Input]] = frozenset({"state"})
+    needs_model: ClassVar[bool] = False
+
+    def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
+        from steerable.annotate.modules.motion.dims import find_dims
+
+        find_dims(dataset.features, self.settings, dataset.stats)  # ConfigError on a bad override
+
+    def build(self, ctx: BuildContext) -> AnnotationModule:
+        from steerable.annotate.modules.motion.module import MotionModule
+
+        # Without the plan module the motion rows are the only subtasks the episode gets.
+        derive = "plan" not in ctx.running
+        if derive:
+            ctx.notes.append(HEURISTIC_NOTE)
+        return MotionModule(self.settings, derive_subtasks=derive)
