@@ -60,3 +60,11 @@ def add_event_rows(root: Path) -> None:
         ]
         updates[ep.episode_index] = EpisodeLanguage(persistent=persistent, events=events)
     write_language(ds, updates)
+
+
+def session_viewer_dataset(base: Path) -> Path:
+    """The viewer dataset under the session's temp root, made once for every viewer test module."""
+    root = base / "viewer-ds"
+    if not (root / "meta" / "info.json").is_file():
+        make_viewer_dataset(root)
+    return root

@@ -61,7 +61,9 @@ def cut_clip(src: Path, dst: Path, start: float, end: float, fps: int) -> int:
                     rgb = frame.to_ndarray(format="rgb24")
                     rgb = rgb[: rgb.shape[0] // 2 * 2, : rgb.shape[1] // 2 * 2]  # yuv420p needs even sizes
                     if writer is None:
-                        writer = VideoWriter(dst, fps, rgb.shape[1], rgb.shape[0], codec="h264", crf=26)
+                        writer = VideoWriter(
+                            dst, fps, rgb.shape[1], rgb.shape[0], codec="h264", crf=26, preset="veryfast"
+                        )
                         writer.__enter__()
                     writer.write(rgb)
                     written += 1

@@ -176,7 +176,7 @@ def _shapes(answer: Any) -> list[dict[str, Any]]:
 
 def vqa_overlays(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each VQA exchange at its frame and camera: question, parsed answer, and shapes to draw."""
-    out = []
+    out: list[dict[str, Any]] = []
     for event in events:
         pairs: dict[str, dict[str, Any]] = {}
         for row in event["rows"]:

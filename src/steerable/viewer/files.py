@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any
 from urllib.parse import unquote
 
 __all__ = ["CHUNK", "copy_range", "parse_range", "resolve_under"]
@@ -60,7 +60,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | bool:
     return start, end
 
 
-def copy_range(src: BinaryIO, dst: BinaryIO, start: int, length: int) -> None:
+def copy_range(src: IO[bytes], dst: Any, start: int, length: int) -> None:
     """Stream `length` bytes of `src` from `start` to `dst` in fixed chunks (never the whole file)."""
     src.seek(start)
     left = length

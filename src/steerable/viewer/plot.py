@@ -7,6 +7,7 @@ is absent; motion rows naming a gripper action are used as keystates when the an
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -36,15 +37,15 @@ def vector_features(ds: LeRobotDataset) -> list[str]:
 
 
 def _motion_api() -> Any:
-    try:
-        from steerable.annotate.modules import motion
-    except ImportError:
+    # The annotator's package moved once (annotate/motion -> annotate/modules/motion); accept both.
+    for name in ("steerable.annotate.modules.motion", "steerable.annotate.motion"):
         try:
-            from steerable.annotate import motion  # type: ignore[no-redef]
+            motion = importlib.import_module(name)
         except ImportError:
-            return None
-    needed = ("MotionConfig", "find_dims", "detect_keystates")
-    return motion if all(hasattr(motion, n) for n in needed) else None
+            continue
+        if all(hasattr(motion, n) for n in ("MotionConfig", "find_dims", "detect_keystates")):
+            return motion
+    return None
 
 
 def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:

@@ -46,7 +46,8 @@ class ViewerServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else host
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/"
 
     def server_close(self) -> None:

@@ -1,0 +1,99 @@
+"""`steerable view --export` / `export_site`: a static site with per-episode clips and script data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from steerable.dataset import LeRobotDataset
+from steerable.errors import ConfigError
+from steerable.recipes import load_recipe
+from steerable.train.samples import DatasetRenderer
+from steerable.viewer import export_site
+from viewer_data import TOP, WRIST, session_viewer_dataset, steerable
+
+
+@pytest.fixture(scope="module")
+def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return session_viewer_dataset(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def exported(viewer_ds: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_site(viewer_ds, tmp_path_factory.mktemp("export") / "site", episodes=[0, 2])
+
+
+def load_script(path: Path, prefix: str) -> dict:
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(prefix + " = ") and text.rstrip().endswith(";")
+    return json.loads(text[len(prefix) + 3 :].rstrip().rstrip(";"))
+
+
+def test_site_layout(exported: Path) -> None:
+    site = exported.parent
+    assert exported.name == "index.html"
+    page = exported.read_text()
+    assert '<script src="data/dataset.js"></script>' in page and '<script src="assets/app.js"></script>' in page
+    assert "https://" not in page and "type=\"module\"" not in page  # classic scripts: they load from file://
+    data = load_script(site / "data" / "dataset.js", "window.STEERABLE_EXPORT")
+    assert [e["episode_index"] for e in data["dataset"]["episodes"]] == [0, 2]
+    assert sorted(p.name for p in (site / "data").iterdir()) == ["dataset.js", "episode_000000.js", "episode_000002.js"]
+    assert (site / "assets" / "app.js").is_file() and (site / "assets" / "style.css").is_file()
+
+
+def test_clips_hold_exactly_the_episode(exported: Path, viewer_ds: Path) -> None:
+    site = exported.parent
+    ds = LeRobotDataset(viewer_ds)
+    ep = load_script(site / "data" / "episode_000002.js", "window.STEERABLE_EXPORT.episodes[2]")
+    cameras = {c["key"]: c for c in ep["cameras"]}
+    assert set(cameras) == {TOP, WRIST}
+    for key, cam in cameras.items():
+        assert cam["offset"] == 0.0 and cam["url"] == f"videos/{key}/episode_000002.mp4"
+        with av.open(str(site / cam["url"])) as c:
+            stream = c.streams.video[0]
+            assert stream.codec_context.name == "h264"
+            frames = [f.to_ndarray(format="rgb24") for f in c.decode(stream)]
+        assert len(frames) == ds.episode(2).length
+        # clip frame k is the episode's frame k (re-encoded: close, not identical)
+        stamps = ds.episode_timestamps(2)
+        for k in (0, 37, len(frames) - 1):
+            (orig,) = ds.decode_frames(2, key, [float(stamps[k])])
+            assert np.abs(frames[k].astype(int) - orig.astype(int)).mean() < 6
+            other = frames[k + 12 if k + 12 < len(frames) else k - 12]
+            assert np.abs(frames[k].astype(int) - orig.astype(int)).mean() < np.abs(other.astype(int) - orig.astype(int)).mean()
+
+
+def test_recipe_samples_match_the_renderer(exported: Path, viewer_ds: Path) -> None:
+    ep = load_script(exported.parent / "data" / "episode_000000.js", "window.STEERABLE_EXPORT.episodes[0]")
+    ds = LeRobotDataset(viewer_ds)
+    renderer = DatasetRenderer(ds, load_recipe("subtask_mem"))
+    stored = ep["renders"]["subtask_mem"]
+    assert len(stored["frames"]) == ds.episode(0).length
+    for s in renderer.episode_samples(0):
+        got = stored["samples"][stored["frames"][s.frame_index]]
+        assert got["messages"] == (s.sample.messages if s.sample else None)
+    assert len(stored["samples"]) < len(stored["frames"])  # deduplicated
+
+
+def test_refuses_unrelated_or_inner_folders(viewer_ds: Path, tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not empty"):
+        export_site(viewer_ds, busy)
+    with pytest.raises(ConfigError, match="inside the dataset"):
+        export_site(viewer_ds, viewer_ds / "site")
+    assert (busy / "notes.txt").read_text() == "keep me"
+
+
+def test_cli_export_and_reexport(viewer_ds: Path, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    for _ in range(2):  # a second export over the first one replaces it
+        done = steerable("view", str(viewer_ds), "--export", str(out), "--episodes", "1")
+        assert done.returncode == 0, done.stderr
+        assert str(out / "index.html") in done.stdout
+    assert (out / "videos" / TOP / "episode_000001.mp4").is_file()
