@@ -28,6 +28,7 @@ demo: $(STAMP_BASE)
 test: $(STAMP_TEST)
 	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)
 	command -v tmux >/dev/null || (apt-get update -q && apt-get install -y -q tmux)
+	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
 	$(PY) -m pytest -q
