@@ -1,0 +1,176 @@
+"""Checkpoints: safetensors weights + JSON config + tokenizer + recipe + normalisation stats.
+
+A checkpoint folder is written under a temporary name beside its final one and renamed into
+place, and `latest` (a one-line file naming the newest checkpoint) is replaced atomically after
+it, so a crash at any instant leaves the previous checkpoint whole and `latest` pointing at a
+complete one. Training checkpoints add the optimizer state (safetensors, no pickle) and
+`trainer_state.json` (step, data position, RNG state), which is all a resumed run needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from steerable.dataset.atomic import atomic_write_bytes, fsync_dir
+from steerable.errors import ConfigError
+from steerable.policy.backbone import build_backbone
+from steerable.policy.config import PolicyConfig
+from steerable.policy.model import HierarchicalPolicy
+from steerable.policy.processor import Normalizer, Processor
+from steerable.policy.tokenizer import load_tokenizer
+
+__all__ = [
+    "LoadedPolicy", "latest_checkpoint", "load_optimizer", "load_policy", "read_training_state", "save_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+LATEST = "latest"
+CHECKPOINTS = "checkpoints"
+
+
+@dataclass
+class LoadedPolicy:
+    """A policy ready for inference: the network, its processor, and the recipe it was trained on."""
+
+    model: HierarchicalPolicy
+    processor: Processor
+    recipe_text: str
+    path: Path
+
+
+def save_checkpoint(
+    output_dir: Path, step: int, model: HierarchicalPolicy, processor: Processor, recipe_text: str,
+    *, optimizer: torch.optim.Optimizer | None = None, trainer_state: Mapping[str, Any] | None = None,
+    keep: int = 2,
+) -> Path:
+    """Write `output_dir/checkpoints/step_XXXXXXXX` atomically, point `latest` at it, prune old ones."""
+    from safetensors.torch import save_model
+
+    root = Path(output_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:08d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary folder
+    try:
+        save_model(model, str(tmp / "model.safetensors"))
+        config = {"format": FORMAT, "policy": model.cfg.to_dict(), "image_size": processor.image_size}
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        stats = {"normalizer": processor.normalizer.to_dict(), "tools": processor.tools}
+        (tmp / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        (tmp / "recipe.yaml").write_text(recipe_text, encoding="utf-8")
+        processor.tokenizer.save_pretrained(str(tmp / "tokenizer"))
+        if optimizer is not None:
+            _save_optimizer(optimizer, tmp)
+        if trainer_state is not None:
+            state = {**trainer_state, "step": step}
+            (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                with open(path, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    atomic_write_bytes(root / LATEST, f"{final.name}\n".encode())
+    _prune(root, keep)
+    logger.info("checkpoint %s written", final)
+    return final
+
+
+def _prune(root: Path, keep: int) -> None:
+    done = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
+    for old in done[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in root.glob(".step_*"):  # temp folders of a run killed mid-write
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def latest_checkpoint(path: Path) -> Path | None:
+    """The newest complete checkpoint under a training output folder, the folder itself if it is one."""
+    path = Path(path)
+    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+        return path
+    pointer = path / CHECKPOINTS / LATEST
+    if pointer.is_file():
+        target = path / CHECKPOINTS / pointer.read_text(encoding="utf-8").strip()
+        if (target / "model.safetensors").is_file():
+            return target
+    return None
+
+
+def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedPolicy:
+    """Load a checkpoint (or the latest one under a training output folder) for inference."""
+    from safetensors.torch import load_model
+
+    where = latest_checkpoint(Path(path).expanduser())
+    if where is None:
+        raise ConfigError(f"{path} holds no policy checkpoint (no config.json + model.safetensors, and no "
+                          "checkpoints/latest); train one with `steerable train`")
+    config = json.loads((where / "config.json").read_text(encoding="utf-8"))
+    if config.get("format") != FORMAT:
+        raise ConfigError(f"{where}/config.json has format {config.get('format')!r}; this steerable reads {FORMAT}")
+    cfg = PolicyConfig.from_dict(config["policy"])
+    stats = json.loads((where / "stats.json").read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(where / "tokenizer")
+    backbone, size = build_backbone(cfg, len(tokenizer))
+    model = HierarchicalPolicy(cfg, backbone)
+    load_model(model, str(where / "model.safetensors"), device="cpu")
+    model.to(device).eval()
+    processor = Processor(cfg, tokenizer, Normalizer(**stats["normalizer"]), int(config.get("image_size", size)),
+                          stats.get("tools"))
+    return LoadedPolicy(model, processor, (where / "recipe.yaml").read_text(encoding="utf-8"), where)
+
+
+def read_training_state(checkpoint: Path) -> dict[str, Any]:
+    path = Path(checkpoint) / "trainer_state.json"
+    if not path.is_file():
+        raise ConfigError(f"{checkpoint} is not a training checkpoint (no trainer_state.json)")
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _save_optimizer(optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, entry in state["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{idx}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    save_file(tensors, str(folder / "optimizer.safetensors"))
+    meta = {"param_groups": state["param_groups"], "scalars": scalars}
+    (folder / "optimizer.json").write_text(json.dumps(meta) + "\n", encoding="utf-8")
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Restore what `save_checkpoint` wrote into `optimizer` (built over the same parameters)."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(Path(folder) / "optimizer.safetensors"))
+    meta = json.loads((Path(folder) / "optimizer.json").read_text(encoding="utf-8"))
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    for idx, values in meta["scalars"].items():
+        state.setdefault(int(idx), {}).update(values)
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})

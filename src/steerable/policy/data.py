@@ -1,0 +1,119 @@
+"""Training items for the policy: a rendered recipe sample, the cameras, the state, an action chunk.
+
+Built on `steerable.train.RecipeDataset` (the recipe decides streams and targets). Each item adds
+the action chunk starting at its frame with a mask that is False past the episode's end (those
+steps are padding and never enter the loss), and every configured camera at the policy's image
+size. An episode's frames are decoded once, resized, and kept (small at policy resolution).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+from steerable.dataset import LeRobotDataset
+from steerable.dataset.frames import feature_matrix
+from steerable.policy.config import PolicyConfig
+from steerable.policy.processor import Normalizer
+from steerable.recipes import Recipe
+from steerable.train import RecipeDataset
+
+__all__ = ["PolicyDataset", "fit_normalizer", "split_episodes"]
+
+logger = logging.getLogger(__name__)
+
+
+def split_episodes(dataset: LeRobotDataset, eval_fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+    """(train, held-out) episode indices: a seeded draw of `eval_fraction` (at least one when possible)."""
+    episodes = [e.episode_index for e in dataset.episodes]
+    if eval_fraction <= 0 or len(episodes) < 2:
+        return episodes, []
+    rng = np.random.default_rng(seed)
+    n_eval = max(1, round(len(episodes) * eval_fraction))
+    held = set(rng.choice(episodes, size=n_eval, replace=False).tolist())
+    return [e for e in episodes if e not in held], sorted(held)
+
+
+def fit_normalizer(dataset: LeRobotDataset, cfg: PolicyConfig, episodes: Sequence[int]) -> Normalizer:
+    """State min/max and action mean/std over `episodes`."""
+    states, actions = [], []
+    for e in episodes:
+        table = dataset.read_episode(e, [cfg.state_key, cfg.action_key])
+        states.append(feature_matrix(table, cfg.state_key))
+        actions.append(feature_matrix(table, cfg.action_key))
+    return Normalizer.fit(np.concatenate(states).astype(np.float64), np.concatenate(actions).astype(np.float64))
+
+
+class PolicyDataset(Dataset[dict[str, Any] | None]):
+    """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`."""
+
+    def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
+                 episodes: Sequence[int] | None = None, cache_episodes: int = 256) -> None:
+        self.frames = RecipeDataset(dataset, recipe, features=(cfg.state_key, cfg.action_key), decode_images=False)
+        self.dataset = dataset
+        self.cfg = cfg
+        self.image_size = image_size
+        wanted = set(episodes) if episodes is not None else None
+        self.positions = [i for i, ep in enumerate(_episode_of_each_frame(dataset)) if wanted is None or ep in wanted]
+        self.cache_episodes = cache_episodes
+        self._actions: dict[int, np.ndarray] = {}
+        self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: int) -> dict[str, Any] | None:
+        item = self.frames[self.positions[i]]
+        if item is None:
+            return None
+        episode, row = item["episode_index"], self.frames.locate(self.positions[i])[1]
+        actions = self._episode_actions(episode)
+        chunk = actions[row: row + self.cfg.chunk_size]
+        real = len(chunk)
+        padded = np.zeros((self.cfg.chunk_size, actions.shape[1]), dtype=np.float32)
+        padded[:real] = chunk
+        mask = np.zeros(padded.shape, dtype=bool)
+        mask[:real] = True
+        item["actions"] = torch.from_numpy(padded)
+        item["action_mask"] = torch.from_numpy(mask)
+        item["state"] = item.pop(self.cfg.state_key)
+        item.pop(self.cfg.action_key, None)
+        if self.cfg.cameras:
+            frames = self._episode_images(episode)
+            item["images"] = {cam: frames[cam][row] for cam in self.cfg.cameras}
+        return item
+
+    def _episode_actions(self, episode: int) -> np.ndarray:
+        if episode not in self._actions:
+            table = self.dataset.read_episode(episode, [self.cfg.action_key])
+            self._actions[episode] = feature_matrix(table, self.cfg.action_key).astype(np.float32)
+        return self._actions[episode]
+
+    def _episode_images(self, episode: int) -> dict[str, torch.Tensor]:
+        cached = self._images.get(episode)
+        if cached is not None:
+            self._images.move_to_end(episode)
+            return cached
+        timestamps = [float(t) for t in self.dataset.episode_timestamps(episode)]
+        frames = {}
+        for cam in self.cfg.cameras:
+            decoded = torch.from_numpy(np.stack(self.dataset.decode_frames(episode, cam, timestamps)))
+            x = decoded.permute(0, 3, 1, 2).float()
+            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", antialias=True)
+            frames[cam] = x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+        self._images[episode] = frames
+        while len(self._images) > self.cache_episodes:
+            self._images.popitem(last=False)
+        logger.debug("episode %d: %d frames decoded per camera", episode, len(timestamps))
+        return frames
+
+
+def _episode_of_each_frame(dataset: LeRobotDataset) -> list[int]:
+    return [e.episode_index for e in dataset.episodes for _ in range(e.length)]

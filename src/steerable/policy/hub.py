@@ -1,0 +1,49 @@
+"""`--push_to_hub`: upload a policy checkpoint folder to a Hub model repository, with a model card."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from steerable.errors import HubError
+
+__all__ = ["model_card", "push_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+# Training-only files: a pushed checkpoint is for inference.
+_TRAINING_ONLY = ["optimizer.safetensors", "optimizer.json", "trainer_state.json"]
+
+
+def model_card(folder: Path) -> str:
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))["policy"]
+    return (
+        "---\nlibrary_name: steerable\ntags: [robotics, lerobot, vision-language-action]\n---\n"
+        f"# {folder.name}\n\nA hierarchical vision-language-action policy trained with "
+        "[steerable](https://pypi.org/project/steerable/) (`steerable train`): a vision-language backbone "
+        f"(`{config['backbone']}`) that writes subtasks, plans, memory and `say` replies, and a flow-matching "
+        f"action expert that predicts chunks of {config['chunk_size']} actions.\n\n"
+        f"Cameras: {', '.join(config['cameras']) or 'none'}; state `{config['state_key']}` "
+        f"({config['state_mode']}); action `{config['action_key']}`. The recipe it was trained on is "
+        "`recipe.yaml`; normalisation statistics are in `stats.json`.\n\n"
+        "```bash\nsteerable run --env sim --high_level policy --low_level policy --policy.path PATH\n```\n"
+    )
+
+
+def push_checkpoint(folder: Path, repo_id: str, *, private: bool = False, api: Any | None = None) -> str:
+    """Upload `folder` (weights, config, tokenizer, recipe, stats, card) to `repo_id`; returns its URL."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = api or HfApi()
+    try:
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        (folder / "README.md").write_text(model_card(folder), encoding="utf-8")
+        commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
+                                   commit_message="Upload policy (steerable train)", ignore_patterns=_TRAINING_ONLY)
+    except (HfHubHTTPError, OSError) as exc:
+        raise HubError(f"uploading the policy to {repo_id!r} failed: {exc}") from exc
+    logger.info("pushed %s to %s", folder, repo_id)
+    return str(getattr(commit, "commit_url", None) or f"https://huggingface.co/{repo_id}")

@@ -1,0 +1,204 @@
+"""The training loop behind `steerable train`: plain torch, CPU or CUDA, resumable.
+
+Per step: a batch of recipe samples -> the processor -> the policy's loss dict -> AdamW with
+warm-up + cosine decay and gradient clipping (bf16 autocast on CUDA). Every `eval_every` steps
+the held-out episodes are scored (losses, and exact match of generated text); every `save_every`
+steps a checkpoint is written atomically. The data order is a seeded permutation per epoch, so a
+resumed run (automatic when `output_dir` holds a checkpoint) continues with the same batches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from steerable.dataset import open_dataset
+from steerable.errors import ConfigError
+from steerable.policy.checkpoint import load_optimizer, save_checkpoint
+from steerable.policy.data import PolicyDataset
+from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
+from steerable.policy.setup import build_fresh, resume_from
+from steerable.recipes import load_recipe
+from steerable.train import collate
+
+__all__ = ["TrainConfig", "train"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """A training run; `policy` holds PolicyConfig overrides (`--policy.NAME`)."""
+
+    dataset: Path
+    output_dir: Path
+    recipe: str = "hierarchical"
+    policy: dict[str, Any] = field(default_factory=dict)
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    eval_every: int = 500
+    eval_fraction: float = 0.1
+    eval_batches: int = 4
+    eval_text_cases: int = 64
+    save_every: int = 500
+    log_every: int = 25
+    seed: int = 0
+    device: str = "cpu"
+    num_workers: int = 0
+    progress: bool = True
+
+    def check(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "save_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.eval_fraction < 1:
+            raise ConfigError(f"--eval_fraction must be in [0, 1), got {self.eval_fraction}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
+        if self.device not in ("cpu",) and not self.device.startswith("cuda"):
+            raise ConfigError(f"--device must be cpu or cuda[:N], got {self.device!r}")
+
+
+def _epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch)).tolist()
+    return [order[i:i + batch_size] for i in range(0, n - batch_size + 1, batch_size)] or [order]
+
+
+def _lr_factor(step: int, warmup: int, total: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train (or resume) and return a summary: steps, final metrics, the last checkpoint's path."""
+    cfg.check()
+    dataset = open_dataset(cfg.dataset)
+    recipe = load_recipe(cfg.recipe)
+    recipe_text = Path(recipe.origin).read_text(encoding="utf-8")
+    output = Path(cfg.output_dir).expanduser()
+    output.mkdir(parents=True, exist_ok=True)
+    built = resume_from(output) or build_fresh(dataset, cfg.policy, cfg.eval_fraction, cfg.seed)
+    if built.checkpoint is not None:
+        recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
+    model, processor = built.model.to(cfg.device), built.processor
+    model.train()
+    train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes)
+    eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
+    if len(train_data) < cfg.batch_size:
+        raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if built.checkpoint is not None:
+        load_optimizer(optimizer, built.checkpoint)
+        torch.set_rng_state(torch.tensor(built.state["torch_rng"], dtype=torch.uint8))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, cfg.steps))
+    step = int(built.state.get("step", 0))
+    scheduler.last_epoch = step
+    for group in optimizer.param_groups:
+        group["lr"] = cfg.lr * _lr_factor(step, cfg.warmup_steps, cfg.steps)
+    log_path = output / "logs.jsonl"
+    eval_cases = text_cases((eval_data[i] for i in range(0, len(eval_data), 3)), limit=cfg.eval_text_cases)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.device.startswith("cuda"))
+    batches = _batches(train_data, cfg, built.state)
+    metrics: dict[str, Any] = {}
+    bar = _progress(cfg, step)
+    started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
+    state = dict(built.state)
+    last = built.checkpoint
+    while step < cfg.steps:
+        (epoch, index), batch = next(batches)
+        with autocast:
+            out = model(processor.training_batch(batch, cfg.device))
+        optimizer.zero_grad(set_to_none=True)
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        window_steps += 1
+        state.update(epoch=epoch, batch_in_epoch=index + 1)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{out['loss'].item():.3f}", text=f"{out['text_loss'].item():.3f}",
+                            flow=f"{out['flow_loss'].item():.3f}")
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            now = time.perf_counter()
+            metrics = {"step": step, "loss": out["loss"].item(), "text_loss": float(out["text_loss"]),
+                       "flow_loss": float(out["flow_loss"]), "lr": optimizer.param_groups[0]["lr"],
+                       "steps_per_s": window_steps / max(now - window_start, 1e-9)}
+            _log(log_path, metrics)
+            window_start, window_steps = now, 0
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step)
+            _log(log_path, metrics)
+            if bar is not None:
+                bar.write(_eval_line(metrics))
+        if step % cfg.save_every == 0 or step == cfg.steps:
+            state.update(torch_rng=torch.get_rng_state().tolist(), train_episodes=built.train_episodes,
+                         eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size)
+            last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
+                                   trainer_state=state)
+    if bar is not None:
+        bar.close()
+    return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
+            "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None}
+
+
+def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> Iterator[tuple[tuple[int, int], Any]]:
+    """((epoch, batch index), collated batch) forever, starting where a resumed run stopped."""
+    epoch, skip = int(state.get("epoch", 0)), int(state.get("batch_in_epoch", 0))
+    while True:
+        plan = _epoch_batches(len(data), cfg.batch_size, cfg.seed, epoch)[skip:]
+        loader = DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers)
+        for i, batch in enumerate(loader):
+            if batch is not None:
+                yield (epoch, skip + i), batch
+        epoch, skip = epoch + 1, 0
+
+
+def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int
+              ) -> dict[str, Any]:
+    out: dict[str, Any] = {"step": step, "eval": True}
+    if not len(data):
+        return out
+    stride = max(1, len(data) // (cfg.eval_batches * cfg.batch_size))
+    picks = list(range(0, len(data), stride))[: cfg.eval_batches * cfg.batch_size]
+    batches = (collate([data[i] for i in picks[j:j + cfg.batch_size]]) for j in range(0, len(picks), cfg.batch_size))
+    out.update({f"eval_{k}": v for k, v in heldout_losses(model, processor, batches, cfg.device).items()})
+    out.update({f"eval_{k}": v for k, v in exact_match(model, processor, cases, device=cfg.device).items()})
+    return out
+
+
+def _eval_line(m: dict[str, Any]) -> str:
+    return (f"step {m['step']}: held-out text loss {m.get('eval_text_loss', float('nan')):.3f}, flow loss "
+            f"{m.get('eval_flow_loss', float('nan')):.3f}, exact match {m.get('eval_exact_match', float('nan')):.2f} "
+            f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)")
+
+
+def _log(path: Path, record: dict[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _progress(cfg: TrainConfig, step: int) -> Any:
+    if not cfg.progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=cfg.steps, initial=step, desc="train", file=sys.stderr, dynamic_ncols=True)
