@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.dataset.commit import commit_folder
     from steerable.dataset.info import load_info
     from steerable.synthetic import generate_synthetic
 
@@ -63,13 +60,11 @@ def run(args: argparse.Namespace) -> int:
     _check_out(out, args.overwrite)
     cameras = [c.strip() for c in args.cameras.split(",") if c.strip()]
     started = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and swap it in, so a failed run leaves any previous dataset intact.
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a dataset folder is an ordinary one
-    try:
+    # One folder commit around everything, language included: a failed run leaves any previous
+    # dataset at `out` as it was.
+    with commit_folder(out) as tx:
         generate_synthetic(
-            staging,
+            tx.root,
             episodes=args.episodes,
             cameras=cameras,
             seed=args.seed,
@@ -78,12 +73,6 @@ def run(args: argparse.Namespace) -> int:
             with_language=args.with_language,
             interjection_rate=args.interjection_rate,
         )
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(staging)
     info = load_info(out)
     print(
         f"{out}: {info.total_episodes} episodes, {info.total_frames} frames "

@@ -2,8 +2,8 @@
 
 Several episodes share each data parquet (one row group per episode) and each camera's mp4
 (episodes back to back, located by from/to timestamps). `finalize` writes the metadata, with
-`meta/info.json` last, so a dataset without info.json is an unfinished one. Every file is
-written to a temp file and renamed into place.
+`meta/info.json` last. The dataset is built in a hidden folder beside `root` and switched in by
+one folder commit at `finalize` (`steerable.dataset.commit`): `root` is absent, as it was, or complete.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steerable.dataset.atomic import atomic_path, atomic_write_json
+from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import DatasetInfo, write_info
 from steerable.dataset.layout import (
     CODEBASE_VERSION,
@@ -39,6 +40,7 @@ from steerable.dataset.stats import (
     sample_frame_indices,
     stats_to_lists,
 )
+from steerable.dataset.tasks_table import tasks_table
 from steerable.dataset.video import VideoWriter
 from steerable.errors import ConfigError, DatasetError
 
@@ -46,7 +48,6 @@ __all__ = ["DatasetBuilder", "frame_timestamps"]
 
 _ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32()}
 _VIDEO_CODECS = ("h264", "av1")
-_TASKS_SCHEMA = pa.schema([("task_index", pa.int64()), ("task", pa.string())])
 
 
 def frame_timestamps(length: int, fps: int) -> np.ndarray:
@@ -65,6 +66,7 @@ class DatasetBuilder:
     `features` maps each non-default feature to {"dtype", "shape", "names"}: numeric dtypes with
     shape [n] become columns, dtype "video" with shape [height, width, 3] becomes an mp4 per camera.
     Used as a context manager, a clean exit finalizes and an exception discards unfinished files.
+    Files are written under `build_dir` until `finalize` commits them to `root`.
     """
 
     def __init__(
@@ -107,6 +109,14 @@ class DatasetBuilder:
         self._writers: dict[str, VideoWriter] = {}
         self._open = contextlib.ExitStack()
         self._finalized = False
+        self._commit: FolderCommit | None = None
+
+    @property
+    def build_dir(self) -> Path:
+        """Where the files are written until `finalize` switches them in at `root`."""
+        if self._commit is None:
+            self._commit = FolderCommit(self.root)
+        return self._commit.root
 
     # -- set-up -----------------------------------------------------------------------------
     def _check_features(self, features: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -249,7 +259,7 @@ class DatasetBuilder:
         height, width = self.features[key]["shape"][:2]
         writer = self._writers.get(key)
         if writer is None:
-            path = self.root / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
+            path = self.build_dir / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
             writer = VideoWriter(path, self.fps, width, height, codec=self.video_codec, crf=self.video_crf)
             self._writers[key] = self._open.enter_context(writer)
         sampled = set(sample_frame_indices(length).tolist())
@@ -279,7 +289,7 @@ class DatasetBuilder:
         if not self._group_tables:
             return
         chunk, file = divmod(self._file_number, DEFAULT_CHUNK_SIZE)
-        path = self.root / DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)
+        path = self.build_dir / DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)
         with atomic_path(path) as tmp, pq.ParquetWriter(tmp, self._schema, compression="snappy") as pw:
             for table in self._group_tables:
                 pw.write_table(table, row_group_size=table.num_rows)  # one row group per episode
@@ -291,16 +301,35 @@ class DatasetBuilder:
 
     # -- metadata ---------------------------------------------------------------------------
     def finalize(self) -> Path:
-        """Close the last files and write episodes, tasks, stats and (last) info.json."""
+        """Close the last files, write episodes, tasks, stats and info.json, and commit them to `root`."""
         if self._finalized:
             return self.root
         if not self._episodes:
+            self.abort()
             raise DatasetError(f"no episodes were added to {self.root}; nothing to finalize")
+        try:
+            self._write_metadata()
+            assert self._commit is not None  # opened by the first episode's files
+            self._commit.commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._finalized = True
+        return self.root
+
+    def abort(self) -> None:
+        """Drop everything written so far; `root` stays as it was."""
+        self._open.close()
+        if self._commit is not None:
+            self._commit.abort()
+            self._commit = None
+
+    def _write_metadata(self) -> None:
         self._close_file()
         self._write_episodes()
         self._write_tasks()
         per_feature = {k: aggregate_stats([s[k] for s in self._stats]) for k in self._stats[0]}
-        atomic_write_json(self.root / STATS_PATH, {k: stats_to_lists(v) for k, v in per_feature.items()})
+        atomic_write_json(self.build_dir / STATS_PATH, {k: stats_to_lists(v) for k, v in per_feature.items()})
         info = DatasetInfo(
             codebase_version=CODEBASE_VERSION,
             fps=self.fps,
@@ -314,9 +343,7 @@ class DatasetBuilder:
             robot_type=self.robot_type,
             splits={"train": f"0:{len(self._episodes)}"},
         )
-        write_info(self.root, info)
-        self._finalized = True
-        return self.root
+        write_info(self.build_dir, info)
 
     def _write_episodes(self) -> None:
         rows = []
@@ -329,21 +356,12 @@ class DatasetBuilder:
             full["meta/episodes/file_index"] = 0
             rows.append(full)
         table = pa.Table.from_pylist(rows)
-        with atomic_path(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0)) as tmp:
+        with atomic_path(self.build_dir / EPISODES_PATH.format(chunk_index=0, file_index=0)) as tmp:
             pq.write_table(table, tmp, compression="snappy")
 
     def _write_tasks(self) -> None:
-        names = list(self._tasks)
-        indices = [self._tasks[t] for t in names]
-        try:
-            import pandas as pd
-        except ImportError:
-            table = _tasks_table_without_pandas(names, indices)
-        else:
-            df = pd.DataFrame({"task_index": indices}, index=pd.Index(names, name="task"))
-            # Explicit schema: pandas 3 would otherwise store large_string, LeRobot's files hold string.
-            table = pa.Table.from_pandas(df, schema=_TASKS_SCHEMA)
-        with atomic_path(self.root / TASKS_PATH) as tmp:
+        table = tasks_table(list(self._tasks), list(self._tasks.values()))
+        with atomic_path(self.build_dir / TASKS_PATH) as tmp:
             pq.write_table(table, tmp, compression="snappy")
 
     # -- context manager --------------------------------------------------------------------
@@ -357,41 +375,4 @@ class DatasetBuilder:
             self.finalize()
         else:
             self._open.__exit__(exc_type, exc, tb)  # the video writers drop their temp files
-
-
-def _tasks_table_without_pandas(names: list[str], indices: list[int]) -> pa.Table:
-    """The table pandas would write for a DataFrame indexed by `task`, with the same metadata."""
-    meta = {
-        "index_columns": ["task"],
-        "column_indexes": [
-            {
-                "name": None,
-                "field_name": None,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": {"encoding": "UTF-8"},
-            }
-        ],
-        "columns": [
-            {
-                "name": "task_index",
-                "field_name": "task_index",
-                "pandas_type": "int64",
-                "numpy_type": "int64",
-                "metadata": None,
-            },
-            {
-                "name": "task",
-                "field_name": "task",
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
-        ],
-        "attributes": {},
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-    }
-    table = pa.Table.from_arrays(
-        [pa.array(indices, pa.int64()), pa.array(names, pa.string())], schema=_TASKS_SCHEMA
-    )
-    return table.replace_schema_metadata({"pandas": json.dumps(meta)})
+            self.abort()

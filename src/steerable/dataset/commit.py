@@ -189,7 +189,7 @@ def _recover_token(dest: Path, token: str, kinds: set[str]) -> bool:
         return True
     _remove(_sibling(dest, "pending", token))
     _remove(_sibling(dest, "commit", token))
-    _remove(_sibling(dest, "new", token))
+    _purge(_sibling(dest, "new", token))
     old = _sibling(dest, "old", token)
     if old.exists() and not dest.exists():
         log.warning("restoring %s after an interrupted write", dest)
@@ -197,6 +197,14 @@ def _recover_token(dest: Path, token: str, kinds: set[str]) -> bool:
         fsync_dir(dest.parent)
     _remove(old)
     return bool(kinds - {"lock"})
+
+
+def _purge(path: Path) -> None:
+    """Remove a half-built folder and whatever transactions nested in it left beside it."""
+    for token, kinds in _leftovers(path).items():
+        for kind in kinds:
+            _purge(_sibling(path, kind, token)) if kind == "new" else _remove(_sibling(path, kind, token))
+    _remove(path)
 
 
 def _read_journal(path: Path) -> int | None:

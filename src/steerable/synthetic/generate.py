@@ -137,8 +137,8 @@ def generate_synthetic(
             truths.append(_truth(ep, task.text, rec, cams, fps))
             tasks.append(task)
             logger.debug("episode %d: %d frames, %r", ep, len(rec.ticks), task.text)
-        # Before the builder's exit writes info.json, which marks the dataset complete.
-        write_ground_truth(out, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name)
+        # Into the folder being built, which the builder's exit commits to `out`.
+        write_ground_truth(builder.build_dir, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name)
     if with_language:
         _write_language(out, seed, tasks, truths)
     return out

@@ -1,7 +1,7 @@
 """Export rendered samples for fine-tuning a high-level VLM: OpenAI-chat JSONL or a Hugging Face dataset.
 
-The export is built in a temp folder beside `out` and renamed into place at the end, so `out`
-is either absent, as it was, or complete. Camera frames are decoded one pass per camera for a
+The export is built beside `out` and switched in at the end by one folder commit
+(`steerable.dataset.commit`), so `out` is either absent, as it was, or complete. Camera frames are decoded one pass per camera for a
 chunk of an episode's samples and stored as JPEG, once per (episode, frame, camera).
 """
 
@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from steerable.dataset import LeRobotDataset
-from steerable.dataset.atomic import fsync_dir
-from steerable.errors import ConfigError, MissingExtraError, SteerableError, WriteError
+from steerable.dataset.commit import commit_folder
+from steerable.errors import ConfigError, MissingExtraError
 from steerable.recipes import Recipe
 from steerable.recipes.render import RenderOptions
 from steerable.train.images import frame_jpegs, image_features, image_name
@@ -317,44 +316,10 @@ def _write_hf(tmp: Path, chunks: Iterator[_Chunk], tools: list[dict[str, Any]], 
 
 @contextlib.contextmanager
 def _staged(out: Path, overwrite: bool) -> Iterator[Path]:
-    """A temp folder beside `out`, renamed to `out` on success and removed on failure."""
+    """The folder to write the export in; it replaces `out` all at once on success (a folder commit)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out} is a file; the export needs a folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"{out} is not empty; choose a new folder, or replace it with --overwrite")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the export is an ordinary folder
-    except OSError as exc:
-        raise WriteError(f"cannot create the export folder beside {out}: {exc}") from exc
-    try:
-        yield tmp
-        _swap(tmp, out)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError) and not isinstance(exc, SteerableError):
-            raise WriteError(f"could not write the export to {out}: {exc}; nothing was changed there") from exc
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _swap(tmp: Path, out: Path) -> None:
-    """Rename `tmp` to `out`; an existing `out` is moved aside first and deleted only afterwards."""
-    old = tmp.with_suffix(".old") if out.exists() else None
-    if old is not None:
-        os.replace(out, old)
-    try:
-        os.replace(tmp, out)
-    except OSError:
-        if old is not None:
-            os.replace(old, out)
-        raise
-    fsync_dir(out.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    with commit_folder(out) as tx:
+        yield tx.root
