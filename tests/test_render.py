@@ -115,9 +115,24 @@ def test_skipped_turns_shift_target_indices_and_missing_speech_leaves_a_bare_mes
         turn("user", "${task}"),
         {"role": "assistant", "stream": "high_level", "target": True, "tool_calls_from": "speech"},
     ]})
-    out = render(recipe, 0.5, task="T")
+    out = render(recipe, 0.5, task="T", options=LEROBOT)
     assert out == {"messages": [{"role": "user", "content": "T"}, {"role": "assistant"}],
                    "message_streams": ["high_level", "high_level"], "target_message_indices": [1]}
+    # By default a target with no text and no tool calls is never emitted: nothing is left to supervise.
+    assert render(recipe, 0.5, task="T") is None
+    assert render(recipe, 2.0, EVENTS_AT_2, task="T")["target_message_indices"] == [2]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("content", ["${subtask}", "  ${plan}  ", [{"type": "text", "text": "${subtask}"}]])
+def test_an_unguarded_target_with_empty_text_is_skipped_by_default_and_kept_in_compat(content: Any) -> None:
+    recipe = Recipe.from_dict({"messages": [turn("user", "${task}", "low_level"), turn("assistant", content,
+                                                                                    "low_level", target=True)]})
+    default = render(recipe, 0.5, persistent=[], task="T")
+    assert default == {"messages": [{"role": "user", "content": "T"}], "message_streams": ["low_level"],
+                       "target_message_indices": []}
+    reference = render(recipe, 0.5, persistent=[], task="T", options=LEROBOT)
+    assert reference is not None and reference["target_message_indices"] == [1]
+    assert render(recipe, 0.5, task="T")["target_message_indices"] == [1]  # type: ignore[index]  # text: kept
 
 
 def test_exact_event_miss_returns_none_when_the_target_is_skipped() -> None:
@@ -365,7 +380,8 @@ def test_render_options_validation() -> None:
     with pytest.raises(ConfigError, match="task_source"):
         RenderOptions(task_source="random")  # type: ignore[arg-type]
     lerobot = RenderOptions(compat="lerobot", task_source="rephrasing")
-    assert (lerobot.task_source, lerobot.vqa_routing, lerobot.emitted_at_match) == ("dataset", "reference", "tolerance")
+    assert (lerobot.task_source, lerobot.vqa_routing, lerobot.emitted_at_match, lerobot.empty_target) == (
+        "dataset", "reference", "tolerance", "keep")
 
 
 def test_timeline_supplies_frame_events_when_none_are_passed() -> None:

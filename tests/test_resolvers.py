@@ -156,7 +156,7 @@ def test_rows_are_normalized_and_checked() -> None:
     assert content(timeline.active_at(1.0, style="subtask")) == "from arrow"
     assert content(timeline.active_at(2.0, style="subtask")) == "np"
     assert timeline.emitted_at(0.0, events=[None, pa.array([EVENTS_AT_2[0]])[0]], style="interjection") is not None
-    with pytest.raises(LanguageSchemaError, match="language rows must be dicts"):
+    with pytest.raises(LanguageSchemaError, match="language rows must be dictionaries"):
         EpisodeTimeline(["not a dict"])
     with pytest.raises(LanguageSchemaError, match="numeric timestamp"):
         EpisodeTimeline([row("subtask", "x")])

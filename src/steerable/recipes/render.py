@@ -24,6 +24,7 @@ Compat = Literal["steerable", "lerobot"]
 TaskSource = Literal["rephrasing", "dataset"]
 VqaRouting = Literal["exclusive", "reference"]
 EmittedAtMatch = Literal["frame", "tolerance"]
+EmptyTarget = Literal["skip", "keep"]
 _TASK = -1  # the slot of `${task}`, which is not a resolver call
 _UNSET = object()
 
@@ -39,22 +40,27 @@ class RenderOptions:
         draw, where they render None on frames without VQA.
     emitted_at_match: "frame" matches a persistent row to the one frame nearest its timestamp (when
         the timeline knows its fps); "tolerance" uses the reference's ±0.1 s window.
+    empty_target: "skip" drops a target turn that renders no text and no tool calls (an unguarded
+        `${subtask}` on a frame without subtask rows), as if it had `if_present`; "keep" emits it
+        with empty text (reference), which trains the model to answer nothing.
     """
 
     compat: Compat = "steerable"
     task_source: TaskSource = "rephrasing"
     vqa_routing: VqaRouting = "exclusive"
     emitted_at_match: EmittedAtMatch = "frame"
+    empty_target: EmptyTarget = "skip"
 
     def __post_init__(self) -> None:
         for name, kind in (("compat", Compat), ("task_source", TaskSource), ("vqa_routing", VqaRouting),
-                           ("emitted_at_match", EmittedAtMatch)):
+                           ("emitted_at_match", EmittedAtMatch), ("empty_target", EmptyTarget)):
             if getattr(self, name) not in get_args(kind):
                 raise ConfigError(f"RenderOptions.{name}={getattr(self, name)!r}; choose one of {get_args(kind)}")
         if self.compat == "lerobot":
             object.__setattr__(self, "task_source", "dataset")
             object.__setattr__(self, "vqa_routing", "reference")
             object.__setattr__(self, "emitted_at_match", "tolerance")
+            object.__setattr__(self, "empty_target", "keep")
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs microseconds per sample to build
@@ -132,8 +138,8 @@ def _plan(recipe: Recipe, options: RenderOptions) -> _Plan:
 class _Frame:
     """One frame's inputs plus the values resolved so far (each distinct call resolved at most once)."""
 
-    __slots__ = ("calls", "context_task", "events", "frame_exact", "memo", "sample_idx", "t", "task",
-                 "task_first", "timeline")
+    __slots__ = ("calls", "context_task", "events", "frame_exact", "memo", "sample_idx", "skip_empty_targets",
+                 "t", "task", "task_first", "timeline")
 
     def __init__(self, plan: _Plan, timeline: EpisodeTimeline, t: float, events: Sequence[Any], sample_idx: int,
                  task: str | None, context_task: str | None, options: RenderOptions) -> None:
@@ -147,6 +153,7 @@ class _Frame:
         self.context_task = context_task
         self.task_first = options.task_source == "dataset"
         self.frame_exact = options.emitted_at_match == "frame"
+        self.skip_empty_targets = options.empty_target == "skip"
 
     def value(self, slot: int, site: str) -> Any:
         if slot == _TASK:
@@ -206,6 +213,8 @@ def _render_component(component: _Component, frame: _Frame) -> RenderedSample | 
             source = values.get(tool_calls_from)
             if isinstance(source, dict) and source.get("tool_calls"):
                 message["tool_calls"] = _copy_json(source["tool_calls"])
+        if target and frame.skip_empty_targets and _is_empty(message):
+            continue
         if target:
             targets.append(len(messages))
         messages.append(message)
@@ -213,6 +222,18 @@ def _render_component(component: _Component, frame: _Frame) -> RenderedSample | 
     if not targets and "low_level" not in streams:
         return None
     return RenderedSample(messages, streams, targets, component.name)
+
+
+def _is_empty(message: dict[str, Any]) -> bool:
+    """True when a message has no tool calls and no text (string content or text blocks all blank)."""
+    if message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        return not any(
+            isinstance(b, dict) and (b.get("type") != "text" or str(b.get("text") or "").strip()) for b in content
+        )
+    return not (content or "").strip()
 
 
 def render_sample(

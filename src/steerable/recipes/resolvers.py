@@ -104,6 +104,10 @@ class EpisodeTimeline:
     def persistent_rows(self) -> list[Row]:
         return [row for _, row in self._rows]
 
+    def is_empty_at(self, t: float) -> bool:
+        """True when the frame at `t` has no language rows: no persistent rows and no events."""
+        return not self._rows and not self._events.get(float(t))
+
     def events_at(self, t: float) -> Sequence[Any]:
         """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
         return self._events.get(float(t), ())

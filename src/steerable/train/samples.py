@@ -146,7 +146,14 @@ class DatasetRenderer:
     def render(
         self, timeline: EpisodeTimeline, *, t: float, index: int, task: str
     ) -> tuple[RenderedSample | None, bool]:
-        """One frame's sample and whether it is the task fallback (no statistics kept)."""
+        """One frame's sample and whether it is the task fallback (no statistics kept).
+
+        With `fallback="task"` this is the reference's training step: in `compat="lerobot"` a frame
+        that carries no language rows at all gets the task sample without rendering the recipe.
+        """
+        if self.fallback == "task" and self.options.compat == "lerobot" and timeline.is_empty_at(t):
+            fallback = task_fallback(task)
+            return fallback, fallback is not None
         sample = render_sample(self.recipe, timeline, t=t, sample_idx=index, task=task, options=self.options)
         if sample is None and self.fallback == "task":
             fallback = task_fallback(task)
