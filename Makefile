@@ -31,6 +31,7 @@ test: $(STAMP_TEST)
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 bench: $(STAMP_TEST)
