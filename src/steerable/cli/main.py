@@ -12,7 +12,7 @@ from steerable import __version__
 from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
-SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "train")
+SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "train", "run")
 
 USER_ERROR_EXIT = 2
 

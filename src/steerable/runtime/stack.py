@@ -64,7 +64,7 @@ def build_high(spec: StackSpec) -> HighLevelModel | None:
     if spec.high_level == "vlm":
         from steerable.runtime.vlm_planner import VLMPlanner
 
-        return VLMPlanner.from_config(spec.vlm)
+        return VLMPlanner.from_config(spec.vlm, recipe=spec.recipe)
     model: HighLevelModel = _policy_runtime().load_high_level(spec.policy_path, spec.device)
     return model
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
 from steerable.runtime.sim.env import step_satisfied
-from steerable.runtime.sim.grammar import CommandError, parse_task, pick_text, place_text, resolve_target
+from steerable.runtime.sim.grammar import parse_task, pick_text, place_text, resolve_target
 from steerable.synthetic.tasks import Step
 from steerable.synthetic.world import Scene, WorldState
 
@@ -69,10 +69,7 @@ class ScriptedPlanner:
             raise TypeError("the scripted planner needs the simulator's privileged state (--env sim)")
         if request.kind == "ask":
             return HighLevelUpdate(answer=self._answer(request.user_text or "", world, request))
-        try:
-            steps = self._steps(request, world.scene)
-        except CommandError as exc:
-            return HighLevelUpdate(speech=f"Sorry, {exc}")
+        steps = self._steps(request, world.scene)  # CommandError: the runtime reports it and holds still
         speech = None
         if request.kind == "interjection":
             speech = self._interject(request.user_text or "", world)

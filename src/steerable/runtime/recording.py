@@ -1,0 +1,140 @@
+"""Record a rollout as a LeRobot v3 dataset whose language columns hold what happened live.
+
+One episode per task (a new `/task` or `/reset` starts the next one). Frames are the control ticks:
+the observation's state and camera frames, and the action dispatched (the current state when the
+robot held still). Language: the task (a `task_aug` row), every subtask / plan / memory at the
+frame it took effect (persistent rows), every interjection (an event row of style `interjection`)
+and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame.
+`close()` finishes the videos and metadata (info.json last) and then writes the language columns,
+so an interrupted run still leaves a dataset that loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steerable.dataset.build import DatasetBuilder, frame_timestamps
+from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.writer import EpisodeLanguage, write_language
+from steerable.errors import DatasetError
+from steerable.language import speech_row
+from steerable.runtime.loop import RuntimeEvent
+from steerable.runtime.protocols import Observation
+
+__all__ = ["Recorder"]
+
+logger = logging.getLogger(__name__)
+
+_PERSISTENT = ("subtask", "plan", "memory")
+
+
+@dataclass
+class _Episode:
+    task: str
+    start_frame: int
+    states: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    images: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    persistent: dict[tuple[str, int], str] = field(default_factory=dict)  # (style, frame) -> text
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
+class Recorder:
+    """Listener + frame hook of a `Runtime` that writes a dataset to `root` (a new folder)."""
+
+    def __init__(self, root: Path, *, fps: int, robot_type: str | None = None, state_names: tuple[str, ...] = ()) -> None:
+        self.root = Path(root)
+        if self.root.exists() and any(self.root.iterdir()):
+            raise DatasetError(f"--record {self.root}: the folder is not empty; record into a new folder")
+        self.fps = fps
+        self.robot_type = robot_type
+        self.state_names = state_names
+        self._builder: DatasetBuilder | None = None
+        self._episode: _Episode | None = None
+        self._language: dict[int, EpisodeLanguage] = {}
+        self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
+        self.closed = False
+
+    # -- runtime hooks -----------------------------------------------------------------------------
+    def on_event(self, event: RuntimeEvent) -> None:
+        if event.kind == "task":
+            self._finish_episode()
+            self._episode = _Episode(event.text, event.frame)
+            return
+        ep = self._episode
+        if ep is None:
+            return
+        frame = event.frame - ep.start_frame
+        if event.kind in _PERSISTENT and event.text:
+            ep.persistent[(event.kind, frame)] = event.text
+        elif event.kind == "interjection":
+            ep.events.append((frame, {"role": "user", "content": event.text, "style": "interjection", "camera": None,
+                                      "tool_calls": None}))
+        elif event.kind == "speech":
+            ep.events.append((frame, speech_row(event.text)))
+
+    def on_frame(self, observation: Observation, action: np.ndarray) -> None:
+        ep = self._episode
+        self._frame += 1
+        if ep is None:
+            return
+        ep.states.append(np.asarray(observation.state, dtype=np.float32))
+        ep.actions.append(np.asarray(action, dtype=np.float32))
+        for key, image in observation.images.items():
+            ep.images.setdefault(key, []).append(image)
+
+    def end_episode(self) -> None:
+        """Close the current episode (a new scene follows); the next task starts another."""
+        self._finish_episode()
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def _features(self, ep: _Episode) -> dict[str, dict[str, Any]]:
+        dims, adims = ep.states[0].shape[0], ep.actions[0].shape[0]
+        names = list(self.state_names) if len(self.state_names) == dims else None
+        features: dict[str, dict[str, Any]] = {
+            "observation.state": {"dtype": "float32", "shape": [dims], "names": names},
+            "action": {"dtype": "float32", "shape": [adims], "names": names if adims == dims else None},
+        }
+        for key, frames in ep.images.items():
+            features[key] = {"dtype": "video", "shape": list(frames[0].shape)}
+        return features
+
+    def _finish_episode(self) -> None:
+        ep, self._episode = self._episode, None
+        if ep is None or not ep.states:
+            return
+        if self._builder is None:
+            self._builder = DatasetBuilder(self.root, fps=self.fps, features=self._features(ep),
+                                           robot_type=self.robot_type)
+        n = len(ep.states)
+        index = self._builder.add_episode(
+            ep.task,
+            {"observation.state": np.stack(ep.states), "action": np.stack(ep.actions)},
+            {key: iter(frames) for key, frames in ep.images.items()},
+        )
+        times = frame_timestamps(n, self.fps).tolist()
+        persistent = [{"role": "user", "content": ep.task, "style": "task_aug", "timestamp": times[0],
+                       "camera": None, "tool_calls": None}]
+        for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1]):
+            persistent.append({"role": "assistant", "content": text, "style": style,
+                               "timestamp": times[min(frame, n - 1)], "camera": None, "tool_calls": None})
+        events = [(times[min(frame, n - 1)], row) for frame, row in ep.events]
+        self._language[index] = EpisodeLanguage(persistent, events)
+        logger.info("recorded episode %d: %d frames, %d language rows", index, n, len(persistent) + len(events))
+
+    def close(self) -> Path | None:
+        """Finish the dataset (idempotent); None when nothing was recorded."""
+        if self.closed:
+            return self.root if self._builder is not None else None
+        self.closed = True
+        self._finish_episode()
+        if self._builder is None:
+            return None
+        self._builder.finalize()
+        write_language(LeRobotDataset(self.root), self._language)
+        return self.root

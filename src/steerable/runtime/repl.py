@@ -1,0 +1,153 @@
+"""The interactive REPL: a live status panel (rich) above a prompt; the robot runs at the control rate.
+
+The control loop runs in a background thread at `ctrl_hz`; the terminal is read key by key (cbreak
+mode, so the panel keeps updating while you type). Ctrl-C stops the robot and closes the recording.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import termios
+import threading
+import tty
+from collections import deque
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from steerable.errors import ConfigError
+from steerable.runtime.loop import RuntimeEvent
+from steerable.runtime.session import Session, format_event, parse_line
+
+__all__ = ["StatusView", "run_repl"]
+
+_STYLES = {"warn": "bold red", "speech": "bold cyan", "interjection": "yellow", "answer": "green", "done": "bold green"}
+
+
+class StatusView:
+    """What the live display shows: the status panel, recent events, and the line being typed."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.events: deque[tuple[str, str]] = deque(maxlen=10)
+        self.typed = ""
+        self.lock = threading.Lock()
+
+    def on_event(self, event: RuntimeEvent) -> None:
+        with self.lock:
+            self.events.append((format_event(event), _STYLES.get(event.kind, "")))
+
+    def __rich__(self) -> Any:
+        rt = self.session.runtime
+        ctx = rt.state.snapshot()
+        rates = rt.measured_rates()
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        unset = Text("(not set)", style="dim")
+        grid.add_row("task", ctx.task or unset)
+        grid.add_row("subtask", ctx.subtask or unset)
+        grid.add_row("plan", ctx.plan or unset)
+        grid.add_row("memory", ctx.memory or unset)
+        grid.add_row("last speech", rt.state.last_speech or unset)
+        grid.add_row("rates", f"control {rates['ctrl_hz']:.0f} Hz · chunks {rates['chunk_hz']:.1f} Hz · "
+                              f"high level {rates['high_level_hz']:.2f} Hz · t={rt.clock.now():.1f}s")
+        high = rt.high.name if rt.high is not None else "none (direct task)"
+        grid.add_row("models", f"{high} / {rt.low.name}")
+        mode = "done" if rt.state.done else rt.state.mode
+        color = {"action": "green", "paused": "yellow", "done": "cyan"}[mode]
+        panel = Panel(grid, title=f"steerable run · sim · [{color}]{mode}[/{color}]", title_align="left")
+        with self.lock:
+            log = Text("\n").join(Text(line, style=style) for line, style in self.events)
+            typed = self.typed
+        hint = Text("plain text = interjection · /task /ask /pause /resume /reset /status /help /quit", style="dim")
+        return Group(panel, log, hint, Text(f"> {typed}", style="bold"))
+
+
+def _keys(fd: int, stop: threading.Event) -> Any:
+    """Yield typed characters (escape sequences dropped) until `stop` is set."""
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if not ready:
+            continue
+        data = os.read(fd, 1024).decode(errors="ignore")
+        if not data:
+            yield "\x04"
+            return
+        i = 0
+        while i < len(data):
+            if data[i] == "\x1b":  # arrow keys and friends: skip the sequence
+                i += 1
+                while i < len(data) and not data[i].isalpha() and data[i] != "~":
+                    i += 1
+                i += 1
+                continue
+            yield data[i]
+            i += 1
+
+
+def run_repl(session: Session) -> int:
+    """Run the interactive session until /quit, Ctrl-D or Ctrl-C; returns the exit status."""
+    console = Console(highlight=False)
+    rt = session.runtime
+    view = StatusView(session)
+    rt.listeners.append(view.on_event)
+    session.out = lambda text: view.on_event(RuntimeEvent("info", text, rt.frame, rt.clock.now()))
+    console.print(session.describe_scene(), style="dim")
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def control() -> None:
+        try:
+            rt.run(until=lambda: stop.is_set() or session.quit)
+        except BaseException as exc:  # surfaced on the main thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=control, name="runtime-loop", daemon=True)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    code = 0
+    try:
+        tty.setcbreak(fd)
+        thread.start()
+        with Live(view, console=console, refresh_per_second=8, transient=False):
+            for key in _keys(fd, stop):
+                if session.quit or failure:
+                    break
+                if key == "\x04":
+                    session.quit = True
+                elif key in "\r\n":
+                    with view.lock:
+                        line, view.typed = view.typed, ""
+                    try:
+                        session.handle(parse_line(line))
+                    except ConfigError as exc:
+                        session.out(f"! {exc}")
+                elif key in "\x7f\b":
+                    with view.lock:
+                        view.typed = view.typed[:-1]
+                elif key.isprintable():
+                    with view.lock:
+                        view.typed += key
+                if session.quit:
+                    break
+    except KeyboardInterrupt:
+        console.print("interrupted: robot stopped")
+        code = 130
+    finally:
+        stop.set()
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        thread.join(5)
+        written = session.close()
+    console.print(session.final_report())
+    if written is not None:
+        console.print(f"recorded: {written}")
+    if failure:
+        raise failure[0]
+    return code

@@ -1,0 +1,260 @@
+"""A runtime session as the CLI runs it: env + models + tools + recorder, operator lines, commands files.
+
+Operator lines (the REPL, `--commands FILE`): plain text is an interjection; `/task TEXT`,
+`/ask QUESTION`, `/pause`, `/resume`, `/reset [SEED]`, `/status`, `/quit`, `/help`. An unknown
+slash command is refused (it never becomes a task). A commands file holds one line per line,
+optionally prefixed with a simulated time (`@2.5s no, the right bin`): a timed line is sent at that
+time, an untimed one once the robot is idle; the run ends when the last line was handled and the
+robot is idle again.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from steerable.errors import ConfigError
+from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
+from steerable.runtime.recording import Recorder
+from steerable.runtime.sim.env import SimEnv
+from steerable.runtime.sim.grammar import side_of
+from steerable.runtime.sim.planner import describe_location
+from steerable.runtime.stack import StackSpec, build_high, build_low
+from steerable.synthetic.generate import ROBOT_TYPE
+from steerable.tools import load_tools
+
+__all__ = [
+    "HELP",
+    "Line",
+    "Session",
+    "SessionOptions",
+    "TimedLine",
+    "format_event",
+    "parse_line",
+    "read_commands",
+    "status_lines",
+]
+
+HELP = """commands:
+  <text>            interjection: correct or steer the robot ("no, the right bin")
+  /task <text>      a new task ("put the red cube in the blue bin")
+  /ask <question>   a question about what the cameras see ("where is the red cube?")
+  /pause, /resume   stop the robot where it is / carry on
+  /reset [seed]     a new scene (and a new recording episode)
+  /status           task, subtask, plan, memory, last speech, loop rates
+  /help, /quit"""
+
+LineKind = Literal["task", "interject", "ask", "pause", "resume", "reset", "status", "help", "quit", "empty"]
+_SLASH: dict[str, LineKind] = {
+    "task": "task", "ask": "ask", "pause": "pause", "p": "pause", "resume": "resume", "reset": "reset",
+    "status": "status", "help": "help", "?": "help", "quit": "quit", "exit": "quit", "q": "quit",
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: LineKind
+    text: str = ""
+
+
+def parse_line(raw: str) -> Line:
+    """One operator line; raises ConfigError for an unknown slash command."""
+    line = raw.strip()
+    if not line:
+        return Line("empty")
+    if not line.startswith("/"):
+        return Line("interject", line)
+    head, _, rest = line[1:].partition(" ")
+    kind = _SLASH.get(head.lower())
+    if kind is None:
+        raise ConfigError(f"unknown command /{head}; /help lists the commands")
+    rest = rest.strip()
+    if len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "\"'":
+        rest = rest[1:-1]
+    return Line(kind, rest)
+
+
+@dataclass(frozen=True)
+class TimedLine:
+    at: float | None  # simulated seconds; None: once the robot is idle
+    line: Line
+    number: int
+
+
+_TIME = re.compile(r"^@\s*(\d+(?:\.\d+)?)\s*s?\s+(.*)$")
+
+
+def read_commands(path: Path) -> list[TimedLine]:
+    """Parse a commands file; every bad line is reported at once (file:line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--commands {path}: cannot read it ({exc.strerror or exc})") from exc
+    out: list[TimedLine] = []
+    problems: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        at = None
+        match = _TIME.match(raw.strip())
+        body = raw
+        if match:
+            at, body = float(match.group(1)), match.group(2)
+        elif raw.strip().startswith("@"):
+            problems.append(f"{path}:{number}: bad time prefix (write e.g. '@2.5s no, the right bin')")
+            continue
+        try:
+            out.append(TimedLine(at, parse_line(body), number))
+        except ConfigError as exc:
+            problems.append(f"{path}:{number}: {exc}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    if not out:
+        raise ConfigError(f"--commands {path}: the file holds no commands")
+    return out
+
+
+def format_event(event: RuntimeEvent) -> str:
+    label = {"speech": "say", "warn": "!"}.get(event.kind, event.kind)
+    text = event.text.replace("\n", " | ") or "(cleared)"
+    return f"[{event.time_s:6.1f}s] {label}: {text}"
+
+
+@dataclass
+class SessionOptions:
+    stack: StackSpec = field(default_factory=StackSpec)
+    task: str | None = None
+    seed: int = 0
+    record: Path | None = None
+    tts: str = "text"
+    rates: LoopRates = field(default_factory=LoopRates)
+    realtime: bool = False
+    max_seconds: float = 300.0
+
+
+class Session:
+    """Builds and owns the env, the models, the tools, the runtime and the recorder of one run."""
+
+    def __init__(self, options: SessionOptions, *, out: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.out = out
+        self.seed = options.seed
+        self.env = SimEnv(fps=int(round(options.rates.ctrl_hz)))
+        self.env.reset(self.seed, options.task or "")
+        self.speech_dir = Path(tempfile.mkdtemp(prefix="steerable_say_")) if options.tts != "text" else None
+        tools = load_tools({}, tts=options.tts, output_dir=self.speech_dir)
+        self.recorder = (
+            Recorder(options.record, fps=self.env.fps, robot_type=ROBOT_TYPE, state_names=self.env.state_names)
+            if options.record is not None
+            else None
+        )
+        high, low = build_high(options.stack), build_low(options.stack)
+        prompts = None
+        if high is not None and options.stack.high_level == "policy":  # the VLM planner renders its own
+            from steerable.runtime.prompts import RecipePrompts
+
+            prompts = RecipePrompts.load(options.stack.recipe, cameras=self.env.camera_keys)
+        self.runtime = Runtime(
+            self.env, low, high, tools=tools, prompts=prompts, rates=options.rates, realtime=options.realtime,
+            render=True if self.recorder is not None else None, on_reset=self.reset,
+        )
+        if self.recorder is not None:
+            self.runtime.listeners.append(self.recorder.on_event)
+            self.runtime.frame_hooks.append(self.recorder.on_frame)
+        self.quit = False
+        if options.task is not None:
+            self.runtime.submit("task", options.task)
+
+    def describe_scene(self) -> str:
+        world = self.env.observe(render=False).privileged
+        cubes = ", ".join(c.name for c in world.scene.cubes)
+        places = ", ".join(f"{r.name} ({side_of(r)})" for r in world.scene.receptacles)
+        return f"scene (seed {self.seed}): cubes: {cubes}; receptacles: {places}"
+
+    def reset(self, text: str) -> None:
+        """`/reset [seed]`: a new scene; the task is cleared (and the recording starts a new episode)."""
+        try:
+            self.seed = int(text) if text else self.seed + 1
+        except ValueError:
+            self.runtime.emit("warn", f"/reset takes an optional integer seed, got {text!r}")
+            return
+        self.env.reset(self.seed, "")
+        self.runtime.low.reset()
+        if self.runtime.high is not None:
+            self.runtime.high.reset()
+        self.runtime.state.set_task("")
+        self.runtime.state.set_mode("paused")
+        if self.recorder is not None:
+            self.recorder.end_episode()
+        self.runtime.emit("info", self.describe_scene())
+
+    def handle(self, line: Line) -> None:
+        """Apply one operator line (front-end commands are answered here, the rest go to the runtime)."""
+        if line.kind == "empty":
+            return
+        if line.kind == "help":
+            self.out(HELP)
+        elif line.kind == "status":
+            self.out("\n".join(status_lines(self.runtime)))
+        elif line.kind == "quit":
+            self.quit = True
+        else:
+            self.runtime.submit(line.kind, line.text)
+
+    def run_commands(self, lines: list[TimedLine]) -> None:
+        """Play `lines` (see the module docstring) and return when done, quit, or out of time."""
+        rt = self.runtime
+        pending = list(lines)
+        limit = self.options.max_seconds
+
+        def finished() -> bool:
+            while pending and not self.quit:
+                nxt = pending[0]
+                ready = rt.clock.now() >= nxt.at if nxt.at is not None else rt.idle and not rt.pending_inputs
+                if not ready:
+                    break
+                self.handle(pending.pop(0).line)
+            if rt.clock.now() >= limit:
+                rt.emit("warn", f"stopping after {limit:g} s (--max_seconds)")
+                return True
+            return self.quit or (not pending and rt.idle and not rt.pending_inputs)
+
+        rt.run(until=finished)
+
+    def final_report(self) -> str:
+        """Where each cube of the task ended up (from the simulator's state)."""
+        world = self.env.world
+        if world is None or not self.runtime.state.task:
+            return "final: no task"
+        task = self.runtime.state.task.lower()
+        named = [c.name for c in world.scene.cubes if c.name in task] or [c.name for c in world.scene.cubes]
+        where = " ".join(describe_location(world, c) for c in named)
+        return f"final ({'task done' if self.runtime.state.done else 'task not done'}): {where}"
+
+    def close(self) -> Path | None:
+        """Stop the robot, close the env, finish the recording; returns the dataset written, if any."""
+        self.runtime.stop()
+        self.env.close()
+        return self.recorder.close() if self.recorder is not None else None
+
+
+def status_lines(rt: Runtime) -> list[str]:
+    ctx = rt.state.snapshot()
+    rates = rt.measured_rates()
+    high = rt.high.name if rt.high is not None else "none (direct task)"
+    return [
+        f"mode: {rt.state.mode}{' (task done)' if rt.state.done else ''}   time: {rt.clock.now():.1f}s",
+        f"task: {ctx.task or '(not set)'}",
+        f"subtask: {ctx.subtask or '(not set)'}",
+        "plan: " + (ctx.plan.replace(chr(10), ' | ') if ctx.plan else "(not set)"),
+        f"memory: {ctx.memory or '(not set)'}",
+        f"last speech: {rt.state.last_speech or '-'}",
+        f"models: high level {high}; low level {rt.low.name}",
+        f"rates: control {rates['ctrl_hz']:.1f} Hz, chunks {rates['chunk_hz']:.1f} Hz, "
+        f"high level {rates['high_level_hz']:.2f} Hz; dispatched {rt.state.actions_dispatched}, "
+        f"discarded chunks {rt.state.chunks_discarded}",
+    ]

@@ -1,0 +1,103 @@
+"""A high-level model served by any OpenAI-compatible VLM (vLLM, SGLang, a hosted API).
+
+Prompts come from the recipe (`RecipePrompts`), so a VLM fine-tuned on `steerable export` output
+sees the layout it was trained on; each request asks for a reply following a JSON schema. The
+reference cascade: an update asks for the subtask, and when it changed, for a memory note. The
+async client runs on a private event loop thread; every call has a deadline. Garbage or a timeout
+raises, and the runtime holds the robot still and tells the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from steerable.runtime.parsing import ParseError, parse_reply
+from steerable.runtime.prompts import Purpose, RecipePrompts
+from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
+from steerable.vlm import VLMClient, VLMConfig, make_vlm
+
+__all__ = ["REPLY_SCHEMAS", "VLMPlanner"]
+
+T = TypeVar("T")
+
+
+def _schema(required: str, **optional: str) -> dict[str, Any]:
+    props: dict[str, Any] = {required: {"type": "string"}}
+    props.update({k: {"type": v} for k, v in optional.items()})
+    return {"type": "object", "properties": props, "required": [required], "additionalProperties": False}
+
+
+REPLY_SCHEMAS: dict[Purpose, dict[str, Any]] = {
+    "subtask": _schema("subtask", plan="string", task_done="boolean"),
+    "memory": _schema("memory"),
+    "speech": _schema("speech", subtask="string", plan="string"),
+    "vqa": _schema("answer"),
+}
+_PURPOSE = {"update": "subtask", "interjection": "speech", "ask": "vqa"}
+
+
+class VLMPlanner:
+    """`HighLevelModel` over a `VLMClient`; `timeout_s` bounds each call, retries included."""
+
+    wants_images = True
+
+    def __init__(self, client: VLMClient, prompts: RecipePrompts, *, timeout_s: float = 30.0,
+                 model_id: str = "vlm") -> None:
+        self.client = client
+        self.prompts = prompts
+        self.timeout_s = timeout_s
+        self.name = f"VLM planner ({model_id})"
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="vlm-planner", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_config(cls, options: Mapping[str, Any], *, recipe: str | None = None) -> VLMPlanner:
+        """Build from `--vlm.*` options (VLMConfig fields) plus `recipe`."""
+        fields = dict(options)
+        timeout = float(fields.pop("timeout_s", 30.0))
+        config = VLMConfig(**fields)
+        return cls(make_vlm(config), RecipePrompts.load(recipe), timeout_s=timeout,
+                   model_id=config.model_id or "vlm")
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout=self.timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no reply within {self.timeout_s:g} s") from None
+
+    def _ask(self, purpose: Purpose, messages: list[dict[str, Any]]) -> HighLevelUpdate:
+        reply = self._run(self.client.generate_json(messages, REPLY_SCHEMAS[purpose], purpose=f"runtime:{purpose}"))
+        if not isinstance(reply, Mapping):
+            raise ParseError(f"the reply is not a JSON object: {reply!r}"[:200])
+        update = parse_reply(reply)
+        if purpose == "subtask" and not update.subtask and not update.task_done:
+            raise ParseError("the model returned an empty subtask")
+        return update
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        purpose: Purpose = _PURPOSE[request.kind]  # type: ignore[assignment]
+        if not self.prompts.has(purpose):
+            purpose = "subtask"
+        ctx, obs = request.context, request.observation
+        messages = self.prompts.render(purpose, ctx, obs, user_text=request.user_text)
+        update = self._ask(purpose, messages)
+        changed = purpose == "subtask" and update.subtask and update.subtask != ctx.subtask and ctx.subtask
+        if changed and self.prompts.has("memory"):
+            memory_prompt = self.prompts.render("memory", ctx, obs, new_subtask=update.subtask)
+            memory = self._ask("memory", memory_prompt).memory
+            update = replace(update, memory=memory)
+        return update
+
+    def reset(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._run(self.client.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
