@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from steerable.errors import ConfigError
-from steerable.recipes.render import RenderOptions
+
+if TYPE_CHECKING:  # registering parsers must stay cheap: recipes (numpy, pyarrow) load when a command runs
+    from steerable.recipes.render import RenderOptions
 
 __all__ = ["add_recipe_args", "camera_map", "render_options"]
 
@@ -40,5 +43,6 @@ def camera_map(pairs: list[str]) -> dict[str, str]:
 
 
 def render_options(args: argparse.Namespace) -> RenderOptions:
+    from steerable.recipes.render import RenderOptions
 
     return RenderOptions(compat=args.compat)

@@ -6,13 +6,13 @@ import argparse
 import itertools
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
 from steerable.errors import ConfigError
+
+if TYPE_CHECKING:  # registering the parser must stay cheap: rich loads when the command runs
+    from rich.console import Console
 
 __all__ = ["register"]
 
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from steerable.dataset import open_dataset
     from steerable.recipes import load_recipe
     from steerable.train.samples import DatasetRenderer
@@ -87,6 +89,8 @@ def _print_sample(console: Console, sample: Any) -> None:
 
 
 def _print_stats(console: Console, stats: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table("component", "drawn", "rendered", "fell back", "empty", title=f"{stats['frames']} frames")
     for name, c in stats["components"].items():
         table.add_row(name or "(recipe)", str(c["drawn"]), str(c["rendered"]), str(c["fell_back"]), str(c["empty"]))

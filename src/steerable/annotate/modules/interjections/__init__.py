@@ -2,9 +2,9 @@
 
 from typing import TYPE_CHECKING
 
-from steerable.annotate.modules import lazy_exports
 from steerable.annotate.modules.interjections.config import SCENARIOS, InterjectionsConfig, Scenario
 from steerable.annotate.modules.interjections.stage import InterjectionsStage
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.annotate.modules.interjections.module import (

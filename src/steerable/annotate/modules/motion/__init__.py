@@ -7,9 +7,9 @@ thresholds and limits: docs/motion.md.
 
 from typing import TYPE_CHECKING
 
-from steerable.annotate.modules import lazy_exports
 from steerable.annotate.modules.motion.config import Granularity, MotionConfig
 from steerable.annotate.modules.motion.stage import MotionStage
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.annotate.modules.motion.dims import DimSelection, Gripper, find_dims

@@ -2,9 +2,9 @@
 
 from typing import TYPE_CHECKING
 
-from steerable.annotate.modules import lazy_exports
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.stage import PlanStage
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.annotate.modules.plan.module import KeystatePlanModule, PlanModule, make_plan_module

@@ -2,7 +2,6 @@
 
 from typing import TYPE_CHECKING
 
-from steerable.annotate.modules import lazy_exports
 from steerable.annotate.modules.vqa.config import (
     COORDINATE_FORMATS,
     QUESTION_TYPES,
@@ -11,6 +10,7 @@ from steerable.annotate.modules.vqa.config import (
     VqaConfig,
 )
 from steerable.annotate.modules.vqa.stage import VqaStage
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.annotate.modules.vqa.answers import (
