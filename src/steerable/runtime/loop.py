@@ -364,7 +364,7 @@ class Runtime:
 
     def measured_rates(self) -> dict[str, float]:
         """Ticks, chunks and high-level calls per second of (simulated or wall) loop time."""
-        seconds = max(self.stats.ticks / self.rates.ctrl_hz, 1e-9)
+        seconds = max(self.clock.now(), 1e-9)
         return {
             "ctrl_hz": self.stats.ticks / seconds,
             "chunk_hz": self.stats.chunks / seconds,

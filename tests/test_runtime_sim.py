@@ -1,0 +1,100 @@
+"""The simulator stack end to end: a two-step task, an interjection changing the target, recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from annotate_helpers import steerable
+from runtime_helpers import recorded_language
+from steerable.runtime.evaluation import evaluate
+from steerable.runtime.loop import LoopRates
+from steerable.runtime.protocols import Observation
+from steerable.runtime.session import Session, SessionOptions, read_commands
+from steerable.runtime.sim import CommandError, ScriptedController, SimEnv, parse_command, step_satisfied
+from steerable.runtime.sim.planner import describe_location
+from steerable.runtime.stack import StackSpec
+from steerable.synthetic.tasks import Step
+
+TASK = "put the red cube in the left bin, then the orange cube in the left bin"
+
+
+def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_path: Path) -> None:
+    commands = tmp_path / "commands.txt"
+    commands.write_text("@3s no, the right bin\n/ask where is the red cube?\n")
+    record = tmp_path / "rec"
+    session = Session(SessionOptions(task=TASK, seed=7, record=record, rates=LoopRates(ctrl_hz=15)))
+    scene = session.env.world.scene
+    assert {r.name: r.center[0] < 0.2 for r in scene.receptacles} == {"blue bin": True, "yellow bin": False}
+    session.run_commands(read_commands(commands))
+    assert session.close() == record
+    world = session.env.world
+    # Checked from the simulator's state: the corrected cube is in the right bin, the other as asked.
+    assert step_satisfied(world, Step("red cube", "yellow bin"))
+    assert step_satisfied(world, Step("orange cube", "blue bin"))
+    assert world.held is None and session.runtime.state.done
+    assert describe_location(world, "red cube") == "The red cube is in the yellow bin."
+
+    persistent, events, problems = recorded_language(record)
+    assert problems == []
+    # The interjection and the spoken reply sit on the frame where they happened: 3 s at 15 fps.
+    at_3s = events[3.0]
+    assert {"role": "user", "content": "no, the right bin", "style": "interjection", "camera": None,
+            "tool_calls": None} in at_3s
+    says = [r for r in at_3s if r["tool_calls"]]
+    assert says[0]["tool_calls"][0]["function"]["name"] == "say"
+    assert "yellow bin" in says[0]["tool_calls"][0]["function"]["arguments"]["text"]
+    assert set(events) == {3.0}  # nothing else was said or interjected
+    subtasks = [(r["timestamp"], r["content"]) for r in persistent if r["style"] == "subtask"]
+    assert subtasks[0] == (0.0, "pick up the red cube")
+    assert (3.0, "place it in the yellow bin") in subtasks
+    assert ("pick up the orange cube" in [c for _, c in subtasks]) and subtasks[-1][1] == "place it in the blue bin"
+    assert [r["content"] for r in persistent if r["style"] == "task_aug"] == [TASK]
+    assert any(r["style"] == "plan" for r in persistent) and any(r["style"] == "memory" for r in persistent)
+
+    info = steerable("info", str(record), "--json")
+    assert info.returncode == 0, info.stderr
+    rendered = steerable("render", str(record), "--recipe", "subtask_mem_vqa_speech", "--episode", "0")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "place it in the yellow bin" in rendered.stdout
+
+
+def test_the_controller_reports_commands_it_cannot_parse() -> None:
+    env = SimEnv()
+    env.reset(7, "")
+    scene = env.world.scene
+    assert parse_command("Pick up the red cube.", scene).cube == "red cube"
+    assert parse_command("place it in the right bin", scene).target == "yellow bin"
+    assert parse_command("put it on the orange cube", scene).stack
+    with pytest.raises(CommandError, match="no 'green cube' to pick up"):
+        parse_command("pick up the green cube", scene)
+    chunk = ScriptedController().act(env.observe(render=False), "do a backflip")
+    assert len(chunk.actions) == 0 and "cannot parse command 'do a backflip'" in chunk.error
+    chunk = ScriptedController().act(env.observe(render=False), "place it in the blue bin")
+    assert "gripper is empty" in chunk.error
+
+
+def test_env_renders_cameras_and_steps_like_the_dataset() -> None:
+    env = SimEnv(cameras=("top", "wrist"))
+    spec = env.reset(3)
+    obs = env.observe()
+    assert isinstance(obs, Observation) and obs.state.shape == (4,)
+    assert obs.images["observation.images.top"].shape == (160, 224, 3)
+    assert obs.images["observation.images.wrist"].shape == (128, 128, 3)
+    assert env.observe(render=False).images == {}
+    env.send_action(np.array([0.1, 0.1, 0.05, 0.0]))
+    assert env.observe(render=False).state[:3] == pytest.approx([0.1, 0.1, 0.05])
+    assert env.success() is False and spec.steps
+
+
+def test_eval_six_episodes_with_and_without_interjections() -> None:
+    plain = evaluate(StackSpec(), 6, seed=100, workers=2)
+    assert plain.success_rate == 1.0 and len(plain.episodes) == 6
+    assert all(e.interjection is None for e in plain.episodes)
+    corrected = evaluate(StackSpec(), 6, seed=100, interjections=True, workers=2)
+    assert corrected.success_rate == 1.0
+    assert all(e.interjection and e.interjection.startswith("no,") for e in corrected.episodes)
+    data = corrected.to_json()
+    assert data["episodes"] == 6 and data["by_interjection"]["with"]["episodes"] == 6
