@@ -22,8 +22,8 @@ from steerable.synthetic.render import CAMERAS, camera_name, object_boxes, rende
 
 __all__ = ["Recording", "record"]
 
-_SKIN = np.array([224, 172, 140], dtype=np.float32)
-_SLEEVE = np.array([60, 90, 140], dtype=np.float32)
+_SKIN = np.array([224, 172, 140], dtype=np.uint8)
+_SLEEVE = np.array([60, 90, 140], dtype=np.uint8)
 
 
 @dataclass
@@ -82,14 +82,16 @@ class Recording:
         return out
 
     def _image(self, camera: str, fx: _CameraEffects, k: int) -> np.ndarray:
-        img = render_frame(self.demo.states[int(self.ticks[k])], camera).astype(np.float32)
+        img = render_frame(self.demo.states[int(self.ticks[k])], camera)
         hand = fx.hand[k] if fx.hand else None
         if hand is not None:
             _draw_hand(img, hand)
         dx, dy = (int(v) for v in fx.shift[k])
         if dx or dy:
             img = _shift(img, dx, dy)
-        return np.clip(img * fx.gain[k], 0, 255).astype(np.uint8)
+        if fx.gain[k] != 1.0:
+            img = np.clip(np.arange(256) * fx.gain[k], 0, 255).astype(np.uint8)[img]
+        return img
 
 
 def record(
@@ -174,4 +176,4 @@ def _shift(img: np.ndarray, dx: int, dy: int) -> np.ndarray:
     h, w = img.shape[:2]
     ys = np.clip(np.arange(h) - dy, 0, h - 1)
     xs = np.clip(np.arange(w) - dx, 0, w - 1)
-    return img[ys][:, xs]
+    return np.take(np.take(img, ys, axis=0), xs, axis=1)
