@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="how labels are matched (auto: embedding when installed, else normalized)",
     )
     parser.add_argument("--embed_model", help="a local sentence-transformers model folder for --labels embedding")
-    parser.add_argument("--embed_threshold", type=float, default=0.7, help="cosine similarity for a label match")
+    parser.add_argument("--embed_threshold", type=float, default=0.85, help="cosine similarity for a label match")
     parser.add_argument("--boundary_tolerance_s", type=float, default=0.5, help="boundary match window")
     parser.add_argument("--event_tolerance_s", type=float, default=0.25, help="gripper event match window")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (0: no intervals)")

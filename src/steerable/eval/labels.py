@@ -34,7 +34,7 @@ def normalize_label(text: str) -> str:
 class LabelMatcher:
     """`same(a, b)`; `description` says in words which rule was used (shown in every report)."""
 
-    def __init__(self, kind: str, *, model: str | None = None, threshold: float = 0.7) -> None:
+    def __init__(self, kind: str, *, model: str | None = None, threshold: float = 0.85) -> None:
         self.kind = kind
         self.model = model
         self.threshold = threshold
@@ -112,7 +112,7 @@ def embedding_available(model: str | None = None) -> bool:
     return model is not None or importlib.util.find_spec(_BUNDLED_MODEL_PACKAGE) is not None
 
 
-def make_label_matcher(kind: str = "auto", *, model: str | None = None, threshold: float = 0.7) -> LabelMatcher:
+def make_label_matcher(kind: str = "auto", *, model: str | None = None, threshold: float = 0.85) -> LabelMatcher:
     """`auto` picks the embedding matcher when it is available, else normalised text."""
     if kind not in LABEL_MATCHERS:
         raise ConfigError(f"unknown label matcher {kind!r}: choose one of {', '.join(LABEL_MATCHERS)}")
