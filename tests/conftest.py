@@ -1,4 +1,4 @@
-"""Shared fixtures: the real LeRobot datasets in ../shared/data and writable copies of them."""
+"""Shared fixtures: the real LeRobot datasets in ../shared/data (see shared_data.py) and writable copies."""
 
 from __future__ import annotations
 
@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from shared_data import shared_dataset
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-def shared_dataset(name: str) -> Path:
-    path = SHARED_DATA / name
-    if not (path / "meta" / "info.json").is_file():
-        pytest.skip(f"shared fixture {name} not found at {path}")
-    return path
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from shared_data import shared_dataset
 from steerable.dataset import open_dataset
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.stats import ImageStatsAccumulator, aggregate_stats, numeric_stats
 from steerable.dataset.video import decode_frames
 from steerable.errors import ConfigError, DatasetError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FPS = 10
 H, W = 32, 48
 LENGTHS = [12, 7, 15, 9, 11]
@@ -46,10 +46,7 @@ INFO_KEYS = [
 
 
 def shared(name: str) -> Path:
-    path = SHARED / name
-    if not (path / "meta" / "info.json").is_file():
-        pytest.skip(f"shared LeRobot fixture {name} not found at {path}")
-    return path
+    return shared_dataset(name)
 
 
 def frame_color(index: int) -> np.ndarray:

@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,9 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
+from shared_data import shared_dataset
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import AnnotationModule, ModuleOutput
 from steerable.annotate.modules.plan import KeystatePlanModule, PlanConfig, PlanModule, make_plan_module
+from steerable.annotate.modules.plan.prompting import PROMPTS
 from steerable.annotate.modules.plan.rows import plan_text
 from steerable.annotate.modules.plan.spans import (
     Span,
@@ -27,15 +28,10 @@ from steerable.annotate.modules.plan.spans import (
     merge_windows,
     plan_windows,
 )
-from steerable.annotate.modules.plan.prompting import PROMPTS
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.errors import AnnotationError, ConfigError
 from steerable.language.validate import validate_rows
 from steerable.testing.scripted import ScriptedVLM
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-LINGZU = DATA / "lingzu_teleop_4"
-
 
 # -- fixtures and the scripted model -------------------------------------------------------------
 
@@ -347,9 +343,7 @@ def test_boundaries_snap_to_motion_keystates(synthetic) -> None:
 
 
 def test_real_video_episode(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not (LINGZU / "meta" / "info.json").is_file():
-        pytest.skip(f"real fixture lingzu_teleop_4 not found at {LINGZU}")
-    ds = open_dataset(LINGZU)
+    ds = open_dataset(shared_dataset("lingzu_teleop_4"))
     decodes: list[int] = []
     original = ds.decode_frames
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -12,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared_data import shared_dataset
 from steerable.errors import ConfigError, LanguageRowTypeError, LanguageSchemaError, RecipeError
 from steerable.recipes import (
     EpisodeTimeline,
@@ -30,7 +30,6 @@ from steerable.recipes import (
 
 TOP, WRIST, FRONT = "observation.images.top", "observation.images.wrist", "observation.images.front"
 LEROBOT = RenderOptions(compat="lerobot")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
@@ -453,9 +452,8 @@ def test_every_builtin_renders_well_formed_samples(name: str, options: RenderOpt
     assert rendered > 30
 
 
-@pytest.mark.skipif(not (DATA / "so101_record_test").exists(), reason="shared LeRobot fixtures not present")
 def test_render_on_real_frame_timestamps_of_a_lerobot_dataset() -> None:
-    root = DATA / "so101_record_test"
+    root = shared_dataset("so101_record_test")
     fps = json.loads((root / "meta" / "info.json").read_text())["fps"]
     table = pq.read_table(root / "data" / "chunk-000" / "file-000.parquet", columns=["timestamp", "index", "episode_index"])
     frames = [r for r in table.to_pylist() if r["episode_index"] == 0]

@@ -12,20 +12,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from shared_data import shared_dataset
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.preview import episode_sheets
 from steerable.annotate.modules.plan.sheets import badge_text, build_contact_sheets
-from steerable.cli.main import SUBCOMMANDS
 from steerable.dataset import open_dataset
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-LINGZU = DATA / "lingzu_teleop_4"
 
 
 def _lingzu() -> Path:
-    if not (LINGZU / "meta" / "info.json").is_file():
-        pytest.skip(f"real fixture lingzu_teleop_4 not found at {LINGZU}")
-    return LINGZU
+    return shared_dataset("lingzu_teleop_4")
 
 
 def _frames(count: int, height: int = 120, width: int = 160) -> list[np.ndarray]:
@@ -112,8 +107,6 @@ def test_episode_sheets_follow_the_plan_windows() -> None:
 
 def test_sheets_command_writes_jpeg_files(tmp_path: Path) -> None:
     root = _lingzu()
-    if "sheets" not in SUBCOMMANDS:
-        pytest.skip("`sheets` is not registered in steerable.cli.main.SUBCOMMANDS yet")
     out = tmp_path / "sheets"
     cmd = [sys.executable, "-m", "steerable.cli.main", "sheets", str(root), "--episode", "2", "--out", str(out),
            "--frames_per_second", "1"]

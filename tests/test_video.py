@@ -14,15 +14,14 @@ import av
 import numpy as np
 import pytest
 
+from shared_data import shared_path
 from steerable.dataset.video import VideoWriter, available_codecs, decode_frames, probe_video
 from steerable.errors import ConfigError, VideoError, VideoNotFoundError, WriteError
 
 FPS = 30
 W, H = 128, 96
 BLOCK = 32  # a 4 x 3 grid of 32-pixel blocks carries a 12-bit frame number
-LINGZU_VIDEO = (
-    Path(__file__).resolve().parents[2] / "shared/data/lingzu_teleop_4/videos/image/chunk-000/file-000.mp4"
-)
+LINGZU_VIDEO = ("lingzu_teleop_4", "videos", "image", "chunk-000", "file-000.mp4")
 HAS_AV1 = bool(available_codecs()["av1"].encoders and available_codecs()["av1"].decoders)
 NO_AV1 = "this PyAV build has no AV1 encoder (libsvtav1/libaom-av1) or decoder (libdav1d/libaom-av1)"
 
@@ -196,14 +195,14 @@ def test_four_threads_at_once_get_the_same_frames(videos: dict) -> None:
     assert alone[0] == list(range(0, 45, 4))
 
 
-@pytest.mark.skipif(not LINGZU_VIDEO.is_file(), reason=f"shared fixture video not found at {LINGZU_VIDEO}")
 def test_real_lerobot_video_decodes_distinct_frames() -> None:
+    video = shared_path(*LINGZU_VIDEO)
     times = [0.0, 3.0, 7.5, 14.2]  # 14.2 s is the episode's last frame
-    frames = decode_frames(LINGZU_VIDEO, times, episode_index=0)
+    frames = decode_frames(video, times, episode_index=0)
     assert all(f.shape == (480, 640, 3) and f.dtype == np.uint8 for f in frames)
     assert all(not np.array_equal(a, b) for i, a in enumerate(frames) for b in frames[i + 1 :])
-    assert np.array_equal(frames[2], decode_frames(LINGZU_VIDEO, [7.5])[0])
-    info = probe_video(LINGZU_VIDEO)
+    assert np.array_equal(frames[2], decode_frames(video, [7.5])[0])
+    info = probe_video(video)
     assert (info.width, info.height, info.fps, info.frames) == (640, 480, 30.0, 427)
 
 

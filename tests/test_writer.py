@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared_data import shared_dataset
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import DatasetError, LanguageSchemaError
@@ -31,14 +32,11 @@ from steerable.language import (
     speech_row,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LANGUAGE = ["language_persistent", "language_events"]
 
 
 def copy_fixture(name: str, dest: Path) -> Path:
-    source = DATA / name
-    if not source.is_dir():
-        pytest.skip(f"the real LeRobot fixture {source} is absent (it lives in the shared/data folder)")
+    source = shared_dataset(name)
     root = dest / name
     # Parquet-only copy: the writer never touches videos.
     shutil.copytree(source, root, ignore=shutil.ignore_patterns("videos"))

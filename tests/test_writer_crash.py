@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from shared_data import shared_dataset
+
 SEEDS = range(5)
 
 # The child annotates three of the four episodes. Each row group written sleeps a little, so that
@@ -81,9 +82,7 @@ def finish(script: Path, root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def states(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str], dict[str, str]]:
-    source = DATA / "lingzu_teleop_4"
-    if not source.is_dir():
-        pytest.skip(f"the real LeRobot fixture {source} is absent (it lives in the shared/data folder)")
+    source = shared_dataset("lingzu_teleop_4")
     base = tmp_path_factory.mktemp("crash")
     script = base / "child.py"
     script.write_text(CHILD)
