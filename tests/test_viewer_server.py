@@ -6,8 +6,6 @@ import http.client
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from viewer_data import (
     WRIST,
     WRIST_POINT,
     session_viewer_dataset,
+    start_view,
     steerable,
 )
 
@@ -30,22 +29,6 @@ from viewer_data import (
 @pytest.fixture(scope="module")
 def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return session_viewer_dataset(tmp_path_factory.getbasetemp())
-
-
-def start_view(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Run `steerable view ... --port 0` and return the process and the URL it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "steerable.cli.main", "view", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "http://" not in line:
-        proc.kill()
-        raise AssertionError(f"no URL printed: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, line[line.index("http://") :].split()[0]
 
 
 @pytest.fixture(scope="module")

@@ -68,3 +68,19 @@ def session_viewer_dataset(base: Path) -> Path:
     if not (root / "meta" / "info.json").is_file():
         make_viewer_dataset(root)
     return root
+
+
+def start_view(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Run `steerable view ... --port 0` and return the process and the URL it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", "view", *args, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "http://" not in line:
+        proc.kill()
+        raise AssertionError(f"no URL printed: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, line[line.index("http://") :].split()[0]

@@ -139,6 +139,7 @@
       labels.appendChild(el("div", "track-label " + track.style, track.style + " (" + track.items.length + ")"));
       var lane = el("div", "lane lane-" + track.kind);
       lane.dataset.style = track.style;
+      var sameTime = {}; // markers at one time (e.g. one VQA per camera) sit side by side
       track.items.forEach(function (item) {
         var node;
         if (track.kind === "span") {
@@ -150,6 +151,8 @@
         } else {
           node = el("div", "marker " + track.style);
           node.style.left = pct(item.t);
+          var k = sameTime[item.t] = (sameTime[item.t] || 0) + 1;
+          if (k > 1) node.style.marginLeft = (-4 + 10 * (k - 1)) + "px";
           node.dataset.t = item.t;
           if (item.camera) node.dataset.camera = item.camera;
         }
