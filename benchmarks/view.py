@@ -1,0 +1,165 @@
+"""Benchmark: `steerable view` on a 500-episode dataset in headless chromium, served vs exported.
+
+The dataset is cheap on purpose (64x48 h264, 24 frames per episode, 50 episodes per mp4 and parquet
+file, subtask/motion rows and one VQA exchange per episode), so the figures measure the viewer, not
+video decoding. For each mode: first contentful paint (the browser's own `paint` entry), time until
+the first episode is ready (list, tracks, plot drawn and the video's metadata loaded), the time from
+clicking a span to the video's `seeked` event, and the time to open another episode from the list.
+The export's build time is reported too. Run: `python benchmarks/view.py [--episodes 500]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steerable.dataset import LeRobotDataset
+from steerable.dataset.build import DatasetBuilder, frame_timestamps
+from steerable.dataset.writer import EpisodeLanguage, write_language
+from steerable.viewer import ViewerData, export_site, make_server
+
+FPS, FRAMES, W, H = 10, 24, 64, 48
+CAMERA = "observation.images.top"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def make_dataset(root: Path, episodes: int) -> Path:
+    rng = np.random.default_rng(0)
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [4], "names": ["ee.x", "ee.y", "ee.z", "gripper.pos"]},
+        "action": {"dtype": "float32", "shape": [4], "names": ["ee.x", "ee.y", "ee.z", "gripper.pos"]},
+        CAMERA: {"dtype": "video", "shape": [H, W, 3]},
+    }
+    t = np.arange(FRAMES) / FPS
+    with DatasetBuilder(root, fps=FPS, features=features, robot_type="bench", episodes_per_file=50) as b:
+        for e in range(episodes):
+            state = np.stack(
+                [np.sin(t + e), np.cos(t), 0.1 * t, (np.arange(FRAMES) > FRAMES // 2).astype(float)], axis=1
+            ).astype(np.float32)
+            shade = rng.integers(0, 255, size=3, dtype=np.uint8)
+            frames = [np.full((H, W, 3), shade, dtype=np.uint8) for _ in range(FRAMES)]
+            for i, f in enumerate(frames):
+                f[:, (i * 2) % W] = 255
+            b.add_episode(f"task {e % 7}", {"observation.state": state, "action": state}, {CAMERA: frames})
+    ds = LeRobotDataset(root)
+    stamps = [float(x) for x in frame_timestamps(FRAMES, FPS)]
+    updates = {}
+    for ep in ds.episodes:
+        rows = []
+        for k, start in enumerate((0, 8, 16)):
+            for style, text in (("subtask", f"step {k}"), ("motion", f"move {k}")):
+                rows.append(
+                    {"role": "assistant", "content": text, "style": style, "timestamp": stamps[start],
+                     "camera": None, "tool_calls": None}
+                )
+        box = json.dumps({"detections": [{"label": "thing", "bbox_format": "xyxy", "bbox": [8, 8, 40, 30]}]})
+        vqa = {"style": "vqa", "camera": CAMERA, "tool_calls": None}
+        events = [
+            (stamps[5], {"role": "user", "content": "where is the thing?", **vqa}),
+            (stamps[5], {"role": "assistant", "content": box, **vqa}),
+        ]
+        updates[ep.episode_index] = EpisodeLanguage(persistent=rows, events=events)
+    write_language(ds, updates)
+    return root
+
+
+def measure(browser: Any, url: str, episodes: int, seeks: int, switches: int) -> dict[str, float]:
+    context = browser.new_context(viewport={"width": 1400, "height": 950}, bypass_csp=True)
+    page = context.new_page()
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']", timeout=120000)
+    ready = (time.perf_counter() - start) * 1000
+    fcp = page.evaluate(
+        "(performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint') || {}).startTime"
+    )
+    seek_ms = []
+    for i in range(seeks):
+        seek_ms.append(
+            page.evaluate(
+                """(i) => new Promise(resolve => {
+                    const v = document.getElementById('video');
+                    const spans = document.querySelectorAll('.span.subtask');
+                    const t0 = performance.now();
+                    v.addEventListener('seeked', () => resolve(performance.now() - t0), {once: true});
+                    spans[(i + 1) % spans.length].click();
+                })""",
+                i,
+            )
+        )
+    switch_ms = []
+    rng = np.random.default_rng(1)
+    for n in rng.choice(np.arange(1, episodes), size=switches, replace=False):
+        t0 = time.perf_counter()
+        page.evaluate(f"window.steerableView.openEpisode({int(n)})")
+        page.wait_for_function(
+            f"window.steerableView.state.ep.episode_index === {int(n)} && document.body.dataset.ready === '1'"
+        )
+        switch_ms.append((time.perf_counter() - t0) * 1000)
+    context.close()
+    return {
+        "fcp": float(fcp or 0.0),
+        "ready": ready,
+        "seek": statistics.median(seek_ms),
+        "seek_p95": float(np.percentile(seek_ms, 95)),
+        "switch": statistics.median(switch_ms),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=500)
+    parser.add_argument("--seeks", type=int, default=30)
+    parser.add_argument("--switches", type=int, default=10)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        root = make_dataset(Path(tmp) / "ds", args.episodes)
+        made = time.perf_counter() - t0
+        server = make_server(ViewerData(LeRobotDataset(root)), "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        t0 = time.perf_counter()
+        index = export_site(root, Path(tmp) / "site")
+        exported = time.perf_counter() - t0
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            served = measure(browser, server.url, args.episodes, args.seeks, args.switches)
+            static = measure(browser, index.as_uri(), args.episodes, args.seeks, args.switches)
+            browser.close()
+        server.shutdown()
+        server.server_close()
+
+    print(f"{args.episodes} episodes x {FRAMES} frames ({W}x{H} h264), dataset made in {made:.1f} s, "
+          f"static export built in {exported:.1f} s")
+    print(f"| {'mode':<16} | first paint ms | ready ms | seek median ms | seek p95 ms | open episode ms |")
+    print(f"|{'-' * 18}|---|---|---|---|---|")
+    for name, m in (("served", served), ("export (file://)", static)):
+        print(f"| {name:<16} | {m['fcp']:.0f} | {m['ready']:.0f} | {m['seek']:.1f} | {m['seek_p95']:.1f} | "
+              f"{m['switch']:.0f} |")
+    print(
+        f"RESULT view_first_paint_ms={served['fcp']:.0f} view_ready_ms={served['ready']:.0f} "
+        f"view_seek_ms={served['seek']:.1f} view_open_episode_ms={served['switch']:.0f} "
+        f"export_first_paint_ms={static['fcp']:.0f} export_ready_ms={static['ready']:.0f} "
+        f"export_seek_ms={static['seek']:.1f} export_build_s={exported:.1f} episodes={args.episodes}"
+    )
+
+
+if __name__ == "__main__":
+    main()
