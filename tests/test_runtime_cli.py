@@ -1,0 +1,112 @@
+"""`steerable run` as a user runs it: commands files, evaluation, bad input, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from annotate_helpers import REPO, steerable
+from runtime_helpers import recorded_language
+from steerable.cli.main import main
+from steerable.dataset.lerobot import LeRobotDataset
+
+
+def test_commands_file_runs_to_completion_and_exits_when_idle(tmp_path: Path) -> None:
+    commands = tmp_path / "cmds.txt"
+    commands.write_text("# a comment\n/task put the red cube in the left bin\n@2.5s no, the right bin\n/status\n")
+    result = steerable("run", "--env", "sim", "--seed", "7", "--commands", str(commands))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "scripted planner (test double)" in out and "scripted controller (test double)" in out
+    assert "[   2.5s] interjection: no, the right bin" in out
+    assert "say: OK, I will put the red cube in the yellow bin instead." in out
+    assert "done: task complete" in out and "mode: action (task done)" in out
+    assert out.rstrip().endswith("final (task done): The red cube is in the yellow bin.")
+
+
+def test_eval_json_reports_success_overall_and_by_group() -> None:
+    result = steerable("run", "--env", "sim", "--eval_episodes", "6", "--eval_interjections", "--json",
+                       "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["episodes"] == 6 and data["success_rate"] == 1.0
+    assert data["high_level"] == "scripted" and data["by_interjection"]["with"]["episodes"] == 6
+    table = steerable("run", "--eval_episodes", "4", "--workers", "2")
+    assert table.returncode == 0 and "overall" in table.stdout and "without interjection" in table.stdout
+
+
+def test_bad_input_is_one_line_with_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("/task put the red cube in the blue bin\n/dance now\n@x no\n")
+    cases = [
+        (["--commands", str(bad)], "bad.txt:2: unknown command /dance"),
+        (["--commands", str(bad)], "bad.txt:3: bad time prefix"),
+        (["--task", "  "], "--task is empty"),
+        (["--high_level", "oracle"], "--high_level 'oracle': choose one of scripted, vlm, policy, none"),
+        (["--high_level", "vlm"], "--high_level vlm needs --vlm.base_url"),
+        (["--low_level", "policy"], "needs --policy.path"),
+        (["--commands", str(tmp_path / "missing.txt")], "cannot read it"),
+        (["--tts", "festival"], "--tts 'festival'"),
+        (["--eval_episodes", "0"], "--eval_episodes must be at least 1"),
+    ]
+    for args, message in cases:
+        assert main(["run", "--env", "sim", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+    # The same through a real process: one line, status 2.
+    result = steerable("run", "--commands", str(bad))
+    assert result.returncode == 2 and result.stderr.startswith("steerable: error: ")
+
+
+def test_a_task_the_scene_cannot_do_is_reported_and_the_run_ends(tmp_path: Path) -> None:
+    commands = tmp_path / "c.txt"
+    commands.write_text("/task juggle three eggs\n")
+    result = steerable("run", "--seed", "7", "--commands", str(commands))
+    assert result.returncode == 0, result.stderr
+    assert "cannot read task 'juggle three eggs'" in result.stdout and "holding still" in result.stdout
+
+
+def test_piped_lines_drive_a_run(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "steerable.cli.main", "run", "--seed", "7"],
+        input="/task put the pink cube in the blue bin\n/ask where is the pink cube?\n",
+        capture_output=True, text=True, timeout=120, env=env, cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "answer: The pink cube is in the blue bin." in done.stdout
+
+
+def test_ctrl_c_stops_the_robot_and_closes_the_recording_so_it_loads(tmp_path: Path) -> None:
+    commands = tmp_path / "c.txt"
+    commands.write_text("@60s /status\n")
+    record = tmp_path / "rec"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", "run", "--seed", "7", "--realtime", "--record", str(record),
+         "--task", "put the red cube in the left bin, then the orange cube in the right bin",
+         "--commands", str(commands)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + 60
+    while "subtask: place it in" not in seen and time.monotonic() < deadline:
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: robot stopped" in err and "Traceback" not in err
+    assert f"recorded: {record}" in out
+    ds = LeRobotDataset(record)
+    assert ds.info.total_episodes == 1 and ds.info.total_frames > 30
+    persistent, _, problems = recorded_language(record)
+    assert problems == [] and any(r["content"] == "place it in the blue bin" for r in persistent)
