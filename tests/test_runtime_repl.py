@@ -1,0 +1,68 @@
+"""Drive the interactive REPL in a real terminal (tmux) as a person would, reading the screen."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from annotate_helpers import REPO
+from runtime_helpers import recorded_language
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+def _wait_for(session: str, text: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _tmux("capture-pane", "-p", "-t", session)
+        if text in screen:
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
+
+
+def test_repl_in_a_terminal(tmp_path: Path) -> None:
+    assert shutil.which("tmux"), "tmux is missing: apt-get install -y tmux (make test does)"
+    record = tmp_path / "rec"
+    done = tmp_path / "exit_code"
+    cmd = [sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--seed", "7", "--record", str(record)]
+    shell = f"cd {shlex.quote(str(REPO))} && {shlex.join(cmd)}; echo $? > {shlex.quote(str(done))}; sleep 60"
+    name = f"steerable-{uuid.uuid4().hex[:8]}"
+    _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell)
+    try:
+        screen = _wait_for(name, "steerable run · sim · paused")
+        assert "(not set)" in screen and "scripted planner (test double)" in screen
+        _tmux("send-keys", "-t", name, "/dance", "Enter")
+        _wait_for(name, "unknown command /dance")
+        _tmux("send-keys", "-t", name, "/task put the red cube in the left bin", "Enter")
+        screen = _wait_for(name, "subtask      pick up the red cube")
+        assert "steerable run · sim · action" in screen and "2. place it in the blue bin" in screen
+        _tmux("send-keys", "-t", name, "no, the right bin", "Enter")
+        screen = _wait_for(name, "say: OK, I will put the red cube in the yellow bin instead.")
+        assert "interjection: no, the right bin" in screen
+        _tmux("send-keys", "-t", name, "/pause", "Enter")
+        _wait_for(name, "steerable run · sim · paused")
+        _tmux("send-keys", "-t", name, "/resume", "Enter")
+        _wait_for(name, "memory       The red cube is in the yellow bin.", timeout=40)
+        _tmux("send-keys", "-t", name, "/ask where is the red cube?", "Enter")
+        _wait_for(name, "answer: The red cube is in the yellow bin.")
+        _tmux("send-keys", "-t", name, "/quit", "Enter")
+        screen = _wait_for(name, "recorded:")
+        assert "final (task done): The red cube is in the yellow bin." in screen
+        deadline = time.monotonic() + 20
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done.read_text().strip() == "0"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    persistent, events, problems = recorded_language(record)
+    assert problems == []
+    assert any(r.get("style") == "interjection" for rows in events.values() for r in rows)
