@@ -268,7 +268,8 @@ def test_top_level_weight_and_route_are_accepted_and_ignored_as_in_the_reference
     for extra in ("weight: 2\n", "route: vqa\n", "weight: 0.3\nroute: vqa\n"):
         recipe = parse(extra + turns)
         assert recipe.weight is None and recipe.route is None and recipe.messages == plain.messages
-        sample = render_sample_reference(recipe, persistent=[], events=[], t=0.0, sample_idx=0, task="T")
+        subtask = {"role": "assistant", "content": "s0", "style": "subtask", "timestamp": 0.0}
+        sample = render_sample_reference(recipe, persistent=[subtask], events=[], t=0.0, sample_idx=0, task="T")
         assert sample is not None  # a top-level route does not turn the recipe into a VQA-only one
     blend = parse(f"weight: 5\nblend:\n  a:\n    weight: 1\n    {turns}")
     assert blend.is_blend and blend.weight is None
@@ -357,15 +358,34 @@ def test_camera_placeholders_and_camera_map_errors() -> None:
     """
     assert error_of(text).startswith("x.yaml:5: bindings.a: unknown camera 'wrist'; declare it under `cameras:`")
     fixed = text.replace("${camera:wrist}", "observation.images.side")
-    with pytest.raises(RecipeError, match="camera_map names 'front', which this recipe does not use"):
-        parse(fixed, camera_map={"front": "observation.images.front"})
     recipe = parse(fixed, camera_map={"top": "cam_high", "observation.images.side": "cam_low"})
     assert {c.camera for c in recipe.bindings.values()} == {"cam_high", "cam_low"}
     assert "cameras must map names" in error_of("cameras: [top]\nmessages: []\n")
 
 
+def test_a_camera_map_key_the_recipe_does_not_use_warns_and_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    # One command line serves every recipe: subtask_joint reads no camera, hirobot reads two.
+    line = {"top": "observation.images.front", "wrist": "observation.images.hand", "side": "x"}
+    with caplog.at_level("WARNING", logger="steerable.recipes.building"):
+        for name in ("subtask", "subtask_joint", "subtask_mem"):
+            assert load_recipe(name, camera_map=line).camera_keys == set()
+        hirobot = load_recipe("hirobot", camera_map=line)
+    assert hirobot.camera_keys == {"observation.images.front", "observation.images.hand"}
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 4 and all("does not use" in w and "ignored" in w for w in warned)
+    assert "'side'" in warned[-1] and "'top'" not in warned[-1]
+
+
+@pytest.mark.parametrize("key", ["top", "observation.images.top"])
+def test_camera_map_takes_the_recipe_camera_by_name_or_by_its_full_key(key: str) -> None:
+    recipe = load_recipe("subtask_mem_vqa_speech", camera_map={key: "observation.images.front"})
+    assert recipe.camera_keys == {"observation.images.front", "observation.images.wrist"}
+    with pytest.raises(RecipeError, match="binds camera 'top' twice"):
+        load_recipe("hirobot", camera_map={"top": "a", "observation.images.top": "b"})
+
+
 def test_reference_style_recipe_with_literal_camera_keys_is_remapped() -> None:
-    recipe = parse("""
+    recipe = """
         messages:
           - role: user
             stream: high_level
@@ -377,8 +397,9 @@ def test_reference_style_recipe_with_literal_camera_keys_is_remapped() -> None:
         bindings:
           vqa_query: "emitted_at(t, style=vqa, role=user, camera='observation.images.front')"
           vqa: emitted_at(t, style=vqa, role=assistant, camera=observation.images.front)
-    """, camera_map={"observation.images.front": "image"})
-    assert recipe.camera_keys == {"image"}
+    """
+    assert parse(recipe, camera_map={"observation.images.front": "image"}).camera_keys == {"image"}
+    assert parse(recipe, camera_map={"front": "image"}).camera_keys == {"image"}  # the short name too
 
 
 # --- in-code recipes ---------------------------------------------------------------------------

@@ -117,6 +117,34 @@ def test_lint_against_a_dataset_warns_about_bindings_that_never_resolve(annotate
     assert listed.returncode == 0 and "hirobot" in listed.stdout and "subtask_mem_vqa_speech" in listed.stdout
 
 
+def test_camera_map_accepts_both_key_forms_and_ignores_cameras_a_recipe_does_not_use(annotated: Path) -> None:
+    base = ["render", str(annotated), "--episode", "0", "--json"]
+    outputs = []
+    for pair in ("top=observation.images.wrist", "observation.images.top=observation.images.wrist", "top=wrist"):
+        result = steerable(*base, "--recipe", "hirobot", "--camera_map", pair)
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1] == outputs[2] and "observation.images.wrist" in outputs[0]
+    # One command line serves every recipe: subtask reads no camera, so the mapping is only a warning.
+    line = ["--camera_map", "top=observation.images.top", "--camera_map", "wrist=observation.images.wrist"]
+    for recipe in ("subtask", "subtask_joint", "subtask_mem", "hirobot"):
+        result = steerable(*base, "--recipe", recipe, *line)
+        assert result.returncode == 0, result.stderr
+        assert ("does not use" in result.stderr) == (recipe != "hirobot")
+
+
+def test_lint_warns_on_a_camera_mismatch_and_fails_only_when_nothing_renders(annotated: Path, so101: Path) -> None:
+    mismatch = steerable("recipes", "lint", "hirobot", "--dataset", str(annotated),
+                         "--camera_map", "top=observation.images.front")
+    assert mismatch.returncode == 0, mismatch.stdout + mismatch.stderr
+    assert "warning: recipe cameras ['observation.images.front']" in mismatch.stdout
+    assert "--camera_map top=" in mismatch.stdout and "valid for" in mismatch.stdout
+    nothing = steerable("recipes", "lint", "motion", "--dataset", str(so101))
+    assert nothing.returncode == 1 and "renders no sample" in nothing.stdout
+    joint = steerable("recipes", "lint", "subtask_joint", "--dataset", str(so101))  # ${task} low_level renders
+    assert joint.returncode == 0 and "no language columns" in joint.stdout
+
+
 def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     result = steerable("demo", "--out", str(tmp_path / "demo"), "--episodes", "3")
     assert result.returncode == 0, result.stderr

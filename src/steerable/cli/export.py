@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     episodes = _episodes(args.episodes)
     ds = open_dataset(args.dataset)
-    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
     chosen = [ds.episode(e) for e in episodes] if episodes is not None else ds.episodes
     with _progress(sum(e.length for e in chosen)) as advance:
         report = export_samples(

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lint = verbs.add_parser("lint", help="validate a recipe (and, with --dataset, check it fits that dataset)")
     lint.add_argument("recipe", help="YAML file or built-in name")
     lint.add_argument("--dataset", help="dataset the recipe will be rendered on")
-    lint.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY")
+    lint.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY",
+                      help="bind a recipe camera to a dataset camera (repeatable)")
     lint.set_defaults(func=run_lint)
 
 
@@ -46,22 +47,25 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_lint(args: argparse.Namespace) -> int:
+    """Exit 0: valid (warnings allowed); 1: renders no sample on --dataset; 2: invalid recipe or input."""
     from steerable.recipes import load_recipe
     from steerable.train.lint import lint_against_dataset
 
-    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
     console = Console(highlight=False, soft_wrap=True)
     if args.dataset is None:
+        recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
         console.print(f"{args.recipe}: valid ({len(recipe.components())} component(s))")
         return 0
     from steerable.dataset import open_dataset
 
-    problems, warnings = lint_against_dataset(recipe, open_dataset(args.dataset))
+    ds = open_dataset(args.dataset)
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
+    problems, warnings = lint_against_dataset(recipe, ds)
     for w in warnings:
         console.print(f"warning: {w}")
     for p in problems:
         console.print(f"error: {p}")
     if problems:
         return 1
-    console.print(f"{args.recipe}: valid for {args.dataset}")
+    console.print(f"{args.recipe}: valid for {args.dataset}" + (f" ({len(warnings)} warning(s))" if warnings else ""))
     return 0

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.frame is not None and args.episode is None:
         raise ConfigError("--frame needs --episode")
     ds = open_dataset(args.dataset)
-    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
     renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback)
     if args.episode is not None:
         frames = [args.frame] if args.frame is not None else None

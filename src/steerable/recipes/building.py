@@ -6,6 +6,7 @@ variables are bound to dataset camera keys, and every validation error gets its 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import fields
@@ -18,12 +19,15 @@ from steerable.recipes.model import ROUTES, MessageTurn, Recipe
 
 __all__ = ["build_recipe"]
 
+log = logging.getLogger(__name__)
+
 # `weight` and `route` are accepted at the top level and ignored there (as in the reference).
 TOP_KEYS = ("messages", "bindings", "blend", "cameras", "description", "weight", "route")
 # `blend` is accepted here only to report a nested blend with its own message.
 COMPONENT_KEYS = ("messages", "bindings", "weight", "route", "blend")
 TURN_KEYS = tuple(f.name for f in fields(MessageTurn) if f.init)
 # The value of a `camera=` resolver argument, quoted or not (a `${camera:NAME}` included).
+_IMAGES_PREFIX = "observation.images."
 _CAMERA_ARG_RE = re.compile(r"(\bcamera\s*=\s*['\"]?)([^,)'\"\s]+)")
 
 
@@ -37,7 +41,7 @@ def build_recipe(
     """Validate `data` into a Recipe; `lines` maps key paths to YAML lines for error locations.
 
     Raises:
-        RecipeError: the data is not a valid recipe, or `camera_map` names a camera it does not use.
+        RecipeError: the data is not a valid recipe, or `camera_map` binds one camera twice.
     """
     where = Locator(origin, lines or {})
     if not isinstance(data, Mapping):
@@ -172,12 +176,28 @@ class _Cameras:
             if not isinstance(key, str) or not key:
                 raise where.error(("cameras", name), "a camera must map to a dataset camera key, e.g. "
                                                       "observation.images.top")
-        self.camera_map = dict(camera_map or {})
+        self.camera_map = self._by_name(dict(camera_map or {}), declared)
         for src, dst in self.camera_map.items():
             if not isinstance(dst, str) or not dst:
                 raise RecipeError(f"{where.origin}: camera_map {src!r} must map to a dataset camera key")
         self.keys = {str(name): str(self.camera_map.get(name) or key) for name, key in declared.items()}
         self.used = {name for name in self.camera_map if name in self.keys}
+
+    @staticmethod
+    def _by_name(camera_map: dict[str, str], declared: Mapping[str, str]) -> dict[str, str]:
+        """camera_map keyed by recipe camera name, a declared camera's default key counting as its name.
+
+        So `observation.images.top=...` and `top=...` rebind the same camera when the recipe declares
+        `top: observation.images.top`; any other key stays as given (a literal key the recipe uses).
+        """
+        by_key = {str(key): str(name) for name, key in declared.items()}
+        out: dict[str, str] = {}
+        for src, dst in camera_map.items():
+            name = src if src in declared else by_key.get(src, src)
+            if name in out and out[name] != dst:
+                raise RecipeError(f"camera_map binds camera {name!r} twice ({out[name]!r} and {dst!r})")
+            out[name] = dst
+        return out
 
     def substitute(self, text: str, path: KeyPath, *, camera_arg: bool = False) -> str:
         """Replace `${camera:NAME}`; with `camera_arg`, also remap a literal `camera=KEY` via camera_map."""
@@ -189,9 +209,10 @@ class _Cameras:
         """A camera-valued field: placeholders are bound, a literal key listed in camera_map is remapped."""
         if CAMERA_RE.search(value):
             return self.substitute(value, path)
-        if value in self.camera_map and value not in self.keys:
-            self.used.add(value)
-            return self.camera_map[value]
+        for src in (value, value.removeprefix(_IMAGES_PREFIX)):
+            if src in self.camera_map and src not in self.keys:
+                self.used.add(src)
+                return self.camera_map[src]
         return value
 
     def _lookup(self, name: str, path: KeyPath) -> str:
@@ -204,10 +225,11 @@ class _Cameras:
         return self.keys[name]
 
     def check_all_used(self) -> None:
+        """Warn (not fail) about camera_map keys the recipe never reads: one command line serves many recipes."""
         unused = sorted(set(self.camera_map) - self.used)
         if unused:
             names = ", ".join(f"{n} ({k})" for n, k in sorted(self.keys.items())) or "none"
-            raise RecipeError(
-                f"{self.where.origin}: camera_map names {unused[0]!r}, which this recipe does not use; "
-                f"its cameras are: {names}"
+            log.warning(
+                "%s: camera_map names %s, which this recipe does not use (its cameras: %s); ignored",
+                self.where.origin, ", ".join(repr(u) for u in unused), names,
             )

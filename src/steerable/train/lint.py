@@ -43,26 +43,45 @@ def _matches(call: Any, selector: Selector) -> bool:
 
 
 def lint_against_dataset(recipe: Recipe, ds: LeRobotDataset) -> tuple[list[str], list[str]]:
-    """(problems, warnings). Problems make rendering fail; warnings mean parts that never render."""
+    """(problems, warnings) of rendering `recipe` on `ds`.
+
+    A problem means the recipe renders no sample at all on `ds`: no component has a supervised turn
+    (`target` or `stream: low_level`) that can appear, because each one is guarded by a binding that
+    matches no row of the dataset. Everything else is a warning: recipe cameras the dataset lacks
+    (rebound with --camera_map when rendering, so the same recipe lints before the mapping is known),
+    and bindings that match no row (turns that never render).
+    """
     problems: list[str] = []
     warnings: list[str] = []
     missing = sorted(k for k in recipe.camera_keys if k not in ds.camera_keys)
     if missing:
-        problems.append(
+        names = {key: name for name, key in recipe.cameras.items()}
+        hint = " ".join(f"{names.get(k, k)}=<one of {', '.join(ds.camera_keys) or 'no cameras'}>" for k in missing)
+        warnings.append(
             f"recipe cameras {missing} are not in the dataset (cameras: {ds.camera_keys}); "
-            "bind them with --camera_map RECIPE_KEY=DATASET_KEY"
+            f"rendering needs --camera_map {hint}"
         )
+    present = row_selectors(ds) if ds.has_language else set()
     if not ds.has_language:
-        problems.append(f"{ds.root} has no language columns: annotate it first (`steerable annotate`)")
-        return problems, warnings
-    present = row_selectors(ds)
+        warnings.append(f"{ds.root} has no language columns (annotate it with `steerable annotate`)")
+    renders = False
     for name, component in recipe.components():
         label = f"component {name!r}" if name else "recipe"
-        for binding in sorted(component.referenced_binding_names() - {"task"}):
-            call = component.binding(binding)
-            if not any(_matches(call, s) for s in present):
-                warnings.append(
-                    f"{label}: binding {binding!r} ({call}) matches no row of the dataset, "
-                    "so turns that need it never render"
-                )
+        never = {
+            binding
+            for binding in component.referenced_binding_names() - {"task"}
+            if not any(_matches(component.binding(binding), s) for s in present)
+        }
+        for binding in sorted(never):
+            warnings.append(
+                f"{label}: binding {binding!r} ({component.binding(binding)}) matches no row of the dataset, "
+                "so turns that need it never render"
+            )
+        supervised = [t for t in component.messages or () if t.target or t.stream == "low_level"]
+        renders = renders or any(t.if_present is None or t.if_present not in never for t in supervised)
+    if not renders:
+        problems.append(
+            f"the recipe renders no sample on {ds.root}: every supervised turn needs rows the dataset "
+            "does not have (see the warnings)"
+        )
     return problems, warnings

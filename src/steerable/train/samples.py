@@ -106,9 +106,11 @@ class DatasetRenderer:
             raise ConfigError(f"fallback must be 'none' or 'task', got {fallback!r}")
         missing = sorted(k for k in recipe.camera_keys if k not in dataset.camera_keys)
         if missing:
+            names = {key: name for name, key in recipe.cameras.items()}
+            pairs = " ".join(f"{names.get(k, k)}=<camera>" for k in missing)
             raise ConfigError(
                 f"the recipe reads camera(s) {missing} that {dataset.root} does not have "
-                f"(cameras: {dataset.camera_keys}); bind them with --camera_map RECIPE_KEY=DATASET_KEY"
+                f"(cameras: {dataset.camera_keys}); bind them with --camera_map {pairs}"
             )
         self.dataset = dataset
         self.recipe = recipe
