@@ -2,7 +2,7 @@
 
 from steerable.synthetic.commands import PHRASINGS, Command, parse_command
 from steerable.synthetic.difficulty import DIFFICULTIES, Difficulty, get_difficulty
-from steerable.synthetic.generate import generate_synthetic, simulate_episode
+from steerable.synthetic.generate import generate_synthetic, record_episode, simulate_episode
 from steerable.synthetic.ground_truth import (
     EpisodeTruth,
     GripperEvent,
@@ -28,6 +28,7 @@ __all__ = [
     "object_boxes",
     "parse_command",
     "read_ground_truth",
+    "record_episode",
     "render_frame",
     "simulate_episode",
 ]

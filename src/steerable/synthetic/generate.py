@@ -30,6 +30,7 @@ __all__ = [
     "STATE_NAMES",
     "camera_key",
     "generate_synthetic",
+    "record_episode",
     "simulate_episode",
     "synthetic_features",
 ]
@@ -97,6 +98,26 @@ def simulate_episode(
     return task, demonstrate(world, task, rng, fps, level)
 
 
+def record_episode(
+    seed: int,
+    episode_index: int,
+    fps: int,
+    difficulty: str | Difficulty = EASY,
+    interjection_rate: float = 0.0,
+    cameras: Sequence[str] = (),
+) -> tuple[TaskSpec, Recording, EpisodeTruth]:
+    """Episode `episode_index` as `generate_synthetic` stores it, without writing files.
+
+    `rec.state` / `rec.action` are the stored columns; the truth's boxes cover `cameras` only.
+    The state does not depend on `cameras`, so a benchmark can score the annotator in memory.
+    """
+    level = get_difficulty(difficulty)
+    task, demo = simulate_episode(seed, episode_index, fps, level, interjection_rate)
+    cams = [c.rsplit(".", 1)[-1] for c in cameras]
+    rec = record(demo, level, np.random.default_rng([seed, episode_index, _RECORDING_STREAM]), cams, fps)
+    return task, rec, _truth(episode_index, task.text, rec, cams, fps)
+
+
 def generate_synthetic(
     out: Path,
     *,
@@ -127,18 +148,19 @@ def generate_synthetic(
     tasks: list[TaskSpec] = []
     with builder:
         for ep in range(episodes):
-            task, demo = simulate_episode(seed, ep, fps, level, rate)
-            rec = record(demo, level, np.random.default_rng([seed, ep, _RECORDING_STREAM]), cams, fps)
+            task, rec, truth = record_episode(seed, ep, fps, level, rate, cams)
             builder.add_episode(
                 task.text,
                 {"observation.state": rec.state, "action": rec.action},
                 {camera_key(c): rec.frames(c) for c in cams},
             )
-            truths.append(_truth(ep, task.text, rec, cams, fps))
+            truths.append(truth)
             tasks.append(task)
             logger.debug("episode %d: %d frames, %r", ep, len(rec.ticks), task.text)
         # Into the folder being built, which the builder's exit commits to `out`.
-        write_ground_truth(builder.build_dir, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name)
+        write_ground_truth(
+            builder.build_dir, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name
+        )
     if with_language:
         _write_language(out, seed, tasks, truths)
     return out
