@@ -2,7 +2,7 @@
 
 Built on `steerable.train.RecipeDataset` (the recipe decides streams and targets). Each item adds
 the action chunk starting at its frame with a mask that is False past the episode's end (those
-steps are padding and never enter the loss), and every configured camera at the policy's image
+steps repeat the last action and never enter the loss), and every configured camera at the policy's image
 size. An episode's frames are decoded once, resized, and kept (small at policy resolution).
 """
 
@@ -77,7 +77,9 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         actions = self._episode_actions(episode)
         chunk = actions[row: row + self.cfg.chunk_size]
         real = len(chunk)
-        padded = np.zeros((self.cfg.chunk_size, actions.shape[1]), dtype=np.float32)
+        # Past the episode's end the robot holds its last action: a sensible input for the expert's
+        # attention, and masked out of the loss.
+        padded = np.repeat(chunk[-1:], self.cfg.chunk_size, axis=0)
         padded[:real] = chunk
         mask = np.zeros(padded.shape, dtype=bool)
         mask[:real] = True

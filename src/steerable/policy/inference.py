@@ -1,0 +1,130 @@
+"""Inference with a trained policy: the high-level prompts of the `hierarchical` recipe, text
+generation with tool-call parsing, and action chunks in robot units.
+
+The prompts are laid out exactly as the recipe renders its training samples (same turns, same
+labels, same template; no generation header on the low-level prompt, whose training samples had
+none), so live inputs are never off the training distribution in their shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from steerable.policy.checkpoint import LoadedPolicy
+from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
+
+__all__ = [
+    "PolicyRunner",
+    "interjection_prompt",
+    "low_level_prompt",
+    "memory_prompt",
+    "plan_prompt",
+    "subtask_prompt",
+]
+
+Chat = list[dict[str, Any]]
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def subtask_prompt(task: str, plan: str | None = None, memory: str | None = None) -> Chat:
+    chat = [_user(task)]
+    if plan:
+        chat.append(_user(f"Plan:\n{plan}"))
+    if memory:
+        chat.append(_user(f"Memory: {memory}"))
+    return chat
+
+
+def plan_prompt(task: str) -> Chat:
+    return [_user(task), _user("Write the plan.")]
+
+
+def memory_prompt(task: str, prior_memory: str | None, completed_subtask: str | None) -> Chat:
+    chat = [_user(task)]
+    if prior_memory:
+        chat.append(_user(f"Memory so far: {prior_memory}"))
+    if completed_subtask:
+        chat.append(_user(f"Just finished: {completed_subtask}"))
+    return chat
+
+
+def interjection_prompt(task: str, plan: str | None, interjection: str) -> Chat:
+    chat = [_user(task)]
+    if plan:
+        chat.append(_user(f"Plan:\n{plan}"))
+    chat.append(_user(interjection))
+    return chat
+
+
+def low_level_prompt(command: str) -> Chat:
+    return [_user(command)]
+
+
+class PolicyRunner:
+    """Batched text generation and action sampling over one loaded policy.
+
+    An observation is a mapping with `state` (a (S,) or (B, S) array) and `images` (camera key ->
+    H x W x 3 uint8 frame, or a (B, H, W, 3) batch) for the cameras the policy was trained on.
+    """
+
+    def __init__(self, loaded: LoadedPolicy, device: str | torch.device = "cpu",
+                 generation: GenerationConfig | None = None, seed: int | None = 0) -> None:
+        self.loaded = loaded
+        self.model = loaded.model.to(device).eval()
+        self.processor = loaded.processor
+        self.device = device
+        self.generation = generation or GenerationConfig(max_new_tokens=64)
+        self.generator = torch.Generator(device=device)
+        if seed is not None:
+            self.generator.manual_seed(seed)
+
+    @property
+    def cfg(self) -> Any:
+        return self.model.cfg
+
+    def inputs(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+        images = {k: torch.as_tensor(np.asarray(v)) for k, v in (observation.get("images") or {}).items()}
+        missing = [c for c in self.cfg.cameras if c not in images]
+        if missing:
+            raise ValueError(f"the observation has no frame for camera(s) {missing} (it has {sorted(images)})")
+        state = torch.as_tensor(np.asarray(observation["state"], dtype=np.float32))
+        return self.processor.observation({"images": images, "state": state}, self.device)
+
+    def generate(self, chats: Sequence[Chat], observation: Mapping[str, Any],
+                 generation: GenerationConfig | None = None) -> list[ParsedReply]:
+        """One reply per chat (all sharing `observation`, or one per row of a batched observation)."""
+        gen = generation or self.generation
+        obs = self.inputs(observation)
+        ids, mask = self.processor.prompt(chats, generation=True, device=self.device)
+        obs = {k: _expand(v, len(chats)) for k, v in obs.items()}
+        out = generate_ids(self.model, obs.get("images"), obs.get("state"), ids, mask, gen, self.processor.eos_id,
+                           self.processor.decode)
+        return [parse_reply(_cut(self.processor.decode(o), gen.stop), self.processor.tools) for o in out]
+
+    def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
+        """(B, chunk_size, action_dim) actions in robot units for each command (the low-level prompt)."""
+        obs = self.inputs(observation)
+        ids, mask = self.processor.prompt([low_level_prompt(c) for c in commands], generation=False,
+                                          device=self.device)
+        obs = {k: _expand(v, len(commands)) for k, v in obs.items()}
+        chunk = self.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, steps=steps,
+                                          generator=self.generator)
+        return self.processor.normalizer.unaction(chunk).cpu().numpy()
+
+
+def _expand(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.expand(n, *x.shape[1:]) if x.shape[0] == 1 and n > 1 else x
+
+
+def _cut(text: str, stops: Sequence[str]) -> str:
+    for stop in stops:
+        if stop in text:
+            text = text[: text.index(stop)]
+    return text

@@ -1,0 +1,125 @@
+"""The trained policy as the runtime's high level and/or low level (`steerable run --high_level
+policy --low_level policy --policy.path CKPT`).
+
+This is the one policy module that imports `steerable.runtime` (for its protocol dataclasses):
+the runtime imports it lazily, and nothing else in `steerable.policy` imports it, so the layers
+still point runtime -> policy.
+
+High level: on an update it writes the plan once (from the task), then the subtask from task +
+plan + memory; when the subtask changes it writes the memory of the one just finished. An
+interjection gets the revised plan and a spoken reply (`say`); a question gets a free answer. The
+prompts are built from the live context in the recipe's layout (`steerable.policy.inference`).
+Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steerable.policy.checkpoint import load_policy
+from steerable.policy.generation import GenerationConfig
+from steerable.policy.inference import (
+    PolicyRunner,
+    interjection_prompt,
+    memory_prompt,
+    plan_prompt,
+    subtask_prompt,
+)
+from steerable.runtime.protocols import (
+    ActionChunk,
+    HighLevelRequest,
+    HighLevelUpdate,
+    Observation,
+    ToolCall,
+)
+
+__all__ = ["PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level"]
+
+_RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
+
+
+def _runner(path: str | Path, device: str) -> PolicyRunner:
+    """One loaded policy per (path, device): both levels of `--high_level policy --low_level policy` share it."""
+    key = (str(Path(path).expanduser().resolve()), device)
+    if key not in _RUNNERS:
+        _RUNNERS[key] = PolicyRunner(load_policy(path, device), device)
+    return _RUNNERS[key]
+
+
+def _observation(obs: Observation | None) -> dict[str, Any]:
+    if obs is None:
+        raise ValueError("the policy needs an observation (camera frames and state)")
+    return {"state": np.asarray(obs.state, dtype=np.float32), "images": dict(obs.images)}
+
+
+class PolicyHighLevel:
+    """`HighLevelModel` over a trained policy's text head."""
+
+    name = "policy"
+
+    def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None) -> None:
+        self.runner = runner
+        self.generation = generation or GenerationConfig(max_new_tokens=48)
+        self.last_subtask: str | None = None
+
+    def reset(self) -> None:
+        self.last_subtask = None
+
+    def _one(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
+        return self.runner.generate([chat], observation, self.generation)[0]
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        ctx = request.context
+        obs = _observation(request.observation)
+        if request.kind == "interjection":
+            reply = self._one(interjection_prompt(ctx.task, ctx.plan, request.user_text or ""), obs)
+            calls = tuple(ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
+                          if c["function"]["name"] != "say")
+            return HighLevelUpdate(plan=reply.text or None, speech=" ".join(reply.say) or None, tool_calls=calls)
+        if request.kind == "ask":
+            reply = self._one([{"role": "user", "content": request.user_text or ""}], obs)
+            return HighLevelUpdate(answer=reply.text)
+        plan = ctx.plan
+        new_plan = None
+        if not plan:
+            new_plan = self._one(plan_prompt(ctx.task), obs).text or None
+            plan = new_plan
+        subtask = self._one(subtask_prompt(ctx.task, plan, ctx.memory), obs).text
+        if not subtask:
+            raise ValueError("the policy generated an empty subtask")
+        memory = None
+        previous = ctx.subtask or self.last_subtask
+        if previous and subtask != previous:
+            memory = self._one(memory_prompt(ctx.task, ctx.memory, previous), obs).text or None
+        self.last_subtask = subtask
+        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=memory)
+
+
+class PolicyLowLevel:
+    """`LowLevelController` over a trained policy's action expert."""
+
+    name = "policy"
+
+    def __init__(self, runner: PolicyRunner, n_action_steps: int | None = None) -> None:
+        self.runner = runner
+        self.n_action_steps = n_action_steps or runner.cfg.n_action_steps
+
+    def reset(self) -> None:
+        """Nothing to forget: each chunk is sampled from the current observation and command."""
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        chunk = self.runner.act([command], _observation(observation))[0]
+        return ActionChunk(chunk[: self.n_action_steps].astype(np.float32))
+
+
+def load_high_level(path: str | Path, device: str = "cpu") -> PolicyHighLevel:
+    """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level."""
+    return PolicyHighLevel(_runner(path, device))
+
+
+def load_low_level(path: str | Path, device: str = "cpu") -> PolicyLowLevel:
+    """The policy at `path` as the low-level controller."""
+    return PolicyLowLevel(_runner(path, device))
