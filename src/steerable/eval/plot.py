@@ -45,7 +45,7 @@ def plot_report(
     shown = runs[0][2].episodes[:episodes]
     lanes = 1 + len(runs)
     fig = plt.figure(figsize=(11, 1.0 + 0.55 * lanes * len(shown) + 3.6))
-    grid = fig.add_gridspec(len(shown) + 1, 1, height_ratios=[0.55 * lanes] * len(shown) + [3.2], hspace=0.6)
+    grid = fig.add_gridspec(len(shown) + 1, 1, height_ratios=[0.55 * lanes] * len(shown) + [3.2], hspace=0.6, top=0.93)
     for row, episode in enumerate(shown):
         ax = fig.add_subplot(grid[row])
         lanes_data: list[tuple[str, list[Segment], list[Segment] | None]] = [("gold", gold[episode], None)]
@@ -109,7 +109,9 @@ def _bars(ax: Any, runs: Sequence[tuple[str, EpisodeSegments, EvalReport]]) -> N
         label = (f"{name}: boundary error {extra['boundary_error_s']:.2f} s, "
                  f"over-segmentation {extra['over_segmentation']:.2f}, {len(report.episodes)} episodes")
         ax.bar(xs, values, width, yerr=[lows, highs], capsize=2, color=_RUN_COLORS[r % 2], label=label)
-    ax.set_xticks(range(len(_BAR_METRICS)), [m.title.replace(" @", "\n@") for m in _BAR_METRICS],
+    tolerance = f"±{runs[0][2].boundary_tolerance_s:g} s"
+    titles = [m.title.replace(" @", "\n@").replace("±tol", tolerance) for m in _BAR_METRICS]
+    ax.set_xticks(range(len(_BAR_METRICS)), titles,
                   fontsize=7, rotation=30, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (95 % CI)", fontsize=8)
