@@ -1,0 +1,104 @@
+"""Adapters for LeRobot objects: any policy with LeRobot's interface, any robot with its `Robot` API.
+
+Neither imports `lerobot`: they rely on the interfaces only (duck typing), so any object that has
+`reset()` + `select_action(batch)` (optionally `predict_action_chunk(batch)`), or `connect()` +
+`get_observation()` + `send_action(dict)` + `disconnect()`, plugs in. torch is imported lazily
+(extra `train`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from steerable.errors import MissingExtraError
+from steerable.runtime.protocols import ActionChunk, Observation
+
+__all__ = ["LeRobotPolicyController", "LeRobotRobotEnv"]
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingExtraError("torch", "train") from exc
+    return torch
+
+
+class LeRobotPolicyController:
+    """A `LowLevelController` over a LeRobot-style policy, conditioned on the command as `task`.
+
+    The batch is what LeRobot policies read: `observation.state` (1, D) float32, each camera
+    `observation.images.*` (1, 3, H, W) float32 in [0, 1], and `task` = [command].
+    """
+
+    wants_images = True
+
+    def __init__(self, policy: Any, *, device: str = "cpu", name: str | None = None) -> None:
+        self.policy = policy
+        self.device = device
+        kind = getattr(getattr(policy, "config", None), "type", None) or type(policy).__name__
+        self.name = name or f"LeRobot policy ({kind})"
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def batch(self, observation: Observation, command: str) -> dict[str, Any]:
+        torch = _torch()
+        batch: dict[str, Any] = {
+            "observation.state": torch.as_tensor(np.asarray(observation.state, dtype=np.float32))[None].to(self.device),
+            "task": [command],
+        }
+        for key, image in observation.images.items():
+            chw = torch.as_tensor(np.ascontiguousarray(image)).permute(2, 0, 1).float().div(255.0)
+            batch[key] = chw[None].to(self.device)
+        return batch
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        torch = _torch()
+        batch = self.batch(observation, command)
+        with torch.inference_mode():
+            predict = getattr(self.policy, "predict_action_chunk", None)
+            out = predict(batch) if callable(predict) else self.policy.select_action(batch)
+        actions = out.detach().to("cpu").float().numpy()
+        if actions.ndim == 3:  # (batch, n, dim)
+            actions = actions[0]
+        return ActionChunk(actions.reshape(-1, actions.shape[-1]).astype(np.float32))
+
+
+class LeRobotRobotEnv:
+    """An `Environment` over a LeRobot-style robot (`observation_features` / `action_features` dicts).
+
+    State = the float observation features in their declared order; images = the (H, W, 3) ones;
+    an action row is sent as `{name: value}` over `action_features`, in order.
+    """
+
+    def __init__(self, robot: Any, *, fps: int = 30) -> None:
+        self.robot = robot
+        self.fps = fps
+        if not getattr(robot, "is_connected", False):
+            robot.connect()
+        features: Mapping[str, Any] = robot.observation_features
+        self.state_names = tuple(k for k, v in features.items() if v is float)
+        self.cameras = tuple(k for k, v in features.items() if isinstance(v, tuple) and len(v) == 3)
+        self.camera_keys = tuple(f"observation.images.{k}" for k in self.cameras)
+        self.action_names: Sequence[str] = tuple(robot.action_features)
+        self.action_dim = len(self.action_names)
+        self.steps = 0
+
+    def observe(self, *, render: bool = True) -> Observation:
+        raw = self.robot.get_observation()
+        state = np.array([float(raw[k]) for k in self.state_names], dtype=np.float32)
+        images = {f"observation.images.{k}": np.asarray(raw[k]) for k in self.cameras} if render else {}
+        return Observation(state, images, self.steps / self.fps, self.state_names)
+
+    def send_action(self, action: np.ndarray) -> None:
+        values = np.asarray(action, dtype=np.float64).reshape(-1)
+        self.robot.send_action({name: float(v) for name, v in zip(self.action_names, values, strict=True)})
+        self.steps += 1
+
+    def close(self) -> None:
+        if getattr(self.robot, "is_connected", True):
+            self.robot.disconnect()
