@@ -82,7 +82,7 @@ def test_new_repo_id_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     cfg = AnnotateConfig(
         root=root, repo_id="me/ds", new_repo_id="me/ds-annotated", push_to_hub=True, executor={"progress": False}
     )
-    assert annotate(cfg)["push"]["repo_id"] == "me/ds-annotated"
+    assert (annotate(cfg).push or {})["repo_id"] == "me/ds-annotated"
 
 
 def test_tag_failure_prints_the_command_that_fixes_it(annotated: Path) -> None:
@@ -96,4 +96,4 @@ def test_run_with_push_reports_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("huggingface_hub.HfApi", lambda: hub)
     root = make_synthetic(tmp_path / "ds", episodes=2)
     summary = annotate(AnnotateConfig(root=root, repo_id="me/ds", push_to_hub=True, executor={"progress": False}))
-    assert summary["push"]["revision"] == "abc123"
+    assert summary.push is not None and summary.push["revision"] == "abc123"

@@ -189,7 +189,7 @@ def test_an_answer_of_the_wrong_shape_drops_that_question_only(truth: Truth) -> 
         return good(messages, schema, purpose)
 
     out = run(VqaConfig(), context(truth.ds, 1, ScriptedVLM(confused, max_retries=1)))
-    bbox_notes = [n for n in out.notes if "bbox question dropped" in n]
+    bbox_notes = [n for n in out.notes if "bbox question" in n and "was dropped" in n]
     assert bbox_notes and out.meta["dropped"] == len(bbox_notes)
     assert out.meta["answered"] == out.meta["asked"] - len(bbox_notes) > 0
     assert validate_vqa_rows(out.rows, truth.ds.camera_keys, truth.sizes) == []

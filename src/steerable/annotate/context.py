@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset
+from steerable.vlm.protocol import VLMClient
 
 __all__ = ["EpisodeContext", "FrameCache", "seeded_rng"]
 
@@ -76,7 +77,7 @@ class EpisodeContext:
     timestamps: np.ndarray  # stored float32 frame timestamps, frame order
     task: str  # the dataset's task; modules read `effective_task` for the one in force
     seed: int
-    vlm: Any | None = None  # steerable.vlm client (generate_json); None when no model is configured
+    vlm: VLMClient | None = None  # None when no model is configured
     camera: str | None = None  # default camera for plan / interjections
     frames: FrameCache | None = None
     upstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -89,7 +90,7 @@ class EpisodeContext:
         episode_index: int,
         *,
         seed: int,
-        vlm: Any | None = None,
+        vlm: VLMClient | None = None,
         camera: str | None = None,
         decodes: asyncio.Semaphore | None = None,
         **extra: Any,

@@ -1,7 +1,9 @@
 """The episode pipeline: episodes flow through the modules concurrently, with staging and resume.
 
 There are no global phase barriers: each episode runs its modules as a small dependency graph while
-other episodes run theirs, so the VLM server always has work. A failure stays inside its episode.
+other episodes run theirs, so the VLM server always has work. A failure stays inside its module:
+the episode keeps every other module's output, and only the modules that read the failed one's
+output (its dependants) fail with it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import AnnotationModule, ModuleOutput
@@ -21,6 +23,9 @@ from steerable.annotate.staging import StagedOutput, Staging, fingerprint_hash
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.errors import SteerableError
 from steerable.vlm.limiter import call_priority
+
+if TYPE_CHECKING:
+    from steerable.vlm.protocol import VLMClient
 
 __all__ = ["EpisodeResult", "Progress", "run_episodes"]
 
@@ -30,10 +35,17 @@ log = logging.getLogger(__name__)
 @dataclass
 class EpisodeResult:
     episode_index: int
-    outputs: dict[str, StagedOutput] = field(default_factory=dict)
+    outputs: dict[str, StagedOutput] = field(default_factory=dict)  # modules that succeeded
     reused: list[str] = field(default_factory=list)  # modules taken from staging (resume)
-    failure: str | None = None  # "module: reason" when the episode failed
+    failures: dict[str, str] = field(default_factory=dict)  # module -> why it failed
     seconds: float = 0.0
+
+    @property
+    def failure(self) -> str | None:
+        """One line naming every failed module and why; None when every module succeeded."""
+        if not self.failures:
+            return None
+        return "; ".join(f"{name}: {reason}" for name, reason in self.failures.items())
 
 
 @dataclass
@@ -55,7 +67,7 @@ async def run_episodes(
     staging: Staging,
     *,
     seed: int,
-    vlm: Any | None,
+    vlm: VLMClient | None,
     camera: str | None,
     parallelism: int,
     force: bool = False,
@@ -118,7 +130,7 @@ async def _run_episode(
     staging: Staging,
     *,
     seed: int,
-    vlm: Any | None,
+    vlm: VLMClient | None,
     camera: str | None,
     force: bool,
     debug: bool,
@@ -129,7 +141,8 @@ async def _run_episode(
     """Run one episode's modules as a small dependency graph.
 
     A module starts as soon as the modules it `requires` are done, so independent modules (plan
-    and vqa, say) keep the server busy together. The first failure cancels the rest of the episode.
+    and vqa, say) keep the server busy together. A module that fails costs its own output and that
+    of the modules requiring it; the others finish and keep theirs.
     """
     started = time.monotonic()
     result = EpisodeResult(ep.episode_index)
@@ -137,7 +150,6 @@ async def _run_episode(
     finished = {m.name: asyncio.Event() for m in modules}
     shared: list[EpisodeContext] = []
     setup = asyncio.Lock()
-    failed: dict[str, str] = {}
 
     async def context(module: AnnotationModule) -> EpisodeContext:
         async with setup:
@@ -157,51 +169,59 @@ async def _run_episode(
 
     async def run(module: AnnotationModule) -> None:
         call_priority.set((ranks[module.name], order))  # this task's VLM calls queue by it
+        try:
+            await attempt(module)
+        except (SteerableError, OSError, ValueError) as exc:
+            if debug:
+                raise
+            result.failures[module.name] = str(exc)
+            log.warning("episode %d: %s failed: %s", ep.episode_index, module.name, exc)
+        except Exception as exc:  # a bug: keep the run going, but keep the evidence
+            if debug:
+                raise
+            result.failures[module.name] = f"internal error {type(exc).__name__}: {exc}"
+            log.error("episode %d crashed in %s:\n%s", ep.episode_index, module.name, traceback.format_exc())
+        finally:
+            finished[module.name].set()
+
+    async def attempt(module: AnnotationModule) -> None:
         for dep in module.requires:
             if dep in finished:
                 await finished[dep].wait()
-        try:
-            if not force and staging.is_current(ep.episode_index, module.name, hashes[module.name]):
-                staged = staging.load(ep.episode_index, module.name)
-                result.reused.append(module.name)
-            else:
-                output: ModuleOutput = await module.run(await context(module))
-                staging.save(
-                    ep.episode_index, module.name, output.rows, fingerprint=hashes[module.name],
-                    meta=output.meta, notes=output.notes,
-                )
-                # Continue from what was staged, not from memory: a resumed run reads the same
-                # JSON, so both paths write identical bytes.
-                staged = staging.load(ep.episode_index, module.name)
-            if staged is None:
-                raise OSError(f"staged output of {module.name} for episode {ep.episode_index} vanished")
-            outputs[module.name] = staged
-            finished[module.name].set()
-        except Exception:
-            failed.setdefault("name", module.name)  # the first module to fail names the failure
-            raise
+        lost = [dep for dep in module.requires if dep in result.failures]
+        if lost:
+            raise _DependencyFailed(f"needs the {', '.join(lost)} output, which failed")
+        if not force and staging.is_current(ep.episode_index, module.name, hashes[module.name]):
+            staged = staging.load(ep.episode_index, module.name)
+            result.reused.append(module.name)
+        else:
+            output: ModuleOutput = await module.run(await context(module))
+            staging.save(
+                ep.episode_index, module.name, output.rows, fingerprint=hashes[module.name],
+                meta=output.meta, notes=output.notes,
+            )
+            # Continue from what was staged, not from memory: a resumed run reads the same
+            # JSON, so both paths write identical bytes.
+            staged = staging.load(ep.episode_index, module.name)
+        if staged is None:
+            raise OSError(f"staged output of {module.name} for episode {ep.episode_index} vanished")
+        outputs[module.name] = staged
 
     tasks = [asyncio.create_task(run(m)) for m in modules]
     try:
         await asyncio.gather(*tasks)
-    except (SteerableError, OSError, ValueError) as exc:
-        if debug:
-            raise
-        result.failure = f"{failed.get('name', 'setup')}: {exc}"
-        log.warning("episode %d failed: %s", ep.episode_index, result.failure)
-    except Exception as exc:  # a bug: keep the run going, but keep the evidence
-        if debug:
-            raise
-        where = failed.get("name", "setup")
-        result.failure = f"{where}: internal error {type(exc).__name__}: {exc}"
-        log.error("episode %d crashed in %s:\n%s", ep.episode_index, where, traceback.format_exc())
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if shared and shared[0].frames is not None:
             shared[0].frames.release()
+    result.failures = {m.name: result.failures[m.name] for m in modules if m.name in result.failures}
     result.outputs = {m.name: outputs[m.name] for m in modules if m.name in outputs}
     result.reused = [m.name for m in modules if m.name in result.reused]
     result.seconds = time.monotonic() - started
     return result
+
+
+class _DependencyFailed(SteerableError):
+    """A module did not run because a module whose output it reads failed."""

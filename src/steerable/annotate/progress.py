@@ -1,91 +1,154 @@
-"""The live progress display of an annotation run (episodes, calls in flight, rates, ETA)."""
+"""The progress of an annotation run: a live table on a terminal, a line every N seconds otherwise.
+
+Without a terminal (CI, `nohup`, a Ray worker) the same counters go to stderr as one plain line
+every `every_s` seconds (episodes done/failed, calls/s, ETA), so a log shows the run is alive.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import sys
 import time
-from typing import Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
 
 from steerable.annotate.engine import Progress
 
-__all__ = ["ProgressDisplay", "vlm_counters"]
+if TYPE_CHECKING:
+    from rich.table import Table
 
-log = logging.getLogger(__name__)
+    from steerable.vlm.protocol import VLMClient
+
+__all__ = ["ProgressDisplay", "Snapshot", "vlm_counters"]
 
 
-def vlm_counters(vlm: Any | None) -> dict[str, float]:
-    """The client's counters as plain numbers (empty when there is no model)."""
-    stats = getattr(vlm, "stats", None)
-    if stats is None:
+def vlm_counters(vlm: VLMClient | None) -> dict[str, float]:
+    """The client's numeric counters (empty when there is no model)."""
+    if vlm is None:
         return {}
-    if hasattr(stats, "snapshot"):
-        data = stats.snapshot()
-    elif hasattr(stats, "model_dump"):
-        data = stats.model_dump()
-    else:
-        data = dict(vars(stats))
-    return {k: v for k, v in data.items() if isinstance(v, int | float)}
+    return {k: v for k, v in vlm.stats.snapshot().items() if isinstance(v, int | float)}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What both displays show, computed once per refresh."""
+
+    finished: int
+    total: int
+    done: int
+    failed: int
+    resumed: int
+    running: int
+    eta_s: float | None
+    calls: int | None  # None without a model
+    in_flight: int
+    calls_per_s: float
+    tokens_per_s: float
+    retries: int
+
+    @classmethod
+    def of(cls, p: Progress, vlm: VLMClient | None) -> Snapshot:
+        elapsed = max(time.monotonic() - p.started_at, 1e-6)
+        finished = p.done + p.failed
+        rate = max(finished - p.resumed, 0) / elapsed  # resumed episodes cost nothing
+        remaining = p.total - finished
+        c = vlm_counters(vlm)
+        calls = int(c.get("calls", 0))
+        return cls(
+            finished=finished,
+            total=p.total,
+            done=p.done,
+            failed=p.failed,
+            resumed=p.resumed,
+            running=p.running,
+            eta_s=remaining / rate if rate > 0 and remaining else None,
+            calls=calls if vlm is not None else None,
+            in_flight=int(c.get("in_flight", 0)),
+            calls_per_s=calls / elapsed,
+            tokens_per_s=(c.get("completion_tokens", 0) + c.get("prompt_tokens", 0)) / elapsed,
+            retries=int(c.get("retries", 0)),
+        )
+
+    @property
+    def eta(self) -> str:
+        return f"{self.eta_s:.0f} s" if self.eta_s is not None else "-"
+
+    def line(self) -> str:
+        """One plain log line."""
+        text = (
+            f"annotate: episodes {self.finished}/{self.total} (done {self.done}, failed {self.failed}, "
+            f"resumed {self.resumed}, running {self.running})"
+        )
+        if self.calls is not None:
+            text += f", VLM calls {self.calls} ({self.calls_per_s:.1f}/s, {self.in_flight} in flight)"
+        return text + f", ETA {self.eta}"
 
 
 class ProgressDisplay:
-    """Refreshes a small table a few times a second on a terminal; logs a line now and then otherwise."""
+    """A table refreshed a few times a second on a terminal; a line every `every_s` seconds otherwise."""
 
-    def __init__(self, progress: Progress, vlm: Any | None, *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        progress: Progress,
+        vlm: VLMClient | None,
+        *,
+        enabled: bool = True,
+        every_s: float = 30.0,
+        stream: TextIO | None = None,
+    ) -> None:
         self.progress = progress
         self.vlm = vlm
-        self.console = Console(stderr=True)
-        self.enabled = enabled and sys.stderr.isatty()
+        self.stream = stream or sys.stderr
+        self.live = enabled and self.stream.isatty()
+        self.lines = enabled and not self.live
+        self.every_s = every_s
         self._task: asyncio.Task[None] | None = None
 
+    def snapshot(self) -> Snapshot:
+        return Snapshot.of(self.progress, self.vlm)
+
     def _table(self) -> Table:
-        p = self.progress
-        elapsed = max(time.monotonic() - p.started_at, 1e-6)
-        finished = p.done + p.failed
-        worked = max(finished - p.resumed, 0)
-        rate = worked / elapsed
-        remaining = p.total - finished
-        eta = f"{remaining / rate:.0f} s" if rate > 0 and remaining else "-"
-        c = vlm_counters(self.vlm)
+        from rich.table import Table
+
+        s = self.snapshot()
         table = Table.grid(padding=(0, 2))
         table.add_row(
-            f"episodes {finished}/{p.total}",
-            f"done {p.done}",
-            f"failed {p.failed}",
-            f"resumed {p.resumed}",
-            f"running {p.running}",
-            f"ETA {eta}",
+            f"episodes {s.finished}/{s.total}",
+            f"done {s.done}",
+            f"failed {s.failed}",
+            f"resumed {s.resumed}",
+            f"running {s.running}",
+            f"ETA {s.eta}",
         )
-        if c:
-            calls = c.get("calls", 0)
-            tokens = c.get("completion_tokens", 0) + c.get("prompt_tokens", 0)
+        if s.calls is not None:
             table.add_row(
-                f"VLM calls {int(calls)}",
-                f"in flight {int(c.get('in_flight', 0))}",
-                f"{calls / elapsed:.1f} calls/s",
-                f"{tokens / elapsed:.0f} tok/s",
-                f"retries {int(c.get('retries', 0))}",
+                f"VLM calls {s.calls}",
+                f"in flight {s.in_flight}",
+                f"{s.calls_per_s:.1f} calls/s",
+                f"{s.tokens_per_s:.0f} tok/s",
+                f"retries {s.retries}",
                 "",
             )
         return table
 
+    def _print_line(self) -> None:
+        print(self.snapshot().line(), file=self.stream, flush=True)
+
     async def _loop(self) -> None:
-        if self.enabled:
-            with Live(self._table(), console=self.console, refresh_per_second=4, transient=False) as live:
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=self.stream)
+            with Live(self._table(), console=console, refresh_per_second=4, transient=False) as live:
                 while True:
                     await asyncio.sleep(0.25)
                     live.update(self._table())
-        else:
+        elif self.lines:
             while True:
-                await asyncio.sleep(10)
-                p = self.progress
-                log.info("annotate: %d/%d episodes (%d failed)", p.done + p.failed, p.total, p.failed)
+                await asyncio.sleep(self.every_s)
+                self._print_line()
 
     async def __aenter__(self) -> ProgressDisplay:
         self._task = asyncio.create_task(self._loop())
@@ -96,5 +159,9 @@ class ProgressDisplay:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self.enabled:
-            self.console.print(self._table())
+        if self.live:
+            from rich.console import Console
+
+            Console(file=self.stream).print(self._table())
+        elif self.lines and self.progress.total:
+            self._print_line()  # the final count, so a log always ends with one

@@ -6,33 +6,45 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from steerable.annotate.collect import EpisodeRows, split_rows, validate_episode
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.engine import EpisodeResult, Progress, run_episodes
 from steerable.annotate.module import AnnotationModule, ModuleCheck
-from steerable.annotate.progress import ProgressDisplay, vlm_counters
+from steerable.annotate.progress import ProgressDisplay
 from steerable.annotate.registry import build_modules, module_checks
 from steerable.annotate.staging import Staging
+from steerable.annotate.summary import (
+    EpisodeFailure,
+    RunSummary,
+    Timings,
+    WriteSummary,
+    group_notes,
+    module_counts,
+    producers,
+)
 from steerable.annotate.workspace import Workspace, open_workspace
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.atomic import atomic_write_json
 from steerable.errors import ConfigError
+
+if TYPE_CHECKING:
+    from steerable.dataset.writer import WriteReport
+    from steerable.vlm.protocol import VLMClient
 
 __all__ = ["annotate"]
 
 log = logging.getLogger(__name__)
 
 
-def annotate(cfg: AnnotateConfig, *, debug: bool = False, vlm: Any | None = None) -> dict[str, Any]:
+def annotate(cfg: AnnotateConfig, *, debug: bool = False, vlm: VLMClient | None = None) -> RunSummary:
     """Annotate the dataset `cfg` names; returns the run summary (also written as JSON).
 
-    `vlm` injects a ready client (anything with the `VLMClient` methods) instead of the one
-    `cfg.vlm` describes: for library users with their own backend, and for in-process benchmarks.
+    `vlm` injects a ready client instead of the one `cfg.vlm` describes: for library users with
+    their own backend, and for in-process benchmarks.
     """
     started = time.monotonic()
     ws = open_workspace(cfg)
@@ -48,51 +60,60 @@ async def _annotate(
     staging: Staging,
     started: float,
     debug: bool,
-    injected: Any | None,
-) -> dict[str, Any]:
+    injected: VLMClient | None,
+) -> RunSummary:
     from steerable.vlm.factory import resolve_backend
 
-    source, target = ws.source, ws.target
     # Checked before any model is contacted or started: config mistakes fail fast and cheap.
     stages = cfg.stages()
     has_model = injected is not None or resolve_backend(cfg.vlm) is not None
     runnable = [s for s in stages if has_model or not s.needs_model]
-    camera = _camera(cfg, target, needs_video=any("video" in s.inputs for s in runnable))
+    camera = _camera(cfg, ws.target, needs_video=any("video" in s.inputs for s in runnable))
     for stage in runnable:
-        stage.check(target, camera=camera)
+        stage.check(ws.target, camera=camera)
     async with _model(cfg, injected) as vlm:
         modules, notes = build_modules(stages, vlm)
         progress = Progress()
         pipeline_started = time.monotonic()
-        async with ProgressDisplay(progress, vlm, enabled=cfg.executor.progress):
+        display = ProgressDisplay(
+            progress, vlm, enabled=cfg.executor.progress, every_s=cfg.executor.progress_every_s
+        )
+        async with display:
             results = await run_episodes(
-                target, episodes, modules, staging, seed=cfg.seed, vlm=vlm, camera=camera,
+                ws.target, episodes, modules, staging, seed=cfg.seed, vlm=vlm, camera=camera,
                 parallelism=cfg.executor.episode_parallelism, force=cfg.force, progress=progress,
                 debug=debug,
             )
         pipeline_s = time.monotonic() - pipeline_started
-        counters = vlm_counters(vlm)
+    stage_of = {s.name: s for s in stages}
+    model_of = {  # who produces each module's rows: the model, or None (heuristic)
+        m.name: (vlm.model_id or "unknown model") if vlm is not None and stage_of[m.name].needs_model else None
+        for m in modules
+    }
     write_started = time.monotonic()
-    written, problems = _validate_and_write(ws, results, module_checks(stages, [m.name for m in modules]), modules)
-    summary = _summary(cfg, source, ws.out, results, modules, notes, problems, written, counters, started)
-    summary["timings"]["pipeline_s"] = round(pipeline_s, 3)
-    summary["timings"]["validate_write_s"] = round(time.monotonic() - write_started, 3)
-    summary_path = cfg.summary_path or ws.work_dir / "run_summary.json"
-    atomic_write_json(Path(summary_path), summary)
-    summary["summary_path"] = str(summary_path)
+    checks = module_checks(stages, [m.name for m in modules])
+    report = _validate_and_write(ws, results, checks, [m.name for m in modules], producers(model_of, results))
+    summary = _summary(cfg, ws, results, modules, notes, report, vlm, model_of)
+    summary.timings = Timings(
+        total_s=round(time.monotonic() - started, 3),
+        pipeline_s=round(pipeline_s, 3),
+        validate_write_s=round(time.monotonic() - write_started, 3),
+        episode_mean_s=round(sum(r.seconds for r in results) / len(results), 4) if results else 0.0,
+    )
+    summary_path = Path(cfg.summary_path or ws.work_dir / "run_summary.json")
+    summary.summary_path = str(summary_path)
+    atomic_write_json(summary_path, summary.to_json())
     if cfg.push_to_hub:
         from steerable.dataset.hub import push_dataset
 
         repo_id = cfg.new_repo_id or cfg.repo_id
         assert repo_id is not None  # the config refuses --push_to_hub without one
-        summary["push"] = push_dataset(
-            ws.out, repo_id, private=cfg.push_private, commit_message=cfg.push_commit_message
-        )
+        summary.push = push_dataset(ws.out, repo_id, private=cfg.push_private, commit_message=cfg.push_commit_message)
     return summary
 
 
 @contextlib.asynccontextmanager
-async def _model(cfg: AnnotateConfig, injected: Any | None) -> AsyncIterator[Any | None]:
+async def _model(cfg: AnnotateConfig, injected: VLMClient | None) -> AsyncIterator[VLMClient | None]:
     """The VLM client, or None when `--vlm.backend auto` finds no model (motion-only run)."""
     from steerable.vlm.factory import open_vlm, resolve_backend
 
@@ -136,17 +157,17 @@ def _validate_and_write(
     ws: Workspace,
     results: list[EpisodeResult],
     checks: list[ModuleCheck],
-    modules: list[AnnotationModule],
-) -> tuple[dict[str, Any], dict[int, list[str]]]:
-    """Check every finished episode; write those without problems. Problems are logged, all of them."""
+    modules: list[str],
+    producers: dict[str, str],
+) -> WriteReport | None:
+    """Check every episode's surviving rows; write those without problems (problems are logged, all
+    of them, and the episode is marked failed with its first problem)."""
     from steerable.dataset.writer import EpisodeLanguage
 
     ds = ws.target
-
     updates: dict[int, EpisodeLanguage] = {}
-    problems: dict[int, list[str]] = {}
     for result in results:
-        if result.failure:
+        if not result.outputs:
             continue
         staged = [out.rows for out in result.outputs.values()]
         rows: EpisodeRows = split_rows(result.episode_index, staged)
@@ -156,76 +177,56 @@ def _validate_and_write(
             frame_timestamps=ds.episode_timestamps(result.episode_index),
             cameras=ds.camera_keys,
             checks=checks,
-            facts={"modules": [m.name for m in modules], "dataset": ds},
+            facts={"modules": modules, "dataset": ds},
         )
         if found:
-            problems[result.episode_index] = found
             for problem in found:
                 log.error("episode %d: %s", result.episode_index, problem)
+            for name in result.outputs:
+                result.failures[name] = f"validation: {len(found)} problem(s), first: {found[0]}"
+            result.outputs = {}
             continue
         updates[result.episode_index] = EpisodeLanguage(persistent=rows.persistent, events=rows.events)
     if not updates:
-        return {"episodes": 0, "shards": []}, problems
-    report = ws.write(updates)
-    return _report_dict(report), problems
-
-
-def _report_dict(report: Any) -> dict[str, Any]:
-    data = dict(vars(report)) if not hasattr(report, "model_dump") else report.model_dump()
-    return {k: ([str(p) for p in v] if isinstance(v, list | tuple) else v) for k, v in data.items()}
+        return None
+    return ws.write(updates, producers=producers)
 
 
 def _summary(
     cfg: AnnotateConfig,
-    source: LeRobotDataset,
-    output: Path,
+    ws: Workspace,
     results: list[EpisodeResult],
     modules: list[AnnotationModule],
     notes: list[str],
-    problems: dict[int, list[str]],
-    written: dict[str, Any],
-    counters: dict[str, float],
-    started: float,
-) -> dict[str, Any]:
-    failures = [{"episode_index": r.episode_index, "reason": r.failure} for r in results if r.failure]
-    failures += [
-        {"episode_index": ep, "reason": f"validation: {len(msgs)} problem(s), first: {msgs[0]}"}
-        for ep, msgs in sorted(problems.items())
+    report: WriteReport | None,
+    vlm: VLMClient | None,
+    model_of: dict[str, str | None],
+) -> RunSummary:
+    names = [m.name for m in modules]
+    failures = [
+        EpisodeFailure(r.episode_index, r.failure or "", dict(r.failures), list(r.outputs))
+        for r in results
+        if r.failures
     ]
-    per_module: dict[str, Any] = {}
-    episode_notes: dict[str, list[str]] = {}
-    for module in modules:
-        styles: Counter[str] = Counter()
-        count = 0
-        for r in results:
-            staged = r.outputs.get(module.name)
-            if staged is None:
-                continue
-            count += 1
-            styles.update(str(row.get("style") or "tool_call") for row in staged.rows)
-            for note in staged.notes:
-                episode_notes.setdefault(note, []).append(str(r.episode_index))
-        per_module[module.name] = {"episodes": count, "rows_by_style": dict(sorted(styles.items()))}
-    annotated = [r.episode_index for r in results if not r.failure and r.episode_index not in problems]
-    heuristic = any(
-        (r.outputs.get("motion") and r.outputs["motion"].meta.get("heuristic_subtasks")) for r in results
+    written = [r for r in results if r.outputs]
+    motion = [r.outputs["motion"].meta for r in written if "motion" in r.outputs]
+    return RunSummary(
+        dataset=str(ws.source.root),
+        output=str(ws.out),
+        modules=names,
+        episodes_selected=len(results),
+        episodes_annotated=sum(1 for r in results if not r.failures),
+        episodes_resumed=sum(1 for r in results if len(r.reused) == len(modules) and not r.failures),
+        failures=failures,
+        heuristic_subtasks=any(m.get("heuristic_subtasks") for m in motion),
+        producers=producers(model_of, written),
+        notes=group_notes(notes, {r.episode_index: _notes(r) for r in results}),
+        per_module=module_counts(names, results),
+        written=WriteSummary.of(report),
+        vlm=vlm.stats if vlm is not None else None,
+        timings=Timings(),
     )
-    seconds = [r.seconds for r in results]
-    return {
-        "dataset": str(source.root),
-        "output": str(output),
-        "modules": [m.name for m in modules],
-        "episodes_selected": len(results),
-        "episodes_annotated": len(annotated),
-        "episodes_resumed": sum(1 for r in results if r.reused and len(r.reused) == len(modules)),
-        "failures": failures,
-        "heuristic_subtasks": bool(heuristic),
-        "notes": notes + [f"{note} (episodes {', '.join(eps)})" for note, eps in episode_notes.items()],
-        "per_module": per_module,
-        "written": written,
-        "vlm": counters,
-        "timings": {
-            "total_s": round(time.monotonic() - started, 3),
-            "episode_mean_s": round(sum(seconds) / len(seconds), 4) if seconds else 0.0,
-        },
-    }
+
+
+def _notes(result: EpisodeResult) -> list[str]:
+    return [f"{name}: {note}" for name, staged in result.outputs.items() for note in staged.notes]

@@ -45,13 +45,18 @@ class Workspace:
         """The run's `.steerable` folder: inside `out`, or its hidden sibling while `out` is pending."""
         return _pending_work_dir(self.out) if self.pending else self.out / WORK_DIR_NAME
 
-    def write(self, updates: Mapping[int, EpisodeLanguage]) -> WriteReport:
-        """Commit the language `updates`: in place, or as the new dataset `out` with the work folder."""
+    def write(
+        self, updates: Mapping[int, EpisodeLanguage], *, producers: Mapping[str, str] | None = None
+    ) -> WriteReport:
+        """Commit the language `updates`: in place, or as the new dataset `out` with the work folder.
+
+        `producers` (style -> model id or heuristic) is recorded in meta/info.json.
+        """
         from steerable.dataset.commit import commit_folder
         from steerable.dataset.writer import write_language
 
         if not self.pending:
-            return write_language(self.target, updates)
+            return write_language(self.target, updates, producers=producers)
         work = self.work_dir
         # Videos are linked (nobody edits an mp4 in place); parquet and metadata are real copies, so
         # a tool that later edits the output in place cannot reach the source through a shared inode.
@@ -60,7 +65,7 @@ class Workspace:
         ) as tx:
             if work.is_dir():
                 tx.add_tree(work, WORK_DIR_NAME)
-            report = write_language(self.source, updates, into=tx)
+            report = write_language(self.source, updates, into=tx, producers=producers)
         self.pending = False
         self.target = LeRobotDataset(self.out)
         shutil.rmtree(work, ignore_errors=True)

@@ -1,18 +1,30 @@
-"""`steerable annotate`: write subtasks, plans, memory, interjections, VQA and motion into a dataset."""
+"""`steerable annotate`: write subtasks, plans, memory, interjections, VQA and motion into a dataset.
+
+Exit status: 0 when every selected episode was annotated by every module, 1 when the run finished
+but some episodes are missing some or all rows (named on the last lines; `--allow_failures` makes
+this 0), 2 for an error that stopped the run before anything was written.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from steerable.annotate.summary import RunSummary
+
+__all__ = ["PARTIAL_EXIT", "register"]
+
+PARTIAL_EXIT = 1
 
 USAGE = """usage: steerable annotate --root DIR [--output_dir OUT] [--vlm.base_url URL --vlm.model_id ID] [...]
 
 Annotates every episode of a LeRobot v3 dataset. With a VLM (--vlm.base_url, or a local vLLM on a GPU)
 the plan, interjections and vqa modules run; without one, the no-model motion annotator writes motion
-rows and heuristic subtasks. Re-running the same command resumes. Every option, with its default:
+rows and heuristic subtasks. Re-running the same command resumes. Exit status: 0 all episodes
+annotated, 1 some episodes failed (--allow_failures: 0), 2 nothing was run. Every option, with its default:
 """
 
 
@@ -26,32 +38,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from steerable.annotate.config import AnnotateConfig
-    from steerable.annotate.run import annotate
     from steerable.cli.flags import flag_help, parse_config
 
     if any(o in ("-h", "--help") for o in args.options):
         print(USAGE + "\n" + flag_help(AnnotateConfig))
         return 0
+    from steerable.annotate.run import annotate
+
     cfg = parse_config(AnnotateConfig, args.options)
     summary = annotate(cfg, debug=getattr(args, "debug", False))
     _report(summary)
-    return 0
+    return 0 if summary.complete or cfg.allow_failures else PARTIAL_EXIT
 
 
-def _report(summary: dict) -> None:
+def _report(summary: RunSummary) -> None:
     out = sys.stdout
     print(
-        f"annotated {summary['episodes_annotated']}/{summary['episodes_selected']} episodes "
-        f"({summary['episodes_resumed']} resumed from staging) with modules {', '.join(summary['modules'])}",
+        f"annotated {summary.episodes_annotated}/{summary.episodes_selected} episodes "
+        f"({summary.episodes_resumed} resumed from staging) with modules {', '.join(summary.modules)}",
         file=out,
     )
-    if summary["heuristic_subtasks"]:
+    if summary.heuristic_subtasks:
         print("subtasks are HEURISTIC (derived from gripper events and pauses, no model)", file=out)
-    for note in summary["notes"]:
+    for note in summary.notes:
         print(f"note: {note}", file=out)
-    for failure in summary["failures"]:
-        print(f"failed: episode {failure['episode_index']}: {failure['reason']}", file=out)
-    print(f"output: {summary['output']}", file=out)
-    print(f"summary: {summary['summary_path']}", file=out)
-    if "push" in summary:
-        print(f"pushed: {json.dumps(summary['push'])}", file=out)
+    print(f"output: {summary.output}", file=out)
+    print(f"summary: {summary.summary_path}", file=out)
+    if summary.push is not None:
+        print(f"pushed: {json.dumps(summary.push)}", file=out)
+    # Last, so a script's `tail` shows them: what is missing, episode by episode.
+    for failure in summary.failures:
+        kept = f" (kept: {', '.join(failure.written_modules)})" if failure.written_modules else ""
+        print(f"failed: episode {failure.episode_index}: {failure.reason}{kept}", file=out)
+    if summary.failures:
+        print(
+            f"{len(summary.failures)} of {summary.episodes_selected} episodes are not fully annotated; "
+            "re-run the same command to retry them (finished work is resumed)",
+            file=out,
+        )

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
 from steerable.dataset.commit import FolderCommit, commit_folder
 from steerable.dataset.info import load_info
-from steerable.dataset.layout import INFO_PATH
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
 from steerable.errors import CorruptDatasetError, WriteError
@@ -95,28 +95,37 @@ class _Shard:
 
 
 def write_language(
-    ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage], *, into: FolderCommit | None = None
+    ds: LeRobotDataset,
+    updates: Mapping[int, EpisodeLanguage],
+    *,
+    into: FolderCommit | None = None,
+    producers: Mapping[str, str] | None = None,
 ) -> WriteReport:
     """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
 
     Event rows land on the frame whose stored float32 timestamp equals their emission time exactly.
     Writing the same updates twice gives byte-identical files. By default `ds` is updated in place
     (one folder commit; `ds.info` is reloaded afterwards); `into` instead writes the changed files
-    into a transaction the caller opened with `ds.root` as its base, and commits.
+    into a transaction the caller opened with `ds.root` as its base, and commits. `producers`
+    (style -> model id or `heuristic:<module>`) is recorded in info.json under `PROVENANCE_KEY`.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     shards = _plan(ds, updates)
     _validate(ds, shards, updates)
     if into is not None:
-        return _write(ds, shards, updates, into)
+        return _write(ds, shards, updates, into, producers)
     with commit_folder(ds.root, base=ds.root) as tx:
-        report = _write(ds, shards, updates, tx)
+        report = _write(ds, shards, updates, tx, producers)
     ds.info = load_info(ds.root)
     return report
 
 
 def _write(
-    ds: LeRobotDataset, shards: Sequence[_Shard], updates: Mapping[int, EpisodeLanguage], tx: FolderCommit
+    ds: LeRobotDataset,
+    shards: Sequence[_Shard],
+    updates: Mapping[int, EpisodeLanguage],
+    tx: FolderCommit,
+    producers: Mapping[str, str] | None = None,
 ) -> WriteReport:
     frames = 0
     written = []
@@ -125,7 +134,7 @@ def _write(
         frames += _rewrite(shard, updates, tx.file(rel))
         written.append(tx.dest / rel)
         logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
-    _update_info(ds, tx)
+    _update_info(ds, tx, producers)
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
     return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 
@@ -281,8 +290,9 @@ def _json_or_none(raw: bytes | None) -> Any:
 # -- info.json --------------------------------------------------------------------------------------
 
 
-def _update_info(ds: LeRobotDataset, tx: FolderCommit) -> None:
-    """Declare the language columns and the `say` tool; forget legacy columns no shard has any more."""
+def _update_info(ds: LeRobotDataset, tx: FolderCommit, producers: Mapping[str, str] | None = None) -> None:
+    """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
+    record who produced each style (a key LeRobot ignores)."""
     info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
     features: dict[str, Any] = info["features"]
     features.update(language_feature_info())
@@ -295,6 +305,12 @@ def _update_info(ds: LeRobotDataset, tx: FolderCommit) -> None:
         if name in features and name not in remaining:
             del features[name]
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
+    if producers:
+        block = info.get(PROVENANCE_KEY)
+        block = block if isinstance(block, dict) else {}
+        known = block.get("producers")
+        merged = {**(known if isinstance(known, dict) else {}), **producers}
+        info[PROVENANCE_KEY] = {**block, "producers": dict(sorted(merged.items()))}
     path = tx.file(INFO_PATH)
     remove_stale_temps(path)
     atomic_write_json(path, info, durable=False)  # the commit makes it durable

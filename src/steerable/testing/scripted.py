@@ -37,12 +37,24 @@ class ScriptedCall:
 class ScriptedVLM:
     """A test double for `VLMClient`: replies come from `responder`, validated against the schema."""
 
-    def __init__(self, responder: ScriptedResponder, *, max_retries: int = 2, record: bool = True) -> None:
+    def __init__(
+        self,
+        responder: ScriptedResponder,
+        *,
+        max_retries: int = 2,
+        record: bool = True,
+        model_id: str = "scripted-test-double",
+    ) -> None:
         self._responder = responder
+        self._model_id = model_id  # what provenance records: never presented as a real model
         self._max_retries = max_retries
         self._stats = VLMStats()
         self._record = record  # off for long runs: recorded calls keep every image alive
         self.calls: list[ScriptedCall] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
 
     @property
     def stats(self) -> VLMStats:

@@ -60,6 +60,11 @@ class VLMClient(Protocol):
         """Live counters for progress displays and run summaries."""
         ...
 
+    @property
+    def model_id(self) -> str | None:
+        """The model that answers (recorded as the producer of what it wrote); None when unknown."""
+        ...
+
     async def generate_json(
         self,
         messages: list[Message],

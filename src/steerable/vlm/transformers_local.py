@@ -48,6 +48,11 @@ class TransformersVLM:
         self._lock = asyncio.Lock()  # one generate() at a time: the model is not re-entrant
 
     @property
+    def model_id(self) -> str | None:
+        """The Hugging Face model id loaded in process."""
+        return self.config.model_id
+
+    @property
     def stats(self) -> VLMStats:
         """Counters, as for the HTTP backend (request_bytes stays 0)."""
         return self._stats

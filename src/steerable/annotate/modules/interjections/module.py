@@ -30,7 +30,7 @@ from steerable.annotate.modules.interjections.scenarios import (
 )
 from steerable.annotate.modules.plan.rows import plan_text
 from steerable.annotate.prompts import Prompt, PromptFolder
-from steerable.errors import AnnotationError
+from steerable.errors import AnnotationError, VLMReplyError
 from steerable.language.rows import speech_row
 from steerable.vlm.protocol import VLMClient
 
@@ -86,9 +86,9 @@ class InterjectionsModule:
     # Plan rows give the boundaries and the plan to refresh; motion keystates stand in without them.
     requires: ClassVar[tuple[str, ...]] = ("plan", "motion")
 
-    def __init__(self, config: InterjectionsConfig, *, vlm: Any | None = None) -> None:
+    def __init__(self, config: InterjectionsConfig, *, vlm: VLMClient | None = None) -> None:
         self.config = config
-        self._model_id = getattr(vlm, "model_id", None)
+        self._model_id = vlm.model_id if vlm is not None else None
         self._initial = PROMPTS.load("interjection_initial")
         self._cue = PROMPTS.load("interjection_cue")
         self._refresh = PROMPTS.load("interjection_plan_refresh")
@@ -150,17 +150,20 @@ class InterjectionsModule:
         self, ctx: EpisodeContext, vlm: VLMClient
     ) -> tuple[list[dict[str, Any]], list[str]]:
         prompt = self._initial.render(task=ctx.effective_task)
-        reply = await vlm.generate_json(
-            [{"role": "user", "content": prompt}],
-            {
-                "type": "object",
-                "properties": {"reply": _TEXT},
-                "required": ["reply"],
-                "additionalProperties": False,
-            },
-            affinity=f"episode-{ctx.episode_index}",
-            purpose="interjections.acknowledge",
-        )
+        try:
+            reply = await vlm.generate_json(
+                [{"role": "user", "content": prompt}],
+                {
+                    "type": "object",
+                    "properties": {"reply": _TEXT},
+                    "required": ["reply"],
+                    "additionalProperties": False,
+                },
+                affinity=f"episode-{ctx.episode_index}",
+                purpose="interjections.acknowledge",
+            )
+        except VLMReplyError as error:  # costs only the acknowledgement row
+            return [], [f"no initial `say` row: the acknowledgement call failed ({error.reason or error})"]
         text = str(reply.get("reply") or "").strip() if isinstance(reply, Mapping) else ""
         if not text:
             return [], ["empty acknowledgement from the VLM: no initial `say` row"]
@@ -182,26 +185,27 @@ class InterjectionsModule:
             times = window_times(b.time, ctx.timestamps, ctx.frame_time, self.config)
             content = [{"type": "image", "image": f} for f in await ctx.frames.get(camera, times)]
         content.append({"type": "text", "text": prompt})
-        reply = await vlm.generate_json(
-            [{"role": "user", "content": content}],
-            _cue_schema(steps),
-            affinity=f"episode-{ctx.episode_index}",
-            purpose=f"interjections.{planned.scenario}",
-        )
+        try:
+            reply = await vlm.generate_json(
+                [{"role": "user", "content": content}],
+                _cue_schema(steps),
+                affinity=f"episode-{ctx.episode_index}",
+                purpose=f"interjections.{planned.scenario}",
+            )
+        except VLMReplyError as error:  # costs only this interjection's rows
+            return [], [f"an interjection was dropped: its call failed ({error.reason or error})"]
         reply = reply if isinstance(reply, Mapping) else {}
         said = str(reply.get("interjection") or "").strip()
         answer = str(reply.get("reply") or "").strip()
         if not said or not answer:
-            return [], [f"t={b.time:.3f}s: empty interjection or reply from the VLM, skipped"]
+            return [], ["an interjection was dropped: the VLM gave an empty interjection or reply"]
         rows = [_row("user", said, "interjection", b.time), _say(answer, b.time)]
         notes: list[str] = []
         if refresh:
             proposed = [str(s).strip() for s in reply.get("plan_steps") or []]
             if len(proposed) != len(b.remaining) or not all(proposed):
                 # The recording fixes what happens next, so a plan of another length cannot be right.
-                notes.append(
-                    f"t={b.time:.3f}s: refreshed plan had the wrong number of steps; kept the labels"
-                )
+                notes.append("a refreshed plan had the wrong number of steps; kept the subtask labels")
                 proposed = list(b.remaining)
             rows.append(_row("assistant", plan_text(proposed), "plan", b.time))
         return rows, notes

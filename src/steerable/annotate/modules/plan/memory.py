@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from steerable.annotate.modules.plan.prompting import PROMPTS, memory_schema, text_message
 from steerable.annotate.modules.plan.spans import clean_label
 from steerable.errors import VLMReplyError
+from steerable.vlm.protocol import VLMClient
 
 __all__ = ["memory_chain", "template_memories"]
 
@@ -25,7 +25,7 @@ def template_memories(labels: Sequence[str]) -> list[str]:
     return [f"Completed so far: {'; '.join(labels[: i + 1])}." for i in range(len(labels) - 1)]
 
 
-async def memory_chain(vlm: Any, task: str, labels: Sequence[str], affinity: str) -> tuple[list[str], bool]:
+async def memory_chain(vlm: VLMClient, task: str, labels: Sequence[str], affinity: str) -> tuple[list[str], bool]:
     """One memory per subtask boundary (len(labels) - 1 of them), and whether the model wrote them."""
     count = len(labels) - 1
     if count < 1:

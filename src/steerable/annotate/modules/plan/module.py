@@ -26,6 +26,7 @@ from steerable.annotate.modules.plan.segment import segment_video
 from steerable.annotate.modules.plan.spans import Span, SpanReport, finalize_spans
 from steerable.annotate.modules.plan.task import derive_task, needs_derivation, rephrase_task
 from steerable.errors import AnnotationError
+from steerable.vlm.protocol import VLMClient
 
 __all__ = ["KeystatePlanModule", "PlanModule", "make_plan_module"]
 
@@ -42,9 +43,9 @@ class PlanModule:
     name: ClassVar[str] = "plan"
     requires: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, config: PlanConfig | None = None, *, vlm: Any | None = None) -> None:
+    def __init__(self, config: PlanConfig | None = None, *, vlm: VLMClient | None = None) -> None:
         self.config = config or PlanConfig()
-        self._model_id = getattr(vlm, "model_id", None)
+        self._model_id = vlm.model_id if vlm is not None else None
 
     def prompt_ids(self) -> list[str]:
         """Ids of every prompt this configuration can send."""
@@ -68,7 +69,8 @@ class PlanModule:
 
     async def run(self, ctx: EpisodeContext) -> ModuleOutput:
         c = self.config
-        if ctx.vlm is None:
+        vlm = ctx.vlm
+        if vlm is None:
             raise AnnotationError(
                 "the plan module needs a vision-language model: pass --vlm.base_url (or --vlm.backend), "
                 "or turn it off with --plan.enabled=false"
@@ -79,13 +81,13 @@ class PlanModule:
         first = float(ctx.timestamps[0])
         video = await self._sample(ctx, first)
         notes: list[str] = []
-        task = await self._effective_task(ctx, video, affinity, notes)
+        task = await self._effective_task(ctx, vlm, video, affinity, notes)
         shown_task = task or "(no task given)"
-        final = await self._subtasks(ctx, video, shown_task, affinity, notes)
+        final = await self._subtasks(ctx, vlm, video, shown_task, affinity, notes)
 
         rows: list[dict[str, Any]] = []
         if c.n_task_rephrasings > 0 and task:
-            variants = await rephrase_task(ctx.vlm, task, c.n_task_rephrasings, affinity)
+            variants = await rephrase_task(vlm, task, c.n_task_rephrasings, affinity)
             if variants is None:
                 notes.append("no task rephrasings from the model: task_aug holds the task only")
             rows += task_aug_rows(first, task, variants or [])
@@ -93,20 +95,20 @@ class PlanModule:
         if c.emit_plan:
             rows += plan_rows(final)
         if c.emit_memory and len(final) > 1:
-            memories, by_model = await memory_chain(ctx.vlm, shown_task, [s.text for s in final], affinity)
+            memories, by_model = await memory_chain(vlm, shown_task, [s.text for s in final], affinity)
             if not by_model:
                 notes.append("memories built from the subtask labels: the model gave none usable")
             rows += memory_rows(final, memories)
         return ModuleOutput(rows=rows, meta={"effective_task": task}, notes=notes)
 
     async def _effective_task(
-        self, ctx: EpisodeContext, video: SampledVideo, affinity: str, notes: list[str]
+        self, ctx: EpisodeContext, vlm: VLMClient, video: SampledVideo, affinity: str, notes: list[str]
     ) -> str:
         """The dataset's task, or one read from the video when `derive_task_from_video` asks for it."""
         task = ctx.task.strip()
         if not needs_derivation(task, self.config):
             return task
-        derived = await derive_task(ctx.vlm, video, affinity)
+        derived = await derive_task(vlm, video, affinity)
         if not derived:
             notes.append("no task could be read from the video; kept the dataset's task")
             return task
@@ -114,12 +116,18 @@ class PlanModule:
         return derived
 
     async def _subtasks(
-        self, ctx: EpisodeContext, video: SampledVideo, task: str, affinity: str, notes: list[str]
+        self,
+        ctx: EpisodeContext,
+        vlm: VLMClient,
+        video: SampledVideo,
+        task: str,
+        affinity: str,
+        notes: list[str],
     ) -> list[Span]:
         """The final gap-free subtask cover; AnnotationError (with the reason) when nothing is usable."""
         c = self.config
         report = SpanReport()
-        spans, windows = await segment_video(ctx.vlm, video, task, c, affinity, report)
+        spans, windows = await segment_video(vlm, video, task, c, affinity, report)
         if windows > 1:
             notes.append(f"segmented in {windows} overlapping windows")
         spans = self._snap(ctx, spans, notes)
@@ -185,7 +193,7 @@ def _keystates(raw: list[dict[str, Any]]) -> list[Keystate]:
     return out
 
 
-def make_plan_module(config: PlanConfig | None = None, *, vlm: Any | None = None) -> PlanModule:
+def make_plan_module(config: PlanConfig | None = None, *, vlm: VLMClient | None = None) -> PlanModule:
     """The plan module for `config`; with snapping on it declares its dependency on `motion`
     (so a change in motion settings re-runs it on resume)."""
     config = config or PlanConfig()

@@ -21,6 +21,7 @@ from steerable.annotate.modules.plan.spans import (
     read_segment_reply,
 )
 from steerable.errors import VLMReplyError
+from steerable.vlm.protocol import VLMClient
 
 __all__ = ["segment_video"]
 
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 async def segment_video(
-    vlm: Any, video: SampledVideo, task: str, config: PlanConfig, affinity: str, report: SpanReport
+    vlm: VLMClient, video: SampledVideo, task: str, config: PlanConfig, affinity: str, report: SpanReport
 ) -> tuple[list[Span], int]:
     """Subtask spans over the sampled frames (merged across windows) and the number of windows.
 
@@ -61,7 +62,7 @@ async def segment_video(
     return merge_windows(per_window, windows, report), len(windows)
 
 
-async def _describe(vlm: Any, sheets: list[Any], text: str, affinity: str) -> str:
+async def _describe(vlm: VLMClient, sheets: list[Any], text: str, affinity: str) -> str:
     """The observation pass; an empty string (segment from the frames alone) if the model gives none."""
     try:
         reply = await vlm.generate_json(

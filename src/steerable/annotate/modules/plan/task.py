@@ -16,6 +16,7 @@ from steerable.annotate.modules.plan.prompting import (
 )
 from steerable.annotate.modules.plan.spans import clean_label, label_key
 from steerable.errors import VLMReplyError
+from steerable.vlm.protocol import VLMClient
 
 __all__ = ["derive_task", "needs_derivation", "rephrase_task", "task_is_unusable", "unique_phrasings"]
 
@@ -40,7 +41,7 @@ def needs_derivation(task: str, config: PlanConfig) -> bool:
     return mode == "always" or (mode == "if_short" and task_is_unusable(task, config.derive_task_min_words))
 
 
-async def derive_task(vlm: Any, video: SampledVideo, affinity: str) -> str | None:
+async def derive_task(vlm: VLMClient, video: SampledVideo, affinity: str) -> str | None:
     """One instruction describing the whole episode, from overview sheets; None if the model gives none."""
     sheets = await video.sheets(video.overview())
     text = PROMPTS.load("plan_task_from_video").render(sheet_guide=video.guide(sheets))
@@ -68,7 +69,7 @@ def unique_phrasings(task: str, candidates: Any, limit: int) -> list[str]:
     return out[:limit]
 
 
-async def rephrase_task(vlm: Any, task: str, count: int, affinity: str) -> list[str] | None:
+async def rephrase_task(vlm: VLMClient, task: str, count: int, affinity: str) -> list[str] | None:
     """Up to `count` distinct rephrasings of `task` (one text-only call); None if the model gives none."""
     text = PROMPTS.load("plan_task_rephrasings").render(task=task, count=count)
     try:

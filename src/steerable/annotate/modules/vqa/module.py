@@ -67,10 +67,10 @@ class VqaModule:
     name: ClassVar[str] = "vqa"
     requires: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, config: VqaConfig, *, vlm: Any | None = None) -> None:
+    def __init__(self, config: VqaConfig, *, vlm: VLMClient | None = None) -> None:
         self.config = config
         self.prompts = QuestionPrompts(config)
-        self._model_id = getattr(vlm, "model_id", None)
+        self._model_id = vlm.model_id if vlm is not None else None
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -123,7 +123,7 @@ class VqaModule:
         messages: list[dict[str, Any]] = [
             {"role": "user", "content": [{"type": "image", "image": frame}, {"type": "text", "text": prompt}]}
         ]
-        where = f"t={q.time:.3f}s {q.camera} {q.qtype} question"
+        where = f"a {q.qtype} question on {q.camera}"  # no time: the run summary groups and counts them
         problem = ""
         for _ in range(1 + self.config.max_retries):
             try:
@@ -134,7 +134,7 @@ class VqaModule:
                     purpose=f"vqa.{q.qtype}",
                 )
             except VLMReplyError as error:
-                return [], f"{where} dropped: no usable reply ({error.reason})", None
+                return [], f"{where} was dropped: no usable reply ({error.reason})", None
             question, checked = self._read(reply, q, width, height)
             if checked.answer is not None:
                 return _rows(q, question, checked.answer), None, checked.coordinates
@@ -144,7 +144,7 @@ class VqaModule:
                 {"role": "assistant", "content": json.dumps(reply, ensure_ascii=False, default=str)},
                 {"role": "user", "content": self.prompts.render_retry(problem)},
             ]
-        return [], f"{where} dropped: {problem}", None
+        return [], f"{where} was dropped: {problem}", None
 
     def _read(self, reply: Any, q: Question, width: int, height: int) -> tuple[str, CheckedAnswer]:
         if not isinstance(reply, Mapping):
