@@ -1,8 +1,8 @@
 """The state/action plot data of one episode: the series, which dims are grippers, and keystates.
 
 Gripper dims and keystates come from the no-model motion annotator's own functions (the same rules
-that wrote the motion rows), imported lazily so the viewer also works where that module moved or
-is absent; motion rows naming a gripper action are used as keystates when the annotator is missing.
+that wrote the motion rows), imported lazily; motion rows naming a gripper action stand in for the
+keystates when the annotator finds none.
 """
 
 from __future__ import annotations
@@ -37,15 +37,18 @@ def vector_features(ds: LeRobotDataset) -> list[str]:
 
 
 def _motion_api() -> Any:
-    # The annotator's package moved once (annotate/motion -> annotate/modules/motion); accept both.
-    for name in ("steerable.annotate.modules.motion", "steerable.annotate.motion"):
-        try:
-            motion = importlib.import_module(name)
-        except ImportError:
-            continue
-        if all(hasattr(motion, n) for n in ("MotionConfig", "find_dims", "detect_keystates")):
-            return motion
-    return None
+    """The motion annotator's dim and keystate functions, or None where they cannot be imported.
+
+    Imported at run time, by name: the annotator's settings build on the annotation engine, which
+    pulls in the VLM client package; the viewer uses neither, so it takes only these three functions
+    and keeps no import-time dependency on the annotation stack (the layers contract stays closed).
+    """
+    try:
+        motion = importlib.import_module("steerable.annotate.modules.motion")
+    except ImportError:
+        return None
+    needed = ("MotionConfig", "find_dims", "detect_keystates")
+    return motion if all(hasattr(motion, n) for n in needed) else None
 
 
 def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:
