@@ -151,6 +151,9 @@ def test_gold_files_json_jsonl_and_their_errors(tmp_path: Path) -> None:
     j.write_text(json.dumps([row, {"episode_index": 3, "segments": []}]))
     gold = read_gold_file(j)
     assert gold == {7: [Segment(0.0, 1.0, "a"), Segment(1.0, 2.0, "b")], 3: []}
+    j.write_text('[{"episode_index": 0,\n "segments": [}]\n')
+    with pytest.raises(ConfigError, match=r"gold.json:2:15: not valid JSON"):
+        read_gold_file(j)
     bad = tmp_path / "gold.jsonl"
     bad.write_text(json.dumps(row) + "\n\n{not json\n")
     with pytest.raises(ConfigError, match=r"gold.jsonl:3: not valid JSON"):

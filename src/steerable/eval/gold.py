@@ -116,7 +116,14 @@ def read_gold_file(path: Path) -> EpisodeSegments:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read gold file {path}: {exc}") from exc
     located: list[tuple[str, Any]] = []
-    if path.suffix.lower() in (".jsonl", ".ndjson") or not _parses_as_json(text):
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            where = f"{path}:{exc.lineno}:{exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(path)
+            raise ConfigError(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    if suffix in (".jsonl", ".ndjson") or (suffix != ".json" and not _parses_as_json(text)):
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
