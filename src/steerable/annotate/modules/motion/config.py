@@ -63,6 +63,15 @@ class MotionConfig(ModuleSettings):
     """An axis (or joint group) is named when its speed is at least this fraction of the largest one."""
     lift_window_s: float = Field(1.0, ge=0.0)
     """An upward move starting this soon after a gripper closes is called "lift"."""
+    carry_ratio: float = Field(0.1, ge=0.0, lt=1.0)
+    """Heuristic subtasks: a grasp whose hand moves less than this share of the episode's extent before
+    opening again carried nothing (a missed grasp or re-grasp) and stays inside the pick."""
+    push_travel_ratio: float = Field(0.1, gt=0.0, lt=1.0)
+    """Heuristic subtasks: a low sideways move with no gripper event, at least this share of the
+    episode's horizontal extent, is a push (cartesian x/y/z only)."""
+    onset_speed_ratio: float = Field(0.25, gt=0.0, lt=1.0)
+    """Heuristic subtasks: the hand sets off toward the next subtask when its sideways speed passes
+    this fraction of the episode's 90th-percentile speed (and 3 noise sigmas)."""
 
     @model_validator(mode="after")
     def _check_dims(self) -> MotionConfig:

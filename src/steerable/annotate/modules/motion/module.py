@@ -34,7 +34,7 @@ class MotionModule:
         settings = self.config.model_dump(mode="json", exclude={"enabled"})
         if not self.derive_subtasks:
             settings.pop("subtask_granularity", None)
-        return {"config": settings, "derive_subtasks": self.derive_subtasks, "algorithm": 1}
+        return {"config": settings, "derive_subtasks": self.derive_subtasks, "algorithm": 2}
 
     async def run(self, ctx: EpisodeContext) -> ModuleOutput:
         return await asyncio.to_thread(self._run, ctx)
@@ -54,7 +54,15 @@ class MotionModule:
             "heuristic_subtasks": self.derive_subtasks,
         }
         if self.derive_subtasks:
-            rows += heuristic_subtasks(timestamps, keystates, ctx.task, granularity=self.config.subtask_granularity)
+            rows += heuristic_subtasks(
+                timestamps,
+                keystates,
+                ctx.task,
+                granularity=self.config.subtask_granularity,
+                state=state,
+                dims=dims,
+                config=self.config,
+            )
         return ModuleOutput(rows=rows, meta=meta, notes=notes)
 
 

@@ -5,6 +5,13 @@ it, a close that is later released is a grasp, an opening while holding is a rel
 after the last release (a gripper going back to rest) is part of the retreat. The arm's first stop
 after a grasp or release (the end of the lift) closes that phase. The text is templated, so the
 caller labels these rows as heuristic in its summary.
+
+Given the episode's `state` and `dims` as well, the hand's path refines this
+(`trajectory.Trajectory`): a grasp that carried nothing (a missed grasp, a re-grasp in place)
+joins the pick that follows instead of making a pick and place of its own; a low sideways move
+with no gripper event becomes a "push the object" subtask; and a phase ends where the hand, risen
+after its gripper event, sets off toward the next one, not at its first stop (which a hesitation
+or a rest may bring early, and sensor noise may hide).
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from steerable.annotate.modules.motion.config import Granularity
+from steerable.annotate.modules.motion.config import Granularity, MotionConfig
+from steerable.annotate.modules.motion.dims import DimSelection
 from steerable.annotate.modules.motion.keystates import Keystate
+from steerable.annotate.modules.motion.trajectory import Contact, Trajectory
 
-__all__ = ["FINE_TEXTS", "Granularity", "heuristic_subtasks"]
+__all__ = ["FINE_TEXTS", "PICK", "PLACE", "PUSH", "Granularity", "heuristic_subtasks"]
 
 FINE_TEXTS = {
     "reach": "reach for the object",
@@ -28,6 +37,7 @@ FINE_TEXTS = {
 }
 PICK = "pick up the object"
 PLACE = "place it at the target"
+PUSH = "push the object"
 
 Pair = tuple[Keystate, "Keystate | None"]
 
@@ -39,12 +49,17 @@ def heuristic_subtasks(
     *,
     granularity: Granularity = "fine",
     min_pause_s: float = 0.3,
+    state: np.ndarray | None = None,
+    dims: DimSelection | None = None,
+    config: MotionConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Subtask rows covering the episode from its first frame, on stored frame timestamps.
 
     With grasp/release pairs: "fine" gives reach, grasp, move, release, retreat; "coarse" gives
     pick / place. Without gripper events the episode is cut at pauses of at least `min_pause_s`
     into "<task> (part k of n)", or is one row with the task when the arm never pauses.
+    With `state` (the episode's matrix of `dims.state_key`) and `dims`, the hand's path refines the
+    cuts (see the module docstring), with the thresholds of `config` (defaults when None).
     """
     ts = np.asarray(timestamps)
     if len(ts) == 0:
@@ -52,8 +67,17 @@ def heuristic_subtasks(
     ordered = sorted(keystates, key=lambda k: k.frame_index)
     pauses = [k for k in ordered if k.kind == "pause"]
     pairs = _grasp_release([k for k in ordered if k.kind != "pause"])
-    if pairs:
-        starts = _manipulation(pairs, pauses, len(ts), granularity)
+    path: Trajectory | None = None
+    pushes: list[Contact] = []
+    if state is not None and dims is not None:
+        cfg = config or MotionConfig()
+        path = Trajectory(
+            ts, state, dims, smoothing_s=cfg.smoothing_s, onset_speed_ratio=cfg.onset_speed_ratio
+        )
+        pairs = [p for p in pairs if p[1] is None or path.carried(p[0], p[1], cfg.carry_ratio)]
+        pushes = path.contacts(ordered, cfg.push_travel_ratio)
+    if pairs or pushes:
+        starts = _manipulation(pairs, pushes, pauses, len(ts), granularity, path)
     else:
         starts = _by_pauses(pauses, ts, task, min_pause_s)
     return [_row(float(ts[i]), text) for i, text in _clean(starts, len(ts))]
@@ -88,32 +112,68 @@ def _grasp_release(grips: list[Keystate]) -> list[Pair]:
     return pairs
 
 
-def _settle(event: Keystate, pauses: list[Keystate], limit: int) -> int:
-    """Frame where the arm first stops after `event` (before `limit`), else just after the swing."""
-    stop = next((p.frame_index for p in pauses if event.end_index < p.frame_index < limit), None)
-    return stop if stop is not None else event.end_index + 1
+def _settle(after: int, pauses: list[Keystate], limit: int, path: Trajectory | None) -> int:
+    """Where the phase that ends with the change at frame `after` hands over, before `limit`.
+
+    With a path: where the hand sets off sideways after rising. Otherwise (or when it never does):
+    the arm's first stop after `after`, else the frame just after it.
+    """
+    onset = path.set_off(after, limit) if path is not None else None
+    if onset is not None:
+        return onset
+    stop = next((p.frame_index for p in pauses if after < p.frame_index < limit), None)
+    return stop if stop is not None else after + 1
+
+
+Item = Pair | Contact
+
+
+def _item_start(item: Item) -> int:
+    return item.start_index if isinstance(item, Contact) else item[0].start_index
 
 
 def _manipulation(
-    pairs: list[Pair], pauses: list[Keystate], n: int, granularity: Granularity
+    pairs: list[Pair],
+    pushes: list[Contact],
+    pauses: list[Keystate],
+    n: int,
+    granularity: Granularity,
+    path: Trajectory | None,
 ) -> list[tuple[int, str]]:
     fine = granularity == "fine"
-    starts = [(0, FINE_TEXTS["reach"] if fine else PICK)]
-    for i, (grasp, release) in enumerate(pairs):
-        more = i + 1 < len(pairs)
-        next_grasp = pairs[i + 1][0].start_index if more else n
+    items: list[Item] = sorted([*pairs, *pushes], key=_item_start)
+
+    def opening(item: Item) -> str:
+        return PUSH if isinstance(item, Contact) else PICK
+
+    starts = [(0, FINE_TEXTS["reach"] if fine else opening(items[0]))]
+    for i, item in enumerate(items):
+        more = i + 1 < len(items)
+        next_start = _item_start(items[i + 1]) if more else n
+        after = (FINE_TEXTS["reach"] if more else FINE_TEXTS["retreat"]) if fine else None
+        if isinstance(item, Contact):
+            if fine:
+                starts.append((item.start_index, PUSH))
+            if fine or more:
+                starts.append(
+                    (_settle(item.end_index, pauses, next_start, path), after or opening(items[i + 1]))
+                )
+            continue
+        grasp, release = item
         release_onset = release.start_index if release is not None else n
         if fine:
             starts.append((grasp.start_index, FINE_TEXTS["grasp"]))
-        starts.append((_settle(grasp, pauses, release_onset), FINE_TEXTS["move"] if fine else PLACE))
+        starts.append(
+            (_settle(grasp.end_index, pauses, release_onset, path), FINE_TEXTS["move"] if fine else PLACE)
+        )
         if release is None:
             continue
         if fine:
             starts.append((release.start_index, FINE_TEXTS["release"]))
-            after = FINE_TEXTS["reach"] if more else FINE_TEXTS["retreat"]
-            starts.append((_settle(release, pauses, next_grasp), after))
-        elif more:
-            starts.append((_settle(release, pauses, next_grasp), PICK))
+        if fine or more:
+            starts.append(
+                (_settle(release.end_index, pauses, next_start, path), after or opening(items[i + 1]))
+            )
     return starts
 
 
