@@ -2,11 +2,13 @@
 
 Served and exported (file://) the same checks run: tracks drawn with subtask spans, the h264 video
 plays, clicking a span seeks the video, a VQA box/point is drawn over the right camera at its frame,
-the camera switch keeps the time, the recipe panel shows a sample; the screenshot shows the box.
+the camera switch keeps the time, seeking to a frame's timestamp shows that very frame, the recipe
+panel shows a sample; the screenshot shows the box.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from steerable.dataset import LeRobotDataset
 from steerable.viewer import export_site
 from viewer_data import TOP, TOP_BOX, WRIST, session_viewer_dataset, start_view
 
@@ -63,7 +66,7 @@ def video_time(pg: Any) -> float:
     return float(pg.evaluate("document.getElementById('video').currentTime"))
 
 
-def check_viewer(pg: Any, shot: Path) -> None:
+def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
     """The checks shared by the served and the exported viewer (episode 1 open)."""
     pg.wait_for_selector("body[data-ready='1']", timeout=20000)
     ep = pg.evaluate("window.steerableView.state.ep")
@@ -113,6 +116,37 @@ def check_viewer(pg: Any, shot: Path) -> None:
     assert "wrist" in pg.evaluate("document.getElementById('video').currentSrc")
     assert video_time(pg) == pytest.approx(offset[WRIST] + t, abs=0.02)
     assert pg.locator("#overlay rect.vqa-box").count() == 0
+    check_frames_shown(pg, ds, ep["episode_index"], WRIST)
+
+
+def shown_frame(pg: Any, width: int, height: int) -> np.ndarray:
+    """The video element's pixels, letterbox cut off, scaled back to the camera's frame size."""
+    shot = Image.open(io.BytesIO(pg.locator("#video").screenshot())).convert("RGB")
+    scale = min(shot.width / width, shot.height / height)
+    x0, y0 = (shot.width - width * scale) / 2, (shot.height - height * scale) / 2
+    box = (round(x0) + 1, round(y0) + 1, round(x0 + width * scale) - 1, round(y0 + height * scale) - 1)
+    return np.asarray(shot.crop(box).resize((width, height))).astype(float)
+
+
+def check_frames_shown(pg: Any, ds: LeRobotDataset, episode: int, camera: str) -> None:
+    """Seeking to a frame's timestamp shows that frame, not a neighbour (checked where the scene moves most)."""
+    stamps = [float(t) for t in ds.episode_timestamps(episode)]
+    frames = [f.astype(float) for f in ds.decode_frames(episode, camera, stamps)]
+    step = [np.abs(a - b).mean() for a, b in zip(frames, frames[1:], strict=False)]
+    moving = sorted(range(3, len(frames) - 3), key=lambda k: -min(step[k - 1], step[k]))[:3]
+    height, width = frames[0].shape[:2]
+    for k in moving:
+        pg.evaluate(
+            """(t) => new Promise(done => {
+                const v = document.getElementById('video');
+                v.addEventListener('seeked', () => requestAnimationFrame(() => requestAnimationFrame(done)), {once: true});
+                window.steerableView.seek(t);
+            })""",
+            stamps[k],
+        )
+        shown = shown_frame(pg, width, height)
+        distance = {i: np.abs(shown - frames[i]).mean() for i in range(k - 2, k + 3)}
+        assert min(distance, key=distance.__getitem__) == k, (k, distance)
 
 
 def green_box_pixels(png: Path) -> int:
@@ -126,7 +160,7 @@ def test_served_viewer(page: Any, viewer_ds: Path, tmp_path: Path) -> None:
     proc, url = start_view(str(viewer_ds))
     try:
         page.goto(url + "#episode=1")
-        check_viewer(page, tmp_path / "served.png")
+        check_viewer(page, tmp_path / "served.png", LeRobotDataset(viewer_ds))
         assert page.evaluate("fetch('files/%2e%2e/%2e%2e/etc/passwd').then(r => r.status)") == 404
         assert page.evaluate("fetch('files/%2E%2E%2Fmeta%2Finfo.json').then(r => r.status)") == 404
         # filtering the episode list
@@ -142,7 +176,7 @@ def test_served_viewer(page: Any, viewer_ds: Path, tmp_path: Path) -> None:
 def test_exported_viewer_from_file_url(page: Any, viewer_ds: Path, tmp_path: Path) -> None:
     index = export_site(viewer_ds, tmp_path / "site", episodes=[0, 1])
     page.goto(index.as_uri() + "#episode=1")
-    check_viewer(page, tmp_path / "exported.png")
+    check_viewer(page, tmp_path / "exported.png", LeRobotDataset(viewer_ds))
     # another episode's data script loads on demand from disk
     page.locator("#episode-list .episode[data-episode='0']").click()
     page.wait_for_function("window.steerableView.state.ep.episode_index === 0 && document.body.dataset.ready === '1'")

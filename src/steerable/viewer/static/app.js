@@ -7,6 +7,9 @@
   var SPAN_STYLES = ["subtask", "plan", "memory", "motion"];
   var VQA_HOLD_S = 1.0; // a VQA answer stays drawn this long after its frame
   var RECENT_S = 2.0;
+  // Chromium truncates a seek target to whole microseconds while frame times round: a seek to exactly
+  // a frame's time can land a hair before it and show the previous frame. Aim 1 ms into the frame.
+  var SEEK_INTO_FRAME_S = 0.001;
   var SVGNS = "http://www.w3.org/2000/svg";
   var $ = function (id) { return document.getElementById(id); };
   var video = $("video");
@@ -95,7 +98,7 @@
   function seek(t) {
     var c = cam();
     t = Math.max(0, Math.min(t, Math.max(0, S.ep.duration - 0.5 / S.ep.fps)));
-    if (c && c.url) video.currentTime = c.offset + t;
+    if (c && c.url) video.currentTime = c.offset + t + SEEK_INTO_FRAME_S;
     update(t);
   }
   function setCamera(key, keepTime) {
