@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
@@ -28,8 +29,10 @@ __all__ = [
     "Segment",
     "dataset_segments",
     "ground_truth_segments",
+    "persistent_rows",
     "read_gold",
     "read_gold_file",
+    "subtask_segments",
 ]
 
 
@@ -85,27 +88,40 @@ def ground_truth_segments(ds: LeRobotDataset) -> Gold:
     return Gold(segments, f"{ds.root} (synthetic ground truth)", "ground_truth")
 
 
-def dataset_segments(ds: LeRobotDataset) -> tuple[EpisodeSegments, list[int]]:
-    """Spans of each episode's `subtask` rows, and the episodes that have none."""
+def persistent_rows(ds: LeRobotDataset) -> Iterator[tuple[int, list[dict[str, Any]], float]]:
+    """(episode index, its persistent language rows, its last frame's timestamp) for every episode."""
     if LANGUAGE_PERSISTENT not in ds.features:
         raise DatasetError(f"{ds.root} has no language rows to evaluate: annotate it first")
-    out: EpisodeSegments = {}
-    empty: list[int] = []
     for ep in ds.episodes:
         table = ds.read_episode(ep.episode_index, [LANGUAGE_PERSISTENT, "timestamp"])
         if table.num_rows == 0:
-            empty.append(ep.episode_index)
+            yield ep.episode_index, [], 0.0
             continue
         rows = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
-        subtasks = sorted(
-            (float(r["timestamp"]), str(r.get("content") or "")) for r in rows if r.get("style") == "subtask"
-        )
-        if not subtasks:
-            empty.append(ep.episode_index)
-            continue
-        end = float(table.column("timestamp")[-1].as_py())
-        bounds = [t for t, _ in subtasks] + [max(end, subtasks[-1][0])]
-        out[ep.episode_index] = [Segment(bounds[i], bounds[i + 1], text) for i, (_, text) in enumerate(subtasks)]
+        yield ep.episode_index, rows, float(table.column("timestamp")[-1].as_py())
+
+
+def subtask_segments(rows: Iterable[dict[str, Any]], end: float) -> list[Segment]:
+    """Gap-free spans of the `subtask` rows: each to the next one's timestamp, the last to `end`."""
+    subtasks = sorted(
+        (float(r["timestamp"]), str(r.get("content") or "")) for r in rows if r.get("style") == "subtask"
+    )
+    if not subtasks:
+        return []
+    bounds = [t for t, _ in subtasks] + [max(end, subtasks[-1][0])]
+    return [Segment(bounds[i], bounds[i + 1], text) for i, (_, text) in enumerate(subtasks)]
+
+
+def dataset_segments(ds: LeRobotDataset) -> tuple[EpisodeSegments, list[int]]:
+    """Spans of each episode's `subtask` rows, and the episodes that have none."""
+    out: EpisodeSegments = {}
+    empty: list[int] = []
+    for episode, rows, end in persistent_rows(ds):
+        segments = subtask_segments(rows, end)
+        if segments:
+            out[episode] = segments
+        else:
+            empty.append(episode)
     return out, empty
 
 

@@ -1,8 +1,9 @@
-"""Score a dataset's annotations against the ground truth of a synthetic dataset.
+"""Score a dataset's annotations against the ground truth of a synthetic dataset (the short summary).
 
 Reads what was written (the language columns), not what a module meant to write, so it measures the
 annotator end to end: subtask spans vs true spans (segmentation F1 at IoU 0.5, boundary error), and
 gripper events named by `motion` rows vs the true events (precision/recall within a tolerance).
+The full metric set, against any gold, is `steerable.eval.runs.evaluate_dataset`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from typing import Any
 
 from steerable.dataset import LeRobotDataset
 from steerable.errors import DatasetError
-from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
-from steerable.language.rows import rows_from_arrow
-from steerable.language.styles import LANGUAGE_PERSISTENT
+from steerable.eval.gold import persistent_rows, subtask_segments
+from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1
 
 __all__ = ["GroundTruthReport", "evaluate_against_ground_truth"]
 
@@ -46,30 +46,23 @@ def evaluate_against_ground_truth(ds: LeRobotDataset, *, event_tolerance_s: floa
         truth = read_ground_truth(ds.root)
     except FileNotFoundError as exc:
         raise DatasetError(f"{ds.root} has no ground truth (meta/steerable_ground_truth.json)") from exc
-    if LANGUAGE_PERSISTENT not in ds.features:
-        raise DatasetError(f"{ds.root} has no language rows to evaluate: annotate it first")
     matched = n_pred = n_true = 0
     ev_matched = ev_pred = ev_true = 0
     errors: list[float] = []
     episodes = 0
-    for ep in ds.episodes:
-        gt = truth.get(ep.episode_index)
-        if gt is None:
-            continue
-        table = ds.read_episode(ep.episode_index, [LANGUAGE_PERSISTENT, "timestamp"])
-        rows = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
-        end = float(table.column("timestamp")[-1].as_py())
-        starts = sorted(float(r["timestamp"]) for r in rows if r.get("style") == "subtask")
-        if not starts:
+    for episode, rows, end in persistent_rows(ds):
+        gt = truth.get(episode)
+        segments = subtask_segments(rows, end)
+        if gt is None or not segments:
             continue
         episodes += 1
-        pred_spans = spans_from_starts(starts, end)
+        pred_spans = [(s.start, s.end) for s in segments]
         true_spans = [(s.start, s.end) for s in gt.subtasks]
         seg = segmentation_f1(pred_spans, true_spans)
         matched += seg.matched
         n_pred += len(pred_spans)
         n_true += len(true_spans)
-        errors.append(boundary_mae(starts[1:], [s.start for s in gt.subtasks[1:]]))
+        errors.append(boundary_mae([s.start for s in segments[1:]], [s.start for s in gt.subtasks[1:]]))
         for kind in ("close", "open"):
             pred = [
                 float(r["timestamp"])
