@@ -7,6 +7,7 @@ import base64
 import io
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -520,11 +521,13 @@ class _GenerateSpy:
 
     def __init__(self, model: Any) -> None:
         self.inputs: list[dict[str, Any]] = []
+        self.threads: list[threading.Thread] = []
         self._generate = model.generate
         model.generate = self
 
     def __call__(self, **kwargs: Any) -> Any:
         self.inputs.append(kwargs)
+        self.threads.append(threading.current_thread())
         return self._generate(**kwargs)
 
 
@@ -559,6 +562,24 @@ def test_transformers_backend_retries_a_random_models_garbage_then_fails_honestl
     retry = processor.tokenizer.decode(spy.inputs[1]["input_ids"][0])
     assert "That reply could not be used" in retry  # the bad reply was fed back
     assert vlm.stats.failures == 1 and vlm.stats.completion_tokens > 0
+
+
+def test_transformers_backend_generates_on_one_worker_thread_bounded_in_tokens_and_time() -> None:
+    from steerable.vlm.transformers_local import TransformersVLM
+
+    model, processor = _tiny_llava()
+    spy = _GenerateSpy(model)
+    config = VLMConfig(backend="transformers", max_new_tokens=4, temperature=0, max_retries=0, request_timeout_s=30)
+    vlm = TransformersVLM(config, model=model, processor=processor)
+    for _ in range(2):  # two event loops, as two `asyncio.run` calls in a row
+        with pytest.raises(VLMReplyError):
+            _run(vlm.generate_json(_IMAGE_PROMPT, SCHEMA))
+    worker = spy.threads[0]
+    assert set(spy.threads) == {worker} and worker.name.startswith("steerable-transformers")
+    assert all(k["max_new_tokens"] == 4 and k["max_time"] == 30 for k in spy.inputs)
+    _run(vlm.aclose())
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the worker thread outlived aclose()"
 
 
 def test_transformers_backend_returns_json_from_a_constrained_decoder() -> None:

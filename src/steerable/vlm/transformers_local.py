@@ -2,7 +2,9 @@
 
 For a single GPU or CPU without a server. Images go through the processor's chat template (the
 reference backend applied the template to text only and silently dropped them). Calls run one at a
-time in a worker thread so the event loop stays free; for throughput, serve the model with vLLM.
+time on the client's own worker thread (one long-lived thread, so torch keeps one intra-op thread
+team instead of one per asyncio loop's default executor) and every generation is bounded in tokens
+and in time (`request_timeout_s`); for throughput, serve the model with vLLM.
 Decoding is not schema-constrained unless a `logits_processor_factory` (e.g. from a grammar
 library) is given, so replies rely on the schema in the prompt and the shared retry loop.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from steerable.errors import MissingExtraError, VLMError
 from steerable.vlm.config import VLMConfig
@@ -26,6 +30,7 @@ log = logging.getLogger(__name__)
 
 # (schema, tokenizer) -> a transformers LogitsProcessor constraining one generation to the schema.
 LogitsProcessorFactory = Callable[[dict[str, Any], Any], Any]
+_T = TypeVar("_T")
 
 
 class TransformersVLM:
@@ -46,6 +51,7 @@ class TransformersVLM:
         self._factory = logits_processor_factory
         self._stats = VLMStats()
         self._lock = asyncio.Lock()  # one generate() at a time: the model is not re-entrant
+        self._worker: ThreadPoolExecutor | None = None
 
     @property
     def model_id(self) -> str | None:
@@ -66,7 +72,13 @@ class TransformersVLM:
             return
         async with self._lock:
             if self._model is None or self._processor is None:
-                self._model, self._processor = await asyncio.to_thread(_load, self.config.model_id or "")
+                self._model, self._processor = await self._on_worker(_load, self.config.model_id or "")
+
+    async def _on_worker(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run `fn(*args)` on this client's single worker thread (created on first use)."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steerable-transformers")
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def generate_json(
         self,
@@ -85,7 +97,7 @@ class TransformersVLM:
                 self._stats.in_flight += 1
                 self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
                 try:
-                    return await asyncio.to_thread(self._generate, conversation, schema)
+                    return await self._on_worker(self._generate, conversation, schema)
                 finally:
                     self._stats.in_flight -= 1
 
@@ -111,7 +123,9 @@ class TransformersVLM:
             return_tensors="pt",
             **(self.config.chat_template_kwargs or {}),
         ).to(self._model.device)
-        options: dict[str, Any] = {"max_new_tokens": self.config.max_new_tokens}
+        # Bounded twice: a token budget, and wall time (a slow or stuck generation ends as a cut reply).
+        options: dict[str, Any] = {"max_new_tokens": self.config.max_new_tokens,
+                                   "max_time": self.config.request_timeout_s}
         if self.config.temperature > 0:
             options.update(do_sample=True, temperature=self.config.temperature)
         else:
@@ -119,20 +133,27 @@ class TransformersVLM:
         tokenizer = getattr(self._processor, "tokenizer", self._processor)
         if self._factory is not None:
             options["logits_processor"] = LogitsProcessorList([self._factory(schema, tokenizer)])
+        started = time.monotonic()
         with torch.inference_mode():
             output = self._model.generate(**inputs, **options)
+        timed_out = time.monotonic() - started >= self.config.request_timeout_s
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[0, prompt_len:]
         self._stats.prompt_tokens += int(prompt_len)
         self._stats.completion_tokens += len(new_tokens)
         text = tokenizer.decode(new_tokens, skip_special_tokens=True)
-        finish = "length" if len(new_tokens) >= self.config.max_new_tokens else "stop"
+        finish = "length" if timed_out or len(new_tokens) >= self.config.max_new_tokens else "stop"
+        if timed_out:
+            log.warning("generation stopped after %.0f s (--vlm.request_timeout_s)", self.config.request_timeout_s)
         return Reply(text, finish)
 
     async def aclose(self) -> None:
-        """Drop the model so its memory can be freed."""
+        """Drop the model so its memory can be freed, and stop the worker thread."""
         self._model = None
         self._processor = None
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            self._worker = None
 
 
 def _load(model_id: str) -> tuple[Any, Any]:
