@@ -1,12 +1,20 @@
 """Benchmark of the no-model motion annotator against the synthetic dataset's ground truth.
 
-Prints one table (per seed and overall): keystate precision/recall/F1 against the true gripper
-events; heuristic subtasks (fine and coarse) against the true subtask spans, beside a uniform
-split that is told the true number of subtasks; boundary MAE of a scripted "VLM" whose boundaries
-are the true ones jittered by up to +-JITTER seconds, before and after snapping to keystates; and
-episodes per second of the motion annotator. Ends with a RESULT line.
+Table 1 (`easy` datasets written to disk and read back, per seed and overall): keystate
+precision/recall/F1 against the true gripper events; heuristic subtasks (fine and coarse) against
+the true subtask spans, beside a uniform split that is told the true number of subtasks; boundary
+MAE of a scripted "VLM" whose boundaries are the true ones jittered by up to +-JITTER seconds,
+before and after snapping to keystates; and episodes per second of the motion annotator.
+
+Table 2 (difficulty levels, episodes simulated and recorded in memory exactly as `make-dataset`
+stores them): coarse heuristic subtasks scored with `steerable.eval` (segment F1 at IoU
+0.25/0.5/0.75 with optimal matching, boundary F1 within +-0.5 s, boundary error, over-segmentation)
+for keystates alone ("keys") and keystates plus the hand's path ("path", the annotator's default),
+side by side. The path thresholds were tuned on `realistic` with the TUNE seeds; the HELD-OUT
+seeds, and every `hard` row, were not looked at while tuning. Ends with a RESULT line.
 
     .venv/bin/python benchmarks/motion.py [--episodes 20] [--seeds 0 1] [--jitter 0.6] [--tolerance 0.6]
+        [--level_episodes 20] [--tune_seeds 0 1 2] [--heldout_seeds 100 101 102 103 104]
 """
 
 from __future__ import annotations
@@ -30,8 +38,12 @@ from steerable.annotate.modules.motion import (
 )
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
+from steerable.eval.gold import Segment
+from steerable.eval.labels import make_label_matcher
 from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
-from steerable.synthetic import generate_synthetic, read_ground_truth
+from steerable.eval.report import evaluate_segments
+from steerable.synthetic import generate_synthetic, read_ground_truth, record_episode
+from steerable.synthetic.generate import STATE_NAMES
 
 EVENT_TOLERANCE_S = 0.25
 # Sensor noise of the "+noise" row: 3 mm on ee.x/y/z, 3 % of the range on gripper.pos.
@@ -112,7 +124,12 @@ def evaluate(
         start = time.perf_counter()
         keystates = detect_keystates(ts, state, dims, config)
         motion_rows(ts, state, dims, config)
-        rows = {g: heuristic_subtasks(ts, keystates, gt.task, granularity=g) for g in ("fine", "coarse")}
+        rows = {
+            g: heuristic_subtasks(
+                ts, keystates, gt.task, granularity=g, state=state, dims=dims, config=config
+            )
+            for g in ("fine", "coarse")
+        }
         tally.seconds += time.perf_counter() - start
         tally.episodes += 1
         for kind in ("close", "open"):
@@ -151,6 +168,9 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.6)
     parser.add_argument("--tolerance", type=float, default=0.6)
     parser.add_argument("--config", type=str, default="{}", help="MotionConfig fields as JSON")
+    parser.add_argument("--level_episodes", type=int, default=20, help="episodes per seed in table 2")
+    parser.add_argument("--tune_seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--heldout_seeds", type=int, nargs="+", default=[100, 101, 102, 103, 104])
     args = parser.parse_args()
     # The synthetic gripper.pos is 0 = open .. 1 = closed, the reverse of most real arms.
     config = MotionConfig(**{"gripper_closed_is_high": True, **json.loads(args.config)})
@@ -174,16 +194,90 @@ def main() -> None:
     print(
         f"\nkeystates vs gripper events within {EVENT_TOLERANCE_S} s; segment F1 at IoU 0.5; "
         f"jitter +-{args.jitter} s, snap tolerance {args.tolerance} s; {total.episodes} episodes; "
-        f"+noise adds {NOISE_STD.tolist()} std to (ee.x, ee.y, ee.z, gripper.pos)"
+        f"+noise adds {NOISE_STD.tolist()} std to (ee.x, ee.y, ee.z, gripper.pos)\n"
     )
+    levels = level_table(config, args.level_episodes, args.tune_seeds, args.heldout_seeds)
     print(
         f"RESULT keystate_precision={final['key P']} keystate_recall={final['key R']} keystate_f1={final['key F1']} "
         f"seg_f1_fine={final['F1 fine']} seg_f1_coarse={final['F1 coarse']} seg_f1_uniform={final['F1 unif']} "
         f"boundary_mae_coarse={final['MAE coarse']} boundary_mae_uniform={final['MAE unif']} "
         f"mae_jittered={final['MAE jit']} mae_snapped_all_kinds={final['MAE snap all']} "
         f"mae_snapped={final['MAE snap']} "
-        f"episodes_per_s={final['ep/s']} noisy_keystate_f1={noisy.row('')[3]} noisy_mae_snapped={noisy.row('')[-2]}"
+        f"episodes_per_s={final['ep/s']} noisy_keystate_f1={noisy.row('')[3]} noisy_mae_snapped={noisy.row('')[-2]} "
+        + " ".join(f"{k}={v:.3f}" for k, v in levels.items())
     )
+
+
+LEVEL_METRICS = (
+    ("seg_f1_25", "F1@.25"),
+    ("seg_f1_50", "F1@.5"),
+    ("seg_f1_75", "F1@.75"),
+    ("boundary_f1", "bound F1"),
+    ("boundary_error_s", "bound err s"),
+    ("over_segmentation", "over-seg"),
+)
+LEVEL_ROWS = (("easy", "tune"), ("realistic", "tune"), ("realistic", "held-out"), ("hard", "held-out"))
+
+
+def level_scores(
+    level: str, seeds: list[int], episodes: int, config: MotionConfig
+) -> tuple[dict[str, dict[str, float]], float]:
+    """steerable.eval metrics of the coarse heuristic, keystates only vs with the path; keystate F1."""
+    features = {"observation.state": {"dtype": "float32", "shape": [4], "names": STATE_NAMES}}
+    dims = find_dims(features, config, None)
+    pred: dict[str, dict[int, list[Segment]]] = {"keys": {}, "path": {}}
+    gold: dict[int, list[Segment]] = {}
+    matched = predicted = true = 0
+    for seed in seeds:
+        for ep in range(episodes):
+            task, rec, truth = record_episode(seed, ep, 15, level)
+            ts = (np.arange(len(rec.ticks)) / 15).astype(np.float32)
+            state = rec.state.astype(np.float64)
+            keystates = detect_keystates(ts, state, dims, config)
+            key = seed * 10_000 + ep
+            gold[key] = [Segment(s.start, s.end, s.text) for s in truth.subtasks]
+            for method, extra in (("keys", {}), ("path", {"state": state, "dims": dims, "config": config})):
+                rows = heuristic_subtasks(ts, keystates, task.text, granularity="coarse", **extra)  # type: ignore[arg-type]
+                spans = spans_from_starts([r["timestamp"] for r in rows], float(ts[-1]))
+                pred[method][key] = [
+                    Segment(a, b, r["content"]) for (a, b), r in zip(spans, rows, strict=True)
+                ]
+            for kind in ("close", "open"):
+                p = [k.time for k in keystates if k.kind == f"gripper_{kind}"]
+                t = [e.time for e in truth.gripper_events if e.kind == kind]
+                matched += event_precision_recall(p, t, EVENT_TOLERANCE_S).matched
+                predicted, true = predicted + len(p), true + len(t)
+    matcher = make_label_matcher("normalized")
+    scores = {m: evaluate_segments(pred[m], gold, matcher, resamples=0).metrics for m in pred}
+    return scores, 2 * matched / (predicted + true) if predicted + true else 1.0
+
+
+def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: list[int]) -> dict[str, float]:
+    """Print table 2; return the figures for the RESULT line."""
+    header = ["level", "seeds", "key F1"]
+    for _, title in LEVEL_METRICS:
+        header += [f"{title} keys", f"{title} path"]
+    lines = [header]
+    result: dict[str, float] = {}
+    for level, which in LEVEL_ROWS:
+        seeds = tune if which == "tune" else heldout
+        scores, key_f1 = level_scores(level, seeds, episodes, config)
+        line = [level, f"{which} {','.join(map(str, seeds))}", f"{key_f1:.3f}"]
+        for metric, _ in LEVEL_METRICS:
+            line += [f"{scores['keys'][metric]:.3f}", f"{scores['path'][metric]:.3f}"]
+        lines.append(line)
+        tag = f"{level}_{which.replace('-', '')}"
+        for method in ("keys", "path"):
+            for metric in ("seg_f1_50", "boundary_f1", "boundary_error_s"):
+                result[f"{tag}_{metric}_{method}"] = scores[method][metric]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)))
+    print(
+        f"\ncoarse heuristic subtasks vs true spans, steerable.eval metrics (optimal matching; boundary F1 "
+        f"within +-0.5 s); {episodes} episodes per seed; keys = keystates only, path = + the hand's path"
+    )
+    return result
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ class Trajectory:
         if dims.kind == "joint" and raw.size:
             raw = raw / _ranges(raw, dims)
         self.positions = moving_average(raw, window_frames(smoothing_s, timestamps)) if raw.size else raw
-        self.extent = _extent(self.positions)
+        spans = _spans(self.positions)
+        self.extent = float(spans.max()) if spans.size else 0.0
         self.cartesian = dims.kind == "cartesian" and "z" in dims.axes and self.n >= 3
         if not self.cartesian:
             return
@@ -72,7 +73,7 @@ class Trajectory:
         flat = [i for i, a in enumerate(dims.axes) if a != "z"]
         self.z = self.positions[:, z_axis]
         self.flat = self.positions[:, flat]
-        self.flat_extent = _extent(self.flat)
+        self.flat_extent = float(spans[flat].max()) if flat else 0.0
         t = np.asarray(timestamps, dtype=np.float64)
         if np.any(np.diff(t) <= 0):
             t = np.arange(self.n, dtype=np.float64) * (float(np.median(np.diff(t))) or 1.0)
@@ -81,8 +82,8 @@ class Trajectory:
         self.threshold = max(
             onset_speed_ratio * float(np.percentile(self.speed, 90.0)), _NOISE_SIGMAS * noise
         )
-        self.floor = float(np.percentile(self.z, 1.0))
-        self.travel = float(np.percentile(self.z, 90.0))
+        floor, travel = np.percentile(self.z, [1.0, 90.0])
+        self.floor, self.travel = float(floor), float(travel)
 
     def carried(self, grasp: Keystate, release: Keystate, ratio: float) -> bool:
         """Whether the hand moved at least `ratio` of the episode's extent between close and open."""
@@ -138,11 +139,12 @@ def _ranges(raw: np.ndarray, dims: DimSelection) -> np.ndarray:
     return np.maximum(ranges, 1e-9)
 
 
-def _extent(positions: np.ndarray) -> float:
+def _spans(positions: np.ndarray) -> np.ndarray:
+    """Per dim, the 1st-99th percentile range (robust to a stray sample)."""
     if positions.size == 0:
-        return 0.0
+        return np.zeros(positions.shape[1] if positions.ndim == 2 else 0)
     low, high = np.percentile(positions, [1.0, 99.0], axis=0)
-    return float(np.max(high - low))
+    return np.asarray(high - low, dtype=np.float64)
 
 
 def _noise_speed(raw: np.ndarray, t: np.ndarray, smoothing_s: float) -> float:
