@@ -206,3 +206,18 @@ def test_cli_exports_and_reports_bad_input_in_one_line(ds: LeRobotDataset, tmp_p
         lines = run.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("steerable: error:") and message in lines[0]
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists() and not (tmp_path / "z").exists()
+
+
+def test_cli_says_so_in_one_line_and_exits_1_when_nothing_is_exported(
+    ds: LeRobotDataset, so101: Path, tmp_path: Path
+) -> None:
+    bare = steerable("export", str(so101), "--recipe", "subtask", "--out", str(tmp_path / "bare"))
+    assert bare.returncode == 1, bare.stderr
+    assert bare.stderr.count("\n") == 1 and "is not annotated (no language columns)" in bare.stderr
+    assert "steerable annotate" in bare.stderr and not (tmp_path / "bare").exists()
+    recipe = tmp_path / "trace.yaml"  # no trace rows in the dataset: every frame renders nothing
+    recipe.write_text("messages:\n  - {role: assistant, content: '${t}', stream: high_level, target: true,"
+                      " if_present: t}\nbindings: {t: 'emitted_at(t, style=trace, camera=observation.images.top)'}\n")
+    empty = steerable("export", str(ds.root), "--recipe", str(recipe), "--out", str(tmp_path / "empty"))
+    assert empty.returncode == 1, empty.stderr
+    assert empty.stderr.count("\n") == 1 and "rendered no sample" in empty.stderr and "--fallback task" in empty.stderr

@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
 from steerable.errors import ConfigError
 
-__all__ = ["register"]
+__all__ = ["NOTHING_EXPORTED", "register"]
+
+NOTHING_EXPORTED = 1  # the run worked but produced no sample (unannotated dataset, recipe renders nothing)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     episodes = _episodes(args.episodes)
     ds = open_dataset(args.dataset)
+    if not ds.has_language:
+        print(f"steerable: {ds.root} is not annotated (no language columns): nothing to export; "
+              "run `steerable annotate` on it first", file=sys.stderr)
+        return NOTHING_EXPORTED
     recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
     chosen = [ds.episode(e) for e in episodes] if episodes is not None else ds.episodes
     with _progress(sum(e.length for e in chosen)) as advance:
@@ -58,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=advance,
         )
+    if report.samples == 0:
+        hint = "" if args.fallback == "task" else "; --fallback task exports plain-task samples for them"
+        print(f"steerable: the recipe rendered no sample on the {report.skipped} frames of {ds.root}: "
+              f"nothing was exported{hint}", file=sys.stderr)
+        return NOTHING_EXPORTED
     print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped) "
           f"as {report.format} to {report.path}")
     return 0
