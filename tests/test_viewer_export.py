@@ -14,6 +14,7 @@ from steerable.errors import ConfigError
 from steerable.recipes import load_recipe
 from steerable.train.samples import DatasetRenderer
 from steerable.viewer import export_site
+from steerable.viewer.clips import cut_clip, remux_clip
 from viewer_data import TOP, WRIST, session_viewer_dataset, steerable
 
 
@@ -58,13 +59,29 @@ def test_clips_hold_exactly_the_episode(exported: Path, viewer_ds: Path) -> None
             assert stream.codec_context.name == "h264"
             frames = [f.to_ndarray(format="rgb24") for f in c.decode(stream)]
         assert len(frames) == ds.episode(2).length
-        # clip frame k is the episode's frame k (re-encoded: close, not identical)
+        # remuxed (episodes start on keyframes): clip frame k is the episode's frame k, bit for bit
         stamps = ds.episode_timestamps(2)
         for k in (0, 37, len(frames) - 1):
             (orig,) = ds.decode_frames(2, key, [float(stamps[k])])
-            assert np.abs(frames[k].astype(int) - orig.astype(int)).mean() < 6
-            other = frames[k + 12 if k + 12 < len(frames) else k - 12]
-            assert np.abs(frames[k].astype(int) - orig.astype(int)).mean() < np.abs(other.astype(int) - orig.astype(int)).mean()
+            assert np.array_equal(frames[k], orig)
+
+
+def test_clip_not_on_a_keyframe_is_reencoded(viewer_ds: Path, tmp_path: Path) -> None:
+    ds = LeRobotDataset(viewer_ds)
+    ep = ds.episode(1)
+    span = ep.videos[TOP]
+    start, end = span.from_timestamp + 5 / ds.fps, span.from_timestamp + 45 / ds.fps  # mid-GOP
+    src = ds.video_path(TOP, ep)
+    assert remux_clip(src, tmp_path / "remux.mp4", start, end, ds.fps) is None
+    assert not (tmp_path / "remux.mp4").exists()
+    assert cut_clip(src, tmp_path / "clip.mp4", start, end, ds.fps) == 40
+    with av.open(str(tmp_path / "clip.mp4")) as c:
+        frames = [f.to_ndarray(format="rgb24").astype(int) for f in c.decode(video=0)]
+    assert len(frames) == 40
+    stamps = ds.episode_timestamps(1)
+    (orig,) = ds.decode_frames(1, TOP, [float(stamps[5])])
+    assert np.abs(frames[0] - orig).mean() < 6  # re-encoded: close, not identical
+    assert np.abs(frames[0] - orig).mean() < np.abs(frames[20] - orig).mean()
 
 
 def test_recipe_samples_match_the_renderer(exported: Path, viewer_ds: Path) -> None:

@@ -1,8 +1,10 @@
 """Episode video clips a browser can play: which files play as they are, and cutting one episode out.
 
 Chromium plays H.264, VP9 and AV1 in mp4; datasets in the wild also hold MPEG-4 part 2 and other
-codecs. Those, and every clip of the static export, are re-encoded to H.264 with the dataset
-encoder, one episode at a time and frame by frame (memory stays at one frame).
+codecs. A clip is remuxed (packets copied, no re-encoding) when the source plays in a browser and the
+episode is a whole run of GOPs (it starts on a keyframe and the next keyframe starts the next
+episode, as LeRobot's and our writers encode); otherwise it is re-encoded to H.264 with the dataset
+encoder, frame by frame (memory stays at one frame).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 
 import av
+from av.container import InputContainer
 
+from steerable.dataset.atomic import atomic_path
 from steerable.dataset.video_decode import probe_video
 from steerable.dataset.video_encode import VideoWriter
 from steerable.errors import SteerableError, VideoError
 
-__all__ = ["BROWSER_CODECS", "browser_playable", "cut_clip"]
+__all__ = ["BROWSER_CODECS", "browser_playable", "cut_clip", "remux_clip"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +42,72 @@ def browser_playable(path: Path) -> bool:
 
 
 def cut_clip(src: Path, dst: Path, start: float, end: float, fps: int) -> int:
-    """Write the frames of `src` shown in [start, end) seconds to `dst` as H.264; returns their count.
+    """Write the frames of `src` shown in [start, end) seconds to `dst`; returns their count.
 
-    Frame i of the clip is shown at i / fps, so clip time equals episode time.
+    Remuxed where possible (see `remux_clip`), else re-encoded to H.264. Either way frame i of the clip
+    is shown at i / fps, so clip time equals episode time.
     """
+    if browser_playable(src):
+        copied = remux_clip(src, dst, start, end, fps)
+        if copied is not None:
+            return copied
+    return _encode_clip(src, dst, start, end, fps)
+
+
+class _NotAligned(Exception):
+    """Internal: the episode is not a whole run of GOPs in its file; nothing is kept."""
+
+
+def remux_clip(src: Path, dst: Path, start: float, end: float, fps: int) -> int | None:
+    """Copy the packets of the frames in [start, end) to `dst`; None (nothing written) if not GOP-aligned."""
+    try:
+        with av.open(str(src)) as container, atomic_path(dst, durable=False) as tmp:
+            copied = _copy_packets(container, tmp, start, end, fps)
+    except _NotAligned as why:
+        logger.info("re-encoding %s [%.3f, %.3f): %s", src, start, end, why)
+        return None
+    except av.error.FFmpegError as exc:
+        logger.info("re-encoding %s [%.3f, %.3f): remux failed (%s)", src, start, end, exc)
+        return None
+    return copied
+
+
+def _copy_packets(container: InputContainer, tmp: Path, start: float, end: float, fps: int) -> int:
+    half = 0.5 / fps
+    stream = container.streams.video[0]
+    tb = stream.time_base
+    if tb is None:
+        raise _NotAligned("no time base")
+    container.seek(int(max(0.0, start - half) / tb), stream=stream, backward=True)
+    first: int | None = None
+    copied = 0
+    with av.open(str(tmp), mode="w", format="mp4") as out:
+        target = out.add_stream_from_template(stream)
+        for packet in container.demux(stream):
+            if packet.pts is None or packet.dts is None:
+                continue
+            t = float(packet.pts * tb)
+            if first is None:
+                if t < start - half:
+                    continue
+                if not packet.is_keyframe or t > start + half:
+                    raise _NotAligned("the episode does not start on a keyframe")
+                first = packet.pts
+            if t >= end - half:
+                if packet.is_keyframe:
+                    break  # the next episode's first frame
+                raise _NotAligned("a GOP runs across the episode's end")
+            packet.pts -= first
+            packet.dts -= first
+            packet.stream = target
+            out.mux(packet)
+            copied += 1
+    if copied != round((end - start) * fps):
+        raise _NotAligned(f"{copied} frames in the range, expected {round((end - start) * fps)}")
+    return copied
+
+
+def _encode_clip(src: Path, dst: Path, start: float, end: float, fps: int) -> int:
     half = 0.5 / fps
     written = 0
     try:
