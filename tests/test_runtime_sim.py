@@ -10,13 +10,21 @@ import pytest
 from annotate_helpers import steerable
 from runtime_helpers import recorded_language
 from steerable.runtime.evaluation import evaluate
-from steerable.runtime.loop import LoopRates
+from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.protocols import Observation
 from steerable.runtime.session import Session, SessionOptions, read_commands
-from steerable.runtime.sim import CommandError, ScriptedController, SimEnv, parse_command, step_satisfied
+from steerable.runtime.sim import (
+    Command,
+    CommandError,
+    ScriptedController,
+    SimEnv,
+    parse_command,
+    step_satisfied,
+)
 from steerable.runtime.sim.planner import describe_location
 from steerable.runtime.stack import StackSpec
-from steerable.synthetic.tasks import Step
+from steerable.synthetic.commands import PHRASINGS
+from steerable.synthetic.tasks import PUSH_DISTANCE, Step
 
 TASK = "put the red cube in the left bin, then the orange cube in the left bin"
 
@@ -68,12 +76,45 @@ def test_the_controller_reports_commands_it_cannot_parse() -> None:
     assert parse_command("Pick up the red cube.", scene).cube == "red cube"
     assert parse_command("place it in the right bin", scene).target == "yellow bin"
     assert parse_command("put it on the orange cube", scene).stack
-    with pytest.raises(CommandError, match="no 'green cube' to pick up"):
+    with pytest.raises(CommandError, match="no 'green cube' in this scene"):
         parse_command("pick up the green cube", scene)
     chunk = ScriptedController().act(env.observe(render=False), "do a backflip")
     assert len(chunk.actions) == 0 and "cannot parse command 'do a backflip'" in chunk.error
     chunk = ScriptedController().act(env.observe(render=False), "place it in the blue bin")
     assert "gripper is empty" in chunk.error
+
+
+def test_the_synthetic_phrasings_are_the_controller_grammar() -> None:
+    env = SimEnv()
+    env.reset(7, "")
+    scene = env.world.scene
+    examples = {
+        "pick up the red cube": Command("pick", cube="red cube"),
+        "place the red cube in the blue bin": Command("place", cube="red cube", target="blue bin"),
+        "place it in the yellow bin": Command("place", target="yellow bin"),
+        "place the red cube on the pink cube": Command("place", cube="red cube", target="pink cube", stack=True),
+        "place it on the pink cube": Command("place", target="pink cube", stack=True),
+        "push the red cube left": Command("push", cube="red cube", direction="left"),
+        "open the gripper": Command("open"),
+        "close the gripper": Command("close"),
+        "go home": Command("home"),
+    }
+    assert len(PHRASINGS) == len(examples)  # every phrasing of steerable.synthetic.commands is covered
+    for text, expected in examples.items():
+        assert parse_command(text, scene) == expected, text
+
+
+def test_push_moves_the_cube_the_push_distance_that_way() -> None:
+    env = SimEnv()
+    env.reset(7, "")
+    rt = Runtime(env, ScriptedController(), None, rates=LoopRates(ctrl_hz=15))
+    start = env.world.positions[env.world.scene.cube_index("purple cube")]
+    rt.submit("task", "push the purple cube back")
+    rt.run(until=lambda: rt.frame > 1 and rt.idle, max_ticks=15 * 30)
+    end = env.world.positions[env.world.scene.cube_index("purple cube")]
+    assert rt.state.done and end[1] - start[1] == pytest.approx(PUSH_DISTANCE, abs=0.005)
+    assert end[0] == pytest.approx(start[0], abs=0.003) and env.world.gripper.z > 0.1
+    assert step_satisfied(env.world, Step("purple cube", "back", push=True), env.start)
 
 
 def test_env_renders_cameras_and_steps_like_the_dataset() -> None:
@@ -87,6 +128,12 @@ def test_env_renders_cameras_and_steps_like_the_dataset() -> None:
     env.send_action(np.array([0.1, 0.1, 0.05, 0.0]))
     assert env.observe(render=False).state[:3] == pytest.approx([0.1, 0.1, 0.05])
     assert env.success() is False and spec.steps
+
+
+def test_eval_realistic_tasks_with_pushes_and_long_tasks() -> None:
+    report = evaluate(StackSpec(), 6, seed=1, interjections=True, workers=2, difficulty="realistic")
+    assert report.success_rate == 1.0
+    assert {e.kind for e in report.episodes} & {"push", "3-step", "4-step"}
 
 
 def test_eval_six_episodes_with_and_without_interjections() -> None:

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max_seconds", type=float, default=300.0, help="simulated time limit of a run")
     p.add_argument("--eval_episodes", type=int, metavar="N", help="evaluate N seeded episodes, no person")
     p.add_argument("--eval_interjections", action="store_true", help="interject a target change mid-way")
+    p.add_argument("--eval_difficulty", default="easy", help="task mix: easy | realistic | hard (as make-dataset)")
     p.add_argument("--workers", type=int, help="evaluation processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="with --eval_episodes: print one JSON object")
     p.set_defaults(func=run)
@@ -129,7 +130,7 @@ def _evaluate(args: argparse.Namespace, spec: Any) -> int:
     from steerable.runtime.report import eval_table
 
     report = evaluate(spec, args.eval_episodes, seed=args.seed or 0, interjections=args.eval_interjections,
-                      workers=args.workers)
+                      workers=args.workers, difficulty=args.eval_difficulty)
     if args.json:
         data = report.to_json()
         data.pop("results")

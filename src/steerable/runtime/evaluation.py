@@ -1,8 +1,10 @@
 """Evaluation in the simulator (the `lerobot-eval` of this loop): seeded tasks, no person, in parallel.
 
-Episode i uses seed `seed + i`: the scene and task are drawn like the synthetic dataset's. With
-interjections, the operator's correction ("no, the right bin") is sent the moment the first step's
-cube is lifted, and success is checked against the corrected target.
+Episode i uses seed `seed + i`: the scene and task are drawn like the synthetic dataset's at a
+difficulty (easy: one or two pick-and-place steps or a stacking; realistic / hard: up to four steps,
+pushes among them). With interjections, the operator's correction ("no, the right bin") is sent the
+moment the cube of the first pick-and-place step is lifted, and success is checked against the
+corrected target.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.sim.env import SimEnv, task_kind
 from steerable.runtime.sim.grammar import side_of
 from steerable.runtime.stack import StackSpec, build_high, build_low
+from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.tasks import Step
 from steerable.synthetic.world import WorldState
 from steerable.tools import load_tools
@@ -47,6 +50,7 @@ class EvalReport:
     high_level: str
     low_level: str
     wall_seconds: float
+    difficulty: str = "easy"
 
     @property
     def success_rate(self) -> float:
@@ -71,6 +75,7 @@ class EvalReport:
             "success_rate": self.success_rate,
             "high_level": self.high_level,
             "low_level": self.low_level,
+            "difficulty": self.difficulty,
             "by_kind": {k: {"episodes": n, "success_rate": ok / n} for k, (ok, n) in groups["kind"].items()},
             "by_interjection": {
                 k: {"episodes": n, "success_rate": ok / n} for k, (ok, n) in groups["interjection"].items()
@@ -91,17 +96,18 @@ def _receptacle_ref(world: WorldState, name: str) -> str:
 
 def plan_interjection(world: WorldState, steps: Sequence[Step]) -> tuple[int, str, str, bool] | None:
     """(step index, what the operator says, new target, stack) for a target change, or None if none fits."""
-    if not steps:
+    index = next((i for i, s in enumerate(steps) if not s.push), None)
+    if index is None:
         return None
-    step = steps[0]
-    involved = {s.cube for s in steps} | {s.target for s in steps}
+    step = steps[index]
+    involved = {s.cube for s in steps} | {s.target for s in steps if not s.push}
     if step.stack:
         others = [c.name for c in world.scene.cubes if c.name not in involved]
-        return (0, f"no, put it on the {others[0]} instead", others[0], True) if others else None
+        return (index, f"no, put it on the {others[0]} instead", others[0], True) if others else None
     others = [r.name for r in world.scene.receptacles if r.name != step.target]
     if not others:
         return None
-    return 0, f"no, {_receptacle_ref(world, others[0])}", others[0], False
+    return index, f"no, {_receptacle_ref(world, others[0])}", others[0], False
 
 
 def run_episode(
@@ -112,11 +118,12 @@ def run_episode(
     task: str | None = None,
     max_seconds: float = 90.0,
     rates: LoopRates | None = None,
+    difficulty: str = "easy",
 ) -> EpisodeResult:
     """One episode without a person, as fast as the CPU allows (virtual clock)."""
     started = time.perf_counter()
     env = SimEnv(fps=spec.fps)
-    drawn = env.reset(seed, task)
+    drawn = env.reset(seed, task, difficulty=difficulty)
     high, low = build_high(spec), build_low(spec)
     rt = Runtime(env, low, high, tools=load_tools({}, tts="text"), rates=rates or LoopRates(ctrl_hz=spec.fps))
     warnings: list[str] = []
@@ -150,9 +157,9 @@ def run_episode(
     )
 
 
-def _worker(args: tuple[StackSpec, int, bool]) -> EpisodeResult:
-    spec, seed, interject = args
-    return run_episode(spec, seed, interject=interject)
+def _worker(args: tuple[StackSpec, int, bool, str]) -> EpisodeResult:
+    spec, seed, interject, difficulty = args
+    return run_episode(spec, seed, interject=interject, difficulty=difficulty)
 
 
 def evaluate(
@@ -162,11 +169,13 @@ def evaluate(
     seed: int = 0,
     interjections: bool = False,
     workers: int | None = None,
+    difficulty: str = "easy",
     on_result: Callable[[EpisodeResult], None] | None = None,
 ) -> EvalReport:
     """Run `episodes` seeded episodes across `workers` processes (default: one per core)."""
     started = time.perf_counter()
-    jobs = [(spec, seed + i, interjections) for i in range(episodes)]
+    get_difficulty(difficulty)  # an unknown level fails here, not in every worker
+    jobs = [(spec, seed + i, interjections, difficulty) for i in range(episodes)]
     n = max(1, min(workers or os.cpu_count() or 1, episodes))
     results: list[EpisodeResult] = []
     if n == 1:
@@ -181,4 +190,4 @@ def evaluate(
                 results.append(result)
                 if on_result:
                     on_result(result)
-    return EvalReport(results, spec.high_level, spec.low_level, time.perf_counter() - started)
+    return EvalReport(results, spec.high_level, spec.low_level, time.perf_counter() - started, difficulty)

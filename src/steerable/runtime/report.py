@@ -13,7 +13,7 @@ def eval_table(report: EvalReport) -> Table:
     """Success overall, per task kind and with/without interjection."""
     n = len(report.episodes)
     title = (f"steerable run --eval_episodes {n}: high level {report.high_level}, low level {report.low_level} "
-             f"({report.wall_seconds:.1f} s)")
+             f"{report.difficulty} tasks ({report.wall_seconds:.1f} s)")
     table = Table(title=title, title_justify="left")
     for column in ("group", "episodes", "successes", "success rate"):
         table.add_column(column, justify="left" if column == "group" else "right")

@@ -11,7 +11,9 @@ import numpy as np
 
 from steerable.runtime.protocols import ActionChunk, Observation
 from steerable.runtime.sim.grammar import Command, CommandError, parse_command
-from steerable.synthetic.world import HOME, Gripper, WorldState, step, support_height
+from steerable.synthetic.commands import DIRECTIONS
+from steerable.synthetic.tasks import PUSH_DISTANCE
+from steerable.synthetic.world import HOME, PUSHER_RADIUS, Gripper, WorldState, step, support_height
 
 __all__ = ["ScriptedController"]
 
@@ -22,7 +24,7 @@ _OPEN = 0.02
 
 
 class ScriptedController:
-    """Executes `pick up ...`, `place it in ...`, `open/close the gripper`, `go home` (see grammar)."""
+    """Executes `pick up ...`, `place it in ...`, `push ...`, `open/close the gripper`, `go home` (see grammar)."""
 
     name = "scripted controller (test double)"
     wants_images = False
@@ -36,9 +38,13 @@ class ScriptedController:
         self.chunk = chunk
         self.grip_step = self.dt / grip_seconds
         self._last_held: int | None = None
+        self._command = ""
+        self._origins: dict[int, tuple[float, float, float]] = {}  # where a pushed cube started
 
     def reset(self) -> None:
         self._last_held = None
+        self._command = ""
+        self._origins.clear()
 
     # -- one step of motion ------------------------------------------------------------------
     def _toward(self, pose: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -78,6 +84,8 @@ class ScriptedController:
         if cmd.kind == "home":
             home = np.array([HOME.x, HOME.y, HOME.z, 0.0])
             return None if np.abs(pose - home).max() < _Z_TOL else self._travel(pose, home)
+        if cmd.kind == "push":
+            return self._push(world, pose, cmd)
         if cmd.kind == "pick":
             assert cmd.cube is not None
             i = scene.cube_index(cmd.cube)
@@ -119,6 +127,36 @@ class ScriptedController:
             return np.array([px, py, drop_z, closure])
         return self._travel(pose, np.array([px, py, self.travel_z, closure]))
 
+    def _push(self, world: WorldState, pose: np.ndarray, cmd: Command) -> np.ndarray | None | str:
+        """Come down behind the cube, slide it PUSH_DISTANCE along the direction, lift."""
+        assert cmd.cube is not None and cmd.direction is not None
+        scene = world.scene
+        x, y, z, closure = pose
+        i = scene.cube_index(cmd.cube)
+        if world.held is not None:
+            return f"cannot push the {cmd.cube} while holding the {scene.cubes[world.held].name}"
+        ux, uy = DIRECTIONS[cmd.direction]
+        cx, cy, cz = world.positions[i]
+        ox, oy, _ = self._origins.setdefault(i, world.positions[i])
+        if (cx - ox) * ux + (cy - oy) * uy >= PUSH_DISTANCE - 0.004:
+            return None if z >= self.travel_z - _Z_TOL else np.array([x, y, self.travel_z, closure])
+        if closure > _OPEN:
+            return np.array([x, y, z, 0.0])
+        reach = scene.cubes[i].size / 2 + PUSHER_RADIUS
+        push_z = cz + scene.cubes[i].size / 2
+        behind = (x - cx) * ux + (y - cy) * uy  # negative: the gripper is behind the cube
+        lateral = abs((x - cx) * -uy + (y - cy) * ux)
+        if abs(z - push_z) < _Z_TOL and lateral < _XY_TOL and behind < -reach + 0.002:
+            # The stroke: the cube rides just ahead of the gripper, so stop `reach` short of its goal.
+            end = PUSH_DISTANCE - reach
+            ex = ox + ux * end if ux else cx
+            ey = oy + uy * end if uy else cy
+            return np.array([ex, ey, push_z, 0.0])
+        bx, by = cx - ux * (reach + 0.01), cy - uy * (reach + 0.01)
+        if np.hypot(bx - x, by - y) < _XY_TOL:
+            return np.array([bx, by, push_z, 0.0])
+        return self._travel(pose, np.array([bx, by, self.travel_z, 0.0]))
+
     def _travel(self, pose: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Rise to travel height before moving sideways, so nothing is dragged across the table."""
         if np.hypot(*(target[:2] - pose[:2])) > 0.01 and pose[2] < self.travel_z - _Z_TOL:
@@ -135,6 +173,9 @@ class ScriptedController:
             cmd = parse_command(command, world.scene)
         except CommandError as exc:
             return ActionChunk(empty, error=str(exc))
+        if command != self._command:
+            self._command = command
+            self._origins.clear()
         pose = world.gripper.as_array()
         actions: list[np.ndarray] = []
         # Predict the world forward through the chunk (the simulator follows commands exactly).

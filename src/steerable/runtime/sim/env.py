@@ -14,9 +14,11 @@ import numpy as np
 from steerable.errors import ConfigError
 from steerable.runtime.protocols import Observation
 from steerable.runtime.sim.grammar import CommandError, parse_task
+from steerable.synthetic.commands import DIRECTIONS
+from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import STATE_NAMES, camera_key
 from steerable.synthetic.render import CAMERAS, render_frame
-from steerable.synthetic.tasks import Step, TaskSpec, sample_task
+from steerable.synthetic.tasks import PUSH_DISTANCE, Step, TaskSpec, sample_task
 from steerable.synthetic.world import (
     CUBE_SIZE,
     TABLE_DEPTH,
@@ -32,13 +34,20 @@ __all__ = ["SimEnv", "step_satisfied", "task_kind"]
 _Z_MAX = 0.25
 
 
-def step_satisfied(state: WorldState, target: Step) -> bool:
-    """Whether `target.cube` rests (released) in its receptacle, or on top of its target cube."""
+def step_satisfied(state: WorldState, target: Step, start: WorldState | None = None) -> bool:
+    """Whether `target` holds in `state`: its cube rests (released) in its receptacle or on its target
+    cube, or, for a push, has moved PUSH_DISTANCE (within 1.5 cm) that way since `start`."""
     scene = state.scene
     i = scene.cube_index(target.cube)
     if state.held == i:
         return False
     x, y, z = state.positions[i]
+    if target.push:
+        if start is None:
+            return False
+        ux, uy = DIRECTIONS[target.target]
+        sx, sy, _ = start.positions[i]
+        return (x - sx) * ux + (y - sy) * uy >= PUSH_DISTANCE - 0.015
     if target.stack:
         tx, ty, tz = state.positions[scene.cube_index(target.target)]
         half = scene.cubes[i].size / 2
@@ -48,6 +57,8 @@ def step_satisfied(state: WorldState, target: Step) -> bool:
 
 
 def task_kind(steps: tuple[Step, ...]) -> str:
+    if any(s.push for s in steps):
+        return "push"
     if any(s.stack for s in steps):
         return "stack"
     return "single" if len(steps) == 1 else f"{len(steps)}-step"
@@ -75,17 +86,20 @@ class SimEnv:
         self.cameras = tuple(cameras)
         self.camera_keys = tuple(camera_key(c) for c in cameras)
         self.world: WorldState | None = None
+        self.start: WorldState | None = None  # the scene as reset (push steps are measured from it)
         self.episode: _Episode | None = None
         self.steps_taken = 0
 
     def camera_shapes(self) -> dict[str, tuple[int, int, int]]:
         return {camera_key(c): (CAMERAS[c][1], CAMERAS[c][0], 3) for c in self.cameras}
 
-    def reset(self, seed: int, task: str | None = None) -> TaskSpec:
-        """A new scene from `seed`; `task` (text) or, when None, one drawn like the synthetic dataset's."""
+    def reset(self, seed: int, task: str | None = None, *, difficulty: str = "easy") -> TaskSpec:
+        """A new scene from `seed`; `task` (text) or, when None, one drawn like the synthetic dataset's
+        at `difficulty` (easy: 1-2 steps and stacking; realistic / hard: up to 4 steps, pushes)."""
         rng = np.random.default_rng([seed, 7])
         self.world = sample_world(rng)
-        drawn = sample_task(self.world.scene, rng)
+        self.start = self.world
+        drawn = sample_task(self.world.scene, rng, get_difficulty(difficulty), self.world.positions)
         text = task if task is not None else drawn.text
         try:
             steps: tuple[Step, ...] | None = parse_task(text, self.world.scene)
@@ -135,7 +149,7 @@ class SimEnv:
         if self.episode is None or self.episode.steps is None:
             return None
         world = self._state()
-        return all(step_satisfied(world, s) for s in self.episode.steps) and world.held is None
+        return all(step_satisfied(world, s, self.start) for s in self.episode.steps) and world.held is None
 
     def close(self) -> None:
         """Nothing to release; the final state stays readable (for reports and tests)."""

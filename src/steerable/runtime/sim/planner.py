@@ -13,15 +13,21 @@ from dataclasses import replace
 
 from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
 from steerable.runtime.sim.env import step_satisfied
-from steerable.runtime.sim.grammar import parse_task, pick_text, place_text, resolve_target
+from steerable.runtime.sim.grammar import parse_task, resolve_target, step_commands
 from steerable.synthetic.tasks import Step
-from steerable.synthetic.world import Scene, WorldState
+from steerable.synthetic.world import WorldState
 
 __all__ = ["ScriptedPlanner", "describe_location"]
 
 
 def _numbered(lines: list[str]) -> str:
     return "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
+
+
+def _fact(step: Step) -> str:
+    if step.push:
+        return f"The {step.cube} was pushed {step.target}."
+    return f"The {step.cube} is {'on' if step.stack else 'in'} the {step.target}."
 
 
 def describe_location(world: WorldState, cube: str) -> str:
@@ -51,16 +57,22 @@ class ScriptedPlanner:
     def __init__(self) -> None:
         self.steps: tuple[Step, ...] | None = None
         self.task = ""
+        self.start: WorldState | None = None  # the scene when the task was read (pushes are measured from it)
 
     def reset(self) -> None:
         self.steps = None
         self.task = ""
+        self.start = None
 
-    def _steps(self, request: HighLevelRequest, scene: Scene) -> tuple[Step, ...]:
+    def _steps(self, request: HighLevelRequest, world: WorldState) -> tuple[Step, ...]:
         if self.steps is None or request.context.task != self.task:
             self.task = request.context.task
-            self.steps = parse_task(self.task, scene)
+            self.steps = parse_task(self.task, world.scene)
+            self.start = world
         return self.steps
+
+    def _done(self, world: WorldState, step: Step) -> bool:
+        return step_satisfied(world, step, self.start)
 
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         obs = request.observation
@@ -69,7 +81,7 @@ class ScriptedPlanner:
             raise TypeError("the scripted planner needs the simulator's privileged state (--env sim)")
         if request.kind == "ask":
             return HighLevelUpdate(answer=self._answer(request.user_text or "", world, request))
-        steps = self._steps(request, world.scene)  # CommandError: the runtime reports it and holds still
+        steps = self._steps(request, world)  # CommandError: the runtime reports it and holds still
         speech = None
         if request.kind == "interjection":
             speech = self._interject(request.user_text or "", world)
@@ -77,27 +89,26 @@ class ScriptedPlanner:
         return self._progress(world, steps, speech)
 
     def _progress(self, world: WorldState, steps: tuple[Step, ...], speech: str | None) -> HighLevelUpdate:
-        done = [s for s in steps if step_satisfied(world, s)]
+        done = [s for s in steps if self._done(world, s)]
         todo = [s for s in steps if s not in done]
-        memory = " ".join(f"The {s.cube} is {'on' if s.stack else 'in'} the {s.target}." for s in done) or ""
+        memory = " ".join(_fact(s) for s in done)
         if not todo:
             if world.held is not None:  # all placed but still holding something: let go
                 return HighLevelUpdate(subtask="open the gripper", plan="", memory=memory, speech=speech)
             return HighLevelUpdate(subtask="", plan="", memory=memory, speech=speech, task_done=True)
         current = todo[0]
         holding = world.held is not None and world.scene.cubes[world.held].name == current.cube
-        remaining = [] if holding else [pick_text(current.cube)]
-        remaining.append(place_text(current))
+        remaining = step_commands(current, holding)
         for s in todo[1:]:
-            remaining += [pick_text(s.cube), place_text(s)]
+            remaining += step_commands(s)
         return HighLevelUpdate(subtask=remaining[0], plan=_numbered(remaining), memory=memory, speech=speech)
 
     def _interject(self, text: str, world: WorldState) -> str:
         """Apply a correction ("no, the right bin", "put it on the green cube instead"); the reply to say."""
         assert self.steps is not None
-        todo = [i for i, s in enumerate(self.steps) if not step_satisfied(world, s)]
+        todo = [i for i, s in enumerate(self.steps) if not self._done(world, s) and not s.push]
         if not todo:
-            return "The task is already done."
+            return "There is nothing left to put anywhere."
         index = todo[0]
         step = self.steps[index]
         cleaned = re.sub(r"\b(no|instead|actually|please|wait|sorry|rather|put it|place it|in|into|on|onto)\b", " ",
