@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
     }
     console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = max(console.width, 100)  # piped or logged: room for the whole table
     if args.compare is not None:
         cmp = compare_datasets(args.compare[0], args.compare[1], matcher, **common)
         if args.plot:

@@ -19,7 +19,7 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def evaluation_table(ev: Evaluation) -> Table:
     r = ev.report
     table = Table(title=f"{len(r.episodes)} episodes vs {ev.gold.kind.replace('_', ' ')}", title_justify="left")
-    table.add_column("metric")
+    table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right")
     table.add_column("95% CI", justify="right")
     for m in METRICS:
@@ -37,14 +37,15 @@ def comparison_table(cmp: Comparison) -> Table:
     table = Table(title=f"B - A on {len(rep.episodes)} shared episodes (paired bootstrap, {rep.resamples} resamples)",
                   title_justify="left")
     for name, justify in (("metric", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
-                          ("95% CI of B - A", "right"), ("P(B better)", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+                          ("95% CI", "right"), ("P(B better)", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    tolerance = f"±{rep.a.boundary_tolerance_s:g} s"
     for m in METRICS:
         lo, hi = rep.diff_ci95[m.key]
         d = rep.diff[m.key]
         sign = "" if math.isnan(d) else ("+" if d >= 0 else "")
         table.add_row(
-            m.title, _fmt(rep.a.metrics[m.key]), _fmt(rep.b.metrics[m.key]), f"{sign}{_fmt(d)}",
+            m.title.replace("±tol", tolerance), _fmt(rep.a.metrics[m.key]), _fmt(rep.b.metrics[m.key]), f"{sign}{_fmt(d)}",
             f"{_fmt(lo)}..{_fmt(hi)}", _fmt(rep.p_b_better[m.key], 2),
         )
     return table
