@@ -24,6 +24,8 @@ $(STAMP_TEST): pyproject.toml | $(VENV)/bin/python
 
 demo: $(STAMP_BASE)
 	$(VENV)/bin/steerable demo
+	@echo "steerable is installed in $(VENV), not on your PATH: run 'source $(VENV)/bin/activate' first," \
+		"or call $(CURDIR)/$(VENV)/bin/steerable"
 
 test: $(STAMP_TEST)
 	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)

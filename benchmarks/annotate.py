@@ -95,9 +95,10 @@ def child_scripted(root: Path) -> None:
         return plausible_responder(wire, schema)
 
     summary = annotate(cfg, vlm=ScriptedVLM(responder, record=False))
-    summary["vlm"]["request_bytes"] = sent[0]
+    if summary.vlm is not None:
+        summary.vlm.request_bytes = sent[0]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"summary": summary, "peak_rss_mb": peak}))
+    print(json.dumps({"summary": summary.to_json(), "peak_rss_mb": peak}))
 
 
 def synthetic(base: Path, episodes: int, cameras: tuple[str, ...]) -> Path:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
 from steerable.errors import ConfigError
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "error_text"]
+
+
+def error_text(item: Mapping[str, Any]) -> str:
+    """The message of one pydantic error, without pydantic's own prefixes ("Value error, ...")."""
+    message = str(item.get("msg", ""))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    return message
 
 
 class Settings(BaseModel):
@@ -32,6 +41,6 @@ class Settings(BaseModel):
         for item in error.errors():
             key = ".".join(str(p) for p in item["loc"])
             flag = f"--{cls.section}.{key}" if key else f"--{cls.section}"
-            parts.append(f"{flag}: {item['msg'].removeprefix('Value error, ')}")
+            parts.append(f"{flag}: {error_text(item)}")
         hint = f" (see {cls.doc})" if cls.doc else ""
         return ConfigError(f"invalid {cls.section} settings: " + "; ".join(parts) + hint)

@@ -81,7 +81,7 @@ class Snapshot:
             f"resumed {self.resumed}, running {self.running})"
         )
         if self.calls is not None:
-            text += f", VLM calls {self.calls} ({self.calls_per_s:.1f}/s, {self.in_flight} in flight)"
+            text += f", VLM calls {self.calls} ({self.calls_per_s:.1f} calls/s, {self.in_flight} in flight)"
         return text + f", ETA {self.eta}"
 
 

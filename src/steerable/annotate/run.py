@@ -69,7 +69,7 @@ async def _annotate(
     has_model = injected is not None or resolve_backend(cfg.vlm) is not None
     runnable = [s for s in stages if has_model or not s.needs_model]
     camera = _camera(cfg, ws.target, needs_video=any("video" in s.inputs for s in runnable))
-    for stage in runnable:
+    for stage in stages:  # every enabled module, also one a run without a model skips: a typo is a typo
         stage.check(ws.target, camera=camera)
     async with _model(cfg, injected) as vlm:
         modules, notes = build_modules(stages, vlm)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from steerable.errors import ConfigError
+from steerable.settings import error_text
 
 __all__ = ["flag_help", "iter_flags", "parse_config"]
 
@@ -105,13 +106,12 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
             if value is None:
                 raise ConfigError(f"{config_flag} needs a file path")
             tree = _load_yaml(Path(value))
+            _check_keys(tree, leaves, Path(value))
     for key, value in flags:
         if f"--{key}" == config_flag:
             continue
         if key not in leaves:
-            close = difflib.get_close_matches(key, list(leaves), n=1)
-            hint = f" (did you mean --{close[0]}?)" if close else " (see --help for every flag)"
-            raise ConfigError(f"unknown option --{key}{hint}")
+            raise ConfigError(f"unknown option --{key}{_suggest(key, leaves, '--')}")
         annotation, _ = leaves[key]
         if value is None:
             if bool not in _unwrap(annotation):
@@ -136,10 +136,30 @@ def _describe(exc: ValidationError) -> str:
             own.append(str(inner))
             continue
         where = ".".join(str(p) for p in err["loc"])
-        problems.append(f"--{where}: {err['msg']}" if where else err["msg"])
+        problems.append(f"--{where}: {error_text(err)}" if where else error_text(err))
     if problems:
         own.append("invalid configuration: " + "; ".join(problems))
     return "; ".join(own)
+
+
+def _suggest(key: str, leaves: Mapping[str, Any], prefix: str) -> str:
+    """' (did you mean <prefix>closest?)' among the options and sections as deep as `key`, or --help."""
+    depth = key.count(".") + 1
+    names = {".".join(name.split(".")[:depth]) for name in leaves}
+    close = difflib.get_close_matches(key, sorted(names), n=1)
+    return f" (did you mean {prefix}{close[0]}?)" if close else " (see --help for every option)"
+
+
+def _check_keys(tree: Mapping[str, Any], leaves: Mapping[str, Any], path: Path, prefix: str = "") -> None:
+    """Every key of a config file names a section or an option, as a flag must."""
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if dotted in leaves:
+            continue
+        if isinstance(value, Mapping) and any(name.startswith(dotted + ".") for name in leaves):
+            _check_keys(value, leaves, path, dotted + ".")
+            continue
+        raise ConfigError(f"{path}: unknown key {dotted}{_suggest(dotted, leaves, '')}")
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

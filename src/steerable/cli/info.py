@@ -52,10 +52,11 @@ def _print_human(s: DatasetSummary) -> None:
         if c.missing_episodes:
             console.print(
                 f"[yellow]missing videos:[/yellow] {key}: episode(s) {index_ranges(c.missing_episodes)} "
-                "have no video file"
+                "have no video file",
+                soft_wrap=True,
             )
     if s.video_folder_hint:
-        console.print(f"[yellow]hint:[/yellow] {s.video_folder_hint}")
+        console.print(f"[yellow]hint:[/yellow] {s.video_folder_hint}", soft_wrap=True)
     feats = Table("feature", "dtype", "shape", title="Features", title_justify="left")
     for name, f in s.features.items():
         feats.add_row(name, str(f.dtype), str(tuple(f.shape)))

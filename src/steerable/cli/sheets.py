@@ -28,10 +28,20 @@ def run(args: argparse.Namespace) -> int:
     from steerable.annotate.modules.plan.preview import episode_sheets
     from steerable.dataset import open_dataset
     from steerable.dataset.atomic import atomic_write_bytes, atomic_write_json
+    from steerable.errors import ConfigError
 
     dataset = open_dataset(args.dataset, revision=args.revision)
     camera = args.camera or next(iter(dataset.camera_keys), None)
     settings = {} if args.frames_per_second is None else {"frames_per_second": args.frames_per_second}
+    plan = PlanConfig()
+    limit = plan.max_frames_per_second()
+    if args.frames_per_second is not None and not 0 < args.frames_per_second < limit:
+        # Name our own flag: the plan module's window settings are not options of this command.
+        raise ConfigError(
+            f"--frames_per_second must be above 0 and below {limit:g}: with the plan module's windows "
+            f"({plan.max_frames_per_prompt} frames, {plan.window_overlap_s:g} s shared by neighbours) "
+            "a higher rate would put every frame in three windows"
+        )
     windows = episode_sheets(dataset, args.episode, camera=camera, config=PlanConfig(**settings))
     index: list[dict[str, object]] = []
     frames = 0

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from steerable.dataset.atomic import atomic_write_json
 from steerable.dataset.layout import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH, INFO_PATH
 from steerable.errors import CorruptDatasetError, DatasetNotFoundError
+from steerable.settings import error_text
 
 __all__ = ["DatasetInfo", "load_info", "write_info"]
 
@@ -86,7 +87,7 @@ def load_info(root: Path) -> DatasetInfo:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise CorruptDatasetError(f"{path}: invalid '{where}': {first['msg']}") from exc
+        raise CorruptDatasetError(f"{path}: invalid '{where}': {error_text(first)}") from exc
 
 
 def write_info(root: Path, info: DatasetInfo) -> None:

@@ -156,8 +156,8 @@ def _video_folder_hint(ds: LeRobotDataset) -> str | None:
         name = candidate.name.lower()
         if name != expected and ("video" in name or any(candidate.rglob("*.mp4"))):
             return (
-                f"the videos are expected under {expected}/ but {candidate.name}/ exists: "
-                f"rename it to {expected}/ (info.json video_path is {template!r})"
+                f"the videos are expected under {expected}/ (info.json video_path) but {candidate.name}/ "
+                f"exists: rename it to {expected}/"
             )
     return None
 

@@ -26,6 +26,7 @@ __all__ = ["OpenAIHTTPVLM"]
 log = logging.getLogger(__name__)
 
 _CHECK_TIMEOUT_S = 10.0
+_SILENT: list[str] = ["<listening but silent>"]  # a sentinel, compared by identity
 
 
 class _Rejected(Exception):
@@ -91,10 +92,11 @@ class OpenAIHTTPVLM:
     async def check(self) -> None:
         """Verify at least one endpoint answers and every answering one serves the model."""
         unreachable: list[str] = []
+        silent: list[str] = []  # accepted the connection, then said nothing in time
         for endpoint in self.pool.endpoints:
             served = await self._served_models(endpoint)
-            if served is None:
-                unreachable.append(endpoint.url)
+            if served is None or served is _SILENT:
+                (unreachable if served is None else silent).append(endpoint.url)
                 self.pool.mark_failed(endpoint, hard=True)
                 continue
             if not served:
@@ -111,21 +113,32 @@ class OpenAIHTTPVLM:
                     f"model {self._model!r} is not served at {endpoint.url}; it serves: {served}; "
                     "fix --vlm.model_id"
                 )
+        if silent and len(unreachable) + len(silent) == len(self.pool.endpoints):
+            raise VLMUnavailableError(
+                f"the VLM server at {', '.join(silent)} accepted the connection but did not answer within "
+                f"{self._check_timeout_s:g}s (still loading the model, or stuck?); wait for it, restart it, "
+                "or raise --vlm.request_timeout_s"
+            )
         if len(unreachable) == len(self.pool.endpoints):
             raise VLMUnavailableError(
                 f"cannot reach the VLM server at {', '.join(unreachable)}; start it or pass --vlm.base_url"
             )
-        for url in unreachable:
+        for url in unreachable + silent:
             log.warning("VLM server %s does not answer; using the others until it does", url)
 
+    @property
+    def _check_timeout_s(self) -> float:
+        return min(self.config.request_timeout_s, _CHECK_TIMEOUT_S)
+
     async def _served_models(self, endpoint: Endpoint[Any]) -> list[str] | None:
-        """Model ids the endpoint lists; [] if it has no model list; None if it cannot be reached."""
+        """Model ids the endpoint lists; [] if it has no model list; None if it cannot be reached;
+        `_SILENT` if it took the connection but did not answer in time."""
         openai = self._openai
         try:
-            page = await endpoint.client.models.list(
-                timeout=min(self.config.request_timeout_s, _CHECK_TIMEOUT_S)
-            )
-        except (openai.APIConnectionError, openai.APITimeoutError):
+            page = await endpoint.client.models.list(timeout=self._check_timeout_s)
+        except openai.APITimeoutError:  # a subclass of APIConnectionError: test it first
+            return _SILENT
+        except openai.APIConnectionError:
             return None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise VLMError(

@@ -76,6 +76,12 @@ class PlanConfig(ModuleSettings):
             )
         return self
 
+    def max_frames_per_second(self) -> float:
+        """The highest sampling rate these window settings allow (the overlap stays under half a window)."""
+        if self.window_overlap_s <= 0:
+            return 60.0
+        return min(60.0, self.max_frames_per_prompt / 2 / self.window_overlap_s)
+
     def overlap_frames(self) -> int:
         """Sampled frames shared by consecutive windows."""
         return min(round(self.window_overlap_s * self.frames_per_second), (self.max_frames_per_prompt - 1) // 2)
