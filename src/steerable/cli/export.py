@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from steerable.cli._dataset_args import parse_episodes
 from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
-from steerable.errors import ConfigError
 
 __all__ = ["NOTHING_EXPORTED", "register"]
 
@@ -17,7 +17,7 @@ NOTHING_EXPORTED = 1  # the run worked but produced no sample (unannotated datas
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("export", help="export rendered samples for VLM fine-tuning (JSONL or HF datasets)")
-    parser.add_argument("dataset", help="annotated dataset root (or Hub repo id)")
+    parser.add_argument("dataset", help="annotated dataset root or Hub repo id (alias: --dataset D)")
     add_recipe_args(parser)
     parser.add_argument("--out", required=True, help="output folder (created; must be empty or absent)")
     parser.add_argument(
@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="jsonl: OpenAI chat lines + JPEG files; hf: a Hugging Face `datasets` folder (load_from_disk)",
     )
     parser.add_argument("--max_samples", type=int, default=None, help="stop after this many samples")
-    parser.add_argument("--episodes", default=None, metavar="0,2,5", help="only these episodes (comma-separated)")
+    parser.add_argument("--episodes", default=None, metavar="0,3,7-9",
+                        help="only these episodes: indices and ranges (alias: --only_episodes)")
     parser.add_argument(
         "--fallback",
         choices=["none", "task"],
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from steerable.recipes import load_recipe
     from steerable.train.export import export_samples
 
-    episodes = _episodes(args.episodes)
+    episodes = parse_episodes(args.episodes)
     ds = open_dataset(args.dataset)
     if not ds.has_language:
         print(f"steerable: {ds.root} is not annotated (no language columns): nothing to export; "
@@ -72,15 +73,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped) "
           f"as {report.format} to {report.path}")
     return 0
-
-
-def _episodes(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(f"--episodes takes comma-separated episode indices like 0,2,5, got {text!r}") from None
 
 
 @contextmanager

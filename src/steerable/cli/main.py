@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from steerable import __version__
+from steerable.cli._dataset_args import normalize_aliases
 from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
@@ -37,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if debug:
         argv.remove("--debug")
     parser = build_parser()
+    try:
+        argv = normalize_aliases(argv)  # --dataset/--root/--only_episodes...: one spelling per command
+    except SteerableError as exc:
+        print(f"steerable: error: {exc}", file=sys.stderr)
+        return USER_ERROR_EXIT
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "pass_through", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

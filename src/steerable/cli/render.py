@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from steerable.cli._dataset_args import parse_episodes
 from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
 from steerable.errors import ConfigError
 
@@ -19,11 +20,12 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("render", help="render a recipe over a dataset's frames (training samples)")
-    parser.add_argument("dataset", help="annotated dataset root (or Hub repo id)")
+    parser.add_argument("dataset", help="annotated dataset root or Hub repo id (alias: --dataset D)")
     add_recipe_args(parser)
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--all", action="store_true", help="every frame of every episode")
     scope.add_argument("--episode", type=int, help="one episode (with --frame: one frame)")
+    scope.add_argument("--episodes", metavar="0,3,7-9", help="these episodes (alias: --only_episodes)")
     parser.add_argument("--frame", type=int, help="frame index inside --episode")
     parser.add_argument("--json", action="store_true", help="JSON lines, one per frame")
     parser.add_argument(
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.frame is not None and args.episode is None:
         raise ConfigError("--frame needs --episode")
+    episodes = parse_episodes(args.episodes)
     ds = open_dataset(args.dataset)
     recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
     renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback)
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         frames = [args.frame] if args.frame is not None else None
         samples = renderer.episode_samples(ds.episode(args.episode).episode_index, frames)
     else:
-        samples = renderer.samples()
+        samples = renderer.samples([ds.episode(e).episode_index for e in episodes] if episodes else None)
     console = Console(highlight=False, soft_wrap=True)
     for sample in itertools.islice(samples, args.max_frames):
         if args.json:
