@@ -98,4 +98,4 @@ class SteerablePolicy(nn.Module):
         data["action_mask"] = (~pad.bool())[..., None].expand_as(actions)
         prepared = self.runner.processor.training_batch(data, self.runner.device)
         out = self.model(prepared)
-        return out["loss"], {k: float(out[k]) for k in ("loss", "text_loss", "flow_loss")}
+        return out["loss"], {k: out[k].item() for k in ("loss", "text_loss", "flow_loss")}

@@ -106,7 +106,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
         load_optimizer(optimizer, built.checkpoint)
-        torch.set_rng_state(torch.tensor(built.state["torch_rng"], dtype=torch.uint8))
+    # The flow noise and times come from this generator alone, so a resumed run draws what the
+    # uninterrupted one would have.
+    noise = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    if "noise_rng" in built.state:
+        noise.set_state(torch.tensor(built.state["noise_rng"], dtype=torch.uint8))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, cfg.steps))
     step = int(built.state.get("step", 0))
     scheduler.last_epoch = step
@@ -124,7 +128,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     while step < cfg.steps:
         (epoch, index), batch = next(batches)
         with autocast:
-            out = model(processor.training_batch(batch, cfg.device))
+            out = model(processor.training_batch(batch, cfg.device), generator=noise)
         optimizer.zero_grad(set_to_none=True)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
@@ -150,7 +154,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             if bar is not None:
                 bar.write(_eval_line(metrics))
         if step % cfg.save_every == 0 or step == cfg.steps:
-            state.update(torch_rng=torch.get_rng_state().tolist(), train_episodes=built.train_episodes,
+            state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size)
             last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
                                    trainer_state=state)
@@ -165,7 +169,9 @@ def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> It
     epoch, skip = int(state.get("epoch", 0)), int(state.get("batch_in_epoch", 0))
     while True:
         plan = _epoch_batches(len(data), cfg.batch_size, cfg.seed, epoch)[skip:]
-        loader = DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers)
+        # Its own generator: creating the iterator must not draw from the global RNG.
+        loader = DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
+                            generator=torch.Generator().manual_seed(cfg.seed + epoch))
         for i, batch in enumerate(loader):
             if batch is not None:
                 yield (epoch, skip + i), batch

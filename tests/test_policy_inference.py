@@ -1,0 +1,186 @@
+"""Inference: KV-cached generation, stops and budgets, tool-call parsing, checkpoints that round-trip,
+the runtime adapters and LeRobot's policy interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from policy_helpers import batch_of, build, find, items, one_thread  # noqa: F401  (autouse fixture)
+from steerable.dataset import open_dataset
+from steerable.policy.checkpoint import latest_checkpoint, load_policy, save_checkpoint
+from steerable.policy.generation import GenerationConfig, generate_ids, parse_reply
+from steerable.policy.inference import PolicyRunner, subtask_prompt
+from train_data import annotate_synthetic
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("policy_inf") / "ds"
+    annotate_synthetic(root, episodes=2)
+    return open_dataset(root)
+
+
+@pytest.fixture(scope="module")
+def built(ds: Any) -> Any:
+    return build(ds)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(built: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ckpt")
+    return save_checkpoint(out, 3, built.model, built.processor, "blend: {}\n")
+
+
+def _obs(built: Any, n: int = 1, seed: int = 0) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(seed)
+    images = {c: torch.randint(0, 255, (n, 40, 48, 3), generator=g, dtype=torch.uint8) for c in built.model.cfg.cameras}
+    return {"images": images, "state": torch.rand(n, 4, generator=g)}
+
+
+def _prompts(built: Any, chats: list[Any]) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor]:
+    obs = built.processor.observation(_obs(built, len(chats)))
+    ids, mask = built.processor.prompt(chats, generation=True)
+    return obs, ids, mask
+
+
+def test_kv_cache_gives_the_same_tokens_as_recomputing(built: Any) -> None:
+    chats = [subtask_prompt("put the red cube in the bin"), subtask_prompt("stack it", "1. reach", "done: reach")]
+    obs, ids, mask = _prompts(built, chats)
+    assert mask.sum(1).tolist()[0] != mask.sum(1).tolist()[1]  # different lengths: one is padded
+    eos = built.processor.eos_id
+    for gen in (GenerationConfig(max_new_tokens=12), GenerationConfig(max_new_tokens=12, temperature=1.0, seed=3)):
+        cached = generate_ids(built.model, obs["images"], obs["state"], ids, mask, gen, eos)
+        slow = generate_ids(built.model, obs["images"], obs["state"], ids, mask,
+                            GenerationConfig(**{**vars(gen), "use_cache": False}), eos)
+        assert cached == slow
+    # Batching changes nothing: each prompt alone gives its batched output.
+    both = generate_ids(built.model, obs["images"], obs["state"], ids, mask, GenerationConfig(max_new_tokens=12), eos)
+    for i in range(2):
+        n = int(mask[i].sum())
+        alone = generate_ids(built.model, obs["images"][i:i + 1], obs["state"][i:i + 1], ids[i:i + 1, :n],
+                             mask[i:i + 1, :n], GenerationConfig(max_new_tokens=12), eos)
+        assert alone[0] == both[i]
+
+
+def test_budget_stop_strings_and_sampling(built: Any) -> None:
+    obs, ids, mask = _prompts(built, [subtask_prompt("put the cube in the bin")])
+    eos = -1  # never stop on EOS: the budget must
+    out = generate_ids(built.model, obs["images"], obs["state"], ids, mask, GenerationConfig(max_new_tokens=5), eos)
+    assert len(out[0]) == 5
+    decode = built.processor.decode
+    text = decode(out[0])
+    stop = text[2:4] if len(text) >= 4 else text
+    stopped = generate_ids(built.model, obs["images"], obs["state"], ids, mask,
+                           GenerationConfig(max_new_tokens=5, stop=(stop,)), eos, decode)
+    assert stop in decode(stopped[0]) and len(stopped[0]) <= 5
+    a = generate_ids(built.model, obs["images"], obs["state"], ids, mask,
+                     GenerationConfig(max_new_tokens=8, temperature=1.5, seed=7), eos)
+    b = generate_ids(built.model, obs["images"], obs["state"], ids, mask,
+                     GenerationConfig(max_new_tokens=8, temperature=1.5, seed=7), eos)
+    assert a == b
+
+
+def test_tool_calls_are_parsed_and_checked_against_the_catalog() -> None:
+    catalog = [{"type": "function", "function": {"name": "wave", "parameters": {"required": ["times"]}}}]
+    text = ('1. grasp\n2. place gently<tool_call>{"name": "say", "arguments": {"text": "Sure."}}</tool_call>'
+            '<tool_call>{"name": "wave", "arguments": {"times": 2}}</tool_call>'
+            '<tool_call>{"name": "launch", "arguments": {}}</tool_call><tool_call>{oops</tool_call>'
+            '<tool_call>{"name": "wave", "arguments": {}}</tool_call><say>On it</say>')
+    reply = parse_reply(text, catalog)
+    assert reply.text == "1. grasp\n2. place gently"
+    assert reply.say == ["Sure.", "On it"]
+    assert [c["function"]["name"] for c in reply.tool_calls] == ["say", "wave", "say"]
+    assert len(reply.rejected) == 3 and any("launch" in r for r in reply.rejected)
+
+
+def test_checkpoint_round_trips_to_identical_outputs(built: Any, checkpoint: Path, ds: Any) -> None:
+    assert latest_checkpoint(checkpoint.parent.parent) == checkpoint
+    loaded = load_policy(checkpoint.parent.parent)
+    data = items(ds, built)
+    batch = batch_of(data, find(data, "text", 2) + find(data, "actions", 2))
+    a, b = built.processor.training_batch(batch), loaded.processor.training_batch(batch)
+    assert all(torch.equal(a[k], b[k]) for k in ("input_ids", "labels", "state", "images", "actions"))
+    built.model.eval()
+    out_a = built.model(a, generator=torch.Generator().manual_seed(0))
+    out_b = loaded.model(b, generator=torch.Generator().manual_seed(0))
+    assert all(torch.equal(out_a[k], out_b[k]) for k in ("loss", "text_loss", "flow_loss"))
+    noise = torch.randn(4, built.model.cfg.chunk_size, built.model.cfg.action_dim)
+    args = (a["images"], a["state"], a["input_ids"], a["attention_mask"])
+    assert torch.equal(built.model.sample_actions(*args, noise=noise), loaded.model.sample_actions(*args, noise=noise))
+    obs, ids, mask = _prompts(built, [subtask_prompt("put the cube in the bin")])
+    gen = GenerationConfig(max_new_tokens=10)
+    assert generate_ids(built.model, obs["images"], obs["state"], ids, mask, gen, 0) == \
+        generate_ids(loaded.model, obs["images"], obs["state"], ids, mask, gen, 0)
+    assert loaded.recipe_text == "blend: {}\n"
+
+
+def test_a_half_written_checkpoint_is_never_the_latest(built: Any, tmp_path: Path) -> None:
+    first = save_checkpoint(tmp_path, 1, built.model, built.processor, "r")
+    # A run killed mid-write leaves a temp folder and an unfinished step folder name: both ignored.
+    (tmp_path / "checkpoints" / ".step_00000002.abc").mkdir()
+    assert latest_checkpoint(tmp_path) == first
+    second = save_checkpoint(tmp_path, 2, built.model, built.processor, "r")
+    assert latest_checkpoint(tmp_path) == second
+    assert not list((tmp_path / "checkpoints").glob(".step_*"))
+
+
+def test_runtime_adapters_follow_the_protocols(checkpoint: Path, built: Any) -> None:
+    from steerable.policy.runtime import load_high_level, load_low_level
+    from steerable.runtime.protocols import (
+        HighLevelModel,
+        HighLevelRequest,
+        LanguageContext,
+        LowLevelController,
+        Observation,
+    )
+
+    high, low = load_high_level(checkpoint), load_low_level(checkpoint)
+    assert isinstance(high, HighLevelModel) and isinstance(low, LowLevelController)
+    assert high.runner is low.runner  # one model in memory for both levels
+    frames = {c: np.zeros((40, 48, 3), np.uint8) for c in built.model.cfg.cameras}
+    obs = Observation(state=np.zeros(4, np.float32), images=frames)
+    update = high.update(HighLevelRequest("update", LanguageContext(task="put the cube in the bin"), obs))
+    assert isinstance(update.subtask, str) and update.subtask
+    reply = high.update(HighLevelRequest("interjection", LanguageContext(task="t", plan="p"), obs, user_text="stop"))
+    assert reply.subtask is None
+    chunk = low.act(obs, update.subtask)
+    assert chunk.actions.shape == (built.model.cfg.n_action_steps, 4) and chunk.actions.dtype == np.float32
+    assert np.isfinite(chunk.actions).all()
+    with pytest.raises(ValueError, match="observation"):
+        high.update(HighLevelRequest("update", LanguageContext(task="t"), None))
+
+
+def test_lerobot_interface(checkpoint: Path, built: Any, ds: Any) -> None:
+    from steerable.policy.lerobot import SteerablePolicy
+
+    policy = SteerablePolicy.from_pretrained(checkpoint)
+    cams = built.model.cfg.cameras
+    batch = {c: torch.rand(2, 3, 40, 48) for c in cams}  # LeRobot layout: float (B, 3, H, W) in [0, 1]
+    batch.update({"observation.state": torch.rand(2, 4), "task": ["put the cube in the bin", "stack the cube"]})
+    policy.reset()
+    chunk = policy.predict_action_chunk(batch)
+    assert chunk.shape == (2, built.model.cfg.chunk_size, 4)
+    assert len(policy.last_subtasks) == 2
+    first = policy.select_action(batch)
+    assert first.shape == (2, 4)
+    policy.select_action(batch)  # n_action_steps = 2: the queue is now empty
+    assert not policy._queue
+    policy.reset()
+    data = items(ds, built)
+    train = batch_of(data, find(data, "text", 1) + find(data, "actions", 1))
+    lerobot_batch = {**{k: v for k, v in train.items() if k not in ("images", "state", "actions", "action_mask")},
+                     **{c: train["images"][c] for c in cams}, "observation.state": train["state"],
+                     "action": train["actions"], "action_is_pad": ~train["action_mask"][..., 0]}
+    loss, parts = policy.forward(lerobot_batch)
+    assert loss.ndim == 0 and set(parts) == {"loss", "text_loss", "flow_loss"} and parts["text_loss"] > 0
+
+
+def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
+    runner = PolicyRunner(load_policy(checkpoint))
+    with pytest.raises(ValueError, match="camera"):
+        runner.act(["pick up the cube"], {"state": np.zeros(4), "images": {}})

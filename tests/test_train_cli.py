@@ -1,0 +1,152 @@
+"""`steerable train` as a user runs it: a real subprocess, resumable after SIGKILL, bad input, the Hub."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from policy_helpers import TINY, TINY_FLAGS, one_thread  # noqa: F401  (autouse fixture)
+from train_data import annotate_synthetic
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("train_cli") / "ds"
+    annotate_synthetic(root, episodes=3)
+    return root
+
+
+def _cmd(dataset: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "steerable.cli.main", "train", "--dataset", str(dataset), "--output_dir", str(out),
+            "--batch_size", "4", "--no_progress", *TINY_FLAGS, *extra]
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=110)
+
+
+def test_train_writes_checkpoints_logs_and_reports(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = _run(_cmd(dataset, out, "--steps", "6", "--save_every", "3", "--eval_every", "3"))
+    assert result.returncode == 0, result.stderr
+    assert "trained 6 steps" in result.stdout and "held-out: text exact match" in result.stdout
+    final = out / "checkpoints" / "step_00000006"
+    names = {p.name for p in final.iterdir()}
+    assert {"model.safetensors", "config.json", "recipe.yaml", "stats.json", "tokenizer", "trainer_state.json",
+            "optimizer.safetensors"} <= names
+    assert "low_level_execution" in (final / "recipe.yaml").read_text()
+    logs = (out / "logs.jsonl").read_text().splitlines()
+    assert any('"eval": true' in line and "eval_exact_match" in line for line in logs)
+
+
+def test_a_run_killed_mid_way_resumes_from_its_last_checkpoint(dataset: Path, tmp_path: Path) -> None:
+    args = ("--steps", "24", "--save_every", "4", "--eval_every", "100")
+    straight = _run(_cmd(dataset, tmp_path / "straight", *args))
+    assert straight.returncode == 0, straight.stderr
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cmd(dataset, killed, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    deadline = time.monotonic() + 100
+    while not (killed / "checkpoints" / "step_00000008").is_dir():
+        assert proc.poll() is None, "training ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "checkpoints" / "step_00000024").exists()
+
+    resumed = _run(_cmd(dataset, killed, *args))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from" in resumed.stdout and "trained 24 steps" in resumed.stdout
+    # Same data order, RNG and optimizer state: the resumed run ends with the same weights.
+    a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000024" / "model.safetensors"))
+    b = load_file(str(killed / "checkpoints" / "step_00000024" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy.state_mode", "words"], "state_mode"),
+        (["--device", "cuda"], "cuda"),
+        (["--steps", "0"], "--steps"),
+        (["--policy.state_key", "joints"], "no state feature 'joints'"),
+        (["--recipe", "nope"], "no built-in recipe"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(dataset: Path, tmp_path: Path, extra: list[str], message: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from steerable.cli.main import main
+
+    if extra == ["--device", "cuda"] and torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible")
+    assert main(_cmd(dataset, tmp_path / "o", *extra)[3:]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_missing_dataset_is_one_line_from_a_subprocess(tmp_path: Path) -> None:
+    result = _run(_cmd(tmp_path / "absent", tmp_path / "o"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+class FakeHub:
+    """Stands in for huggingface_hub.HfApi (a class, as transformers annotates with it at import)."""
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def create_repo(self, repo_id: str, **kw: Any) -> None:
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kw}))
+
+    def upload_folder(self, **kw: Any) -> Any:
+        self.calls.append(("upload_folder", kw))
+        return SimpleNamespace(commit_url="https://hub.invalid/me/policy/commit/1")
+
+
+def test_push_to_hub_uploads_the_final_checkpoint(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from steerable.cli.main import main
+
+    hub = FakeHub
+    hub.calls = []
+    monkeypatch.setattr("huggingface_hub.HfApi", FakeHub)
+    code = main(["train", "--dataset", str(dataset), "--output_dir", str(tmp_path / "o"), "--steps", "2",
+                 "--batch_size", "4", "--no_progress", "--push_to_hub", "me/policy", *TINY_FLAGS])
+    assert code == 0
+    assert hub.calls[0] == ("create_repo", {"repo_id": "me/policy", "repo_type": "model", "private": False,
+                                            "exist_ok": True})
+    upload = hub.calls[1][1]
+    folder = Path(upload["folder_path"])
+    assert folder.name == "step_00000002" and upload["repo_type"] == "model"
+    assert "optimizer.safetensors" in upload["ignore_patterns"]
+    assert "steerable run" in (folder / "README.md").read_text()
+    assert "pushed to https://hub.invalid/me/policy/commit/1" in capsys.readouterr().out
+
+
+def test_backbone_from_a_local_folder(dataset: Path, tmp_path: Path) -> None:
+    from steerable.dataset import open_dataset
+    from steerable.policy.setup import build_fresh
+    from steerable.policy.tokenizer import build_tiny_tokenizer
+
+    tiny = build_fresh(open_dataset(dataset), dict(TINY), eval_fraction=0.0, seed=0)
+    folder = tmp_path / "smolvlm-like"
+    tiny.model.backbone.vlm.save_pretrained(str(folder))
+    build_tiny_tokenizer(["pick up the cube"], 300).save_pretrained(str(folder))
+    out = tmp_path / "o"
+    result = _run(_cmd(dataset, out, "--steps", "2", f"--policy.backbone={folder}"))
+    assert result.returncode == 0, result.stderr
+    assert str(folder) in (out / "checkpoints" / "step_00000002" / "config.json").read_text()
