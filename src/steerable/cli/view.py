@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"static viewer written: {index}")
         return 0
     server = make_server(ViewerData(ds, episodes=episodes), args.host, args.port)
+    server.warm()
     print(f"steerable view: {ds.root} at {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()

@@ -54,6 +54,21 @@ class ViewerServer(ThreadingHTTPServer):
         super().server_close()
         self._clip_dir.cleanup()
 
+    def warm(self) -> threading.Thread:
+        """Compute the episode list and the first episode's payload in the background, before a browser asks."""
+
+        def work() -> None:
+            try:
+                episodes = self.data.summary()["episodes"]
+                if episodes:
+                    self.data.episode(episodes[0]["episode_index"], self.video_source)
+            except SteerableError as exc:  # the request that needs it reports the error
+                logger.debug("warm-up stopped: %s", exc)
+
+        thread = threading.Thread(target=work, name="steerable-view-warm", daemon=True)
+        thread.start()
+        return thread
+
     def video_source(self, camera: str, ep: EpisodeMeta) -> tuple[str, float]:
         path = self.data.ds.video_path(camera, ep)
         if not path.is_file():
