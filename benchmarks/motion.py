@@ -216,11 +216,18 @@ LEVEL_METRICS = (
     ("boundary_error_s", "bound err s"),
     ("over_segmentation", "over-seg"),
 )
-LEVEL_ROWS = (("easy", "tune"), ("realistic", "tune"), ("realistic", "held-out"), ("hard", "held-out"))
+# (level, seed set, share of episodes with a spoken redirect mid-placement)
+LEVEL_ROWS = (
+    ("easy", "tune", 0.0),
+    ("realistic", "tune", 0.0),
+    ("realistic", "held-out", 0.0),
+    ("hard", "held-out", 0.0),
+    ("realistic", "held-out", 0.5),
+)
 
 
 def level_scores(
-    level: str, seeds: list[int], episodes: int, config: MotionConfig
+    level: str, seeds: list[int], episodes: int, config: MotionConfig, redirects: float = 0.0
 ) -> tuple[dict[str, dict[str, float]], float]:
     """steerable.eval metrics of the coarse heuristic, keystates only vs with the path; keystate F1."""
     features = {"observation.state": {"dtype": "float32", "shape": [4], "names": STATE_NAMES}}
@@ -230,7 +237,7 @@ def level_scores(
     matched = predicted = true = 0
     for seed in seeds:
         for ep in range(episodes):
-            task, rec, truth = record_episode(seed, ep, 15, level)
+            task, rec, truth = record_episode(seed, ep, 15, level, redirects)
             ts = (np.arange(len(rec.ticks)) / 15).astype(np.float32)
             state = rec.state.astype(np.float64)
             keystates = detect_keystates(ts, state, dims, config)
@@ -259,14 +266,15 @@ def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: l
         header += [f"{title} keys", f"{title} path"]
     lines = [header]
     result: dict[str, float] = {}
-    for level, which in LEVEL_ROWS:
+    for level, which, redirects in LEVEL_ROWS:
         seeds = tune if which == "tune" else heldout
-        scores, key_f1 = level_scores(level, seeds, episodes, config)
-        line = [level, f"{which} {','.join(map(str, seeds))}", f"{key_f1:.3f}"]
+        scores, key_f1 = level_scores(level, seeds, episodes, config, redirects)
+        name = f"{level}+redirects" if redirects else level
+        line = [name, f"{which} {','.join(map(str, seeds))}", f"{key_f1:.3f}"]
         for metric, _ in LEVEL_METRICS:
             line += [f"{scores['keys'][metric]:.3f}", f"{scores['path'][metric]:.3f}"]
         lines.append(line)
-        tag = f"{level}_{which.replace('-', '')}"
+        tag = f"{level}_{which.replace('-', '')}" + ("_redirects" if redirects else "")
         for method in ("keys", "path"):
             for metric in ("seg_f1_50", "boundary_f1", "boundary_error_s"):
                 result[f"{tag}_{metric}_{method}"] = scores[method][metric]
@@ -275,7 +283,9 @@ def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: l
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)))
     print(
         f"\ncoarse heuristic subtasks vs true spans, steerable.eval metrics (optimal matching; boundary F1 "
-        f"within +-0.5 s); {episodes} episodes per seed; keys = keystates only, path = + the hand's path"
+        f"within +-0.5 s); {episodes} episodes per seed; keys = keystates only, path = + the hand's path; "
+        "+redirects: half the episodes have a spoken redirect mid-placement (a true boundary with no "
+        "gripper event, as in --with_language datasets)"
     )
     return result
 

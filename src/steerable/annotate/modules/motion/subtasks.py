@@ -189,7 +189,10 @@ def _by_pauses(
 
 
 def _clean(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
-    """Strictly increasing starts within the episode; a later phase on the same frame wins."""
+    """Strictly increasing starts within the episode; a later phase on the same frame wins.
+
+    A phase repeating the one before it merges into it, except a push: two pushes in a row are two.
+    """
     out: list[tuple[int, str]] = []
     for index, text in starts:
         if index >= n:
@@ -198,6 +201,6 @@ def _clean(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
             out[-1] = (out[-1][0], text)
         else:
             out.append((index, text))
-        if len(out) > 1 and out[-1][1] == out[-2][1]:
+        if len(out) > 1 and out[-1][1] == out[-2][1] and text != PUSH:
             out.pop()
     return out
