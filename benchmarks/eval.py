@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -51,7 +52,12 @@ def predict(rng: random.Random, gold: list[Segment]) -> list[Segment]:
     return [Segment(bounds[i], bounds[i + 1], s.label) for i, s in enumerate(out) if bounds[i + 1] > bounds[i]]
 
 
-def matcher_row(name: str, fn, pairs: list[tuple[list[Segment], list[Segment]]], threshold: float) -> list:  # type: ignore[no-untyped-def]
+Matcher = Callable[[list[list[float | None]]], list[tuple[int, int]]]
+
+
+def matcher_row(
+    name: str, fn: Matcher, pairs: list[tuple[list[Segment], list[Segment]]], threshold: float
+) -> tuple[str, float, int, float, float, float]:
     matches = n_pred = n_gold = 0
     total_iou = 0.0
     start = time.process_time()
@@ -64,7 +70,7 @@ def matcher_row(name: str, fn, pairs: list[tuple[list[Segment], list[Segment]]],
         n_pred += len(pred)
         n_gold += len(gold)
     seconds = time.process_time() - start
-    return [name, threshold, matches, 2 * matches / (n_pred + n_gold), total_iou, seconds]
+    return (name, threshold, matches, 2 * matches / (n_pred + n_gold), total_iou, seconds)
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ def test_demo_runs_the_whole_loop_and_ends_with_the_eval_table(tmp_path: Path) -
     assert not (out / "viewer" / "data" / "episode_000002.js").exists()  # only --viewer_episodes
     evaluation = text[text.index("5. evaluate") :]
     assert "segment F1 @IoU 0.5" in evaluation and "end-to-end F1" in evaluation and "95% CI" in evaluation
-    printed = float(re.search(r"segmentation F1 (\d\.\d{3})", evaluation).group(1))  # type: ignore[union-attr]
+    found = re.search(r"segmentation F1 (\d\.\d{3})", evaluation)
+    assert found, evaluation
+    printed = float(found.group(1))
     ev = steerable("eval", str(out / "dataset"), "--json", "--labels", "normalized")
     report = json.loads(ev.stdout)
     assert report["episodes"] == 3 and report["gold_kind"] == "ground_truth"

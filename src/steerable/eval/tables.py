@@ -36,9 +36,9 @@ def comparison_table(cmp: Comparison) -> Table:
     rep = cmp.report
     table = Table(title=f"B - A on {len(rep.episodes)} shared episodes (paired bootstrap, {rep.resamples} resamples)",
                   title_justify="left")
-    for name, justify in (("metric", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
-                          ("95% CI", "right"), ("P(B better)", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("metric", no_wrap=True)
+    for name in ("A", "B", "B - A", "95% CI", "P(B better)"):
+        table.add_column(name, justify="right", no_wrap=True)
     tolerance = f"±{rep.a.boundary_tolerance_s:g} s"
     for m in METRICS:
         lo, hi = rep.diff_ci95[m.key]
