@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from annotate_helpers import steerable
 from runtime_helpers import recorded_language
+from steerable.dataset.lerobot import LeRobotDataset
 from steerable.runtime.evaluation import evaluate
 from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.protocols import Observation
@@ -67,6 +69,27 @@ def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_pat
     rendered = steerable("render", str(record), "--recipe", "subtask_mem_vqa_speech", "--episode", "0")
     assert rendered.returncode == 0, rendered.stderr
     assert "place it in the yellow bin" in rendered.stdout
+    # The simulator's truth rides along, so `steerable eval` scores the recording (here: against itself).
+    scored = steerable("eval", str(record), "--json", "--resamples", "0", "--labels", "exact")
+    assert scored.returncode == 0, scored.stderr
+    report = json.loads(scored.stdout)
+    assert report["gold_kind"] == "ground_truth" and report["episodes"] == 1
+
+
+def test_reset_and_new_tasks_start_new_recorded_episodes(tmp_path: Path) -> None:
+    record = tmp_path / "rec"
+    session = Session(SessionOptions(task="put the red cube in the left bin", seed=7, record=record))
+    commands = tmp_path / "c.txt"
+    commands.write_text("/reset 3\n/task put the green cube in the grey bin\n")
+    first_scene = session.describe_scene()
+    session.run_commands(read_commands(commands))
+    assert session.describe_scene() != first_scene and session.seed == 3
+    session.close()
+    ds = LeRobotDataset(record)
+    assert ds.info.total_episodes == 2
+    for episode, task in ((0, "put the red cube in the left bin"), (1, "put the green cube in the grey bin")):
+        persistent, _, problems = recorded_language(record, episode)
+        assert problems == [] and [r["content"] for r in persistent if r["style"] == "task_aug"] == [task]
 
 
 def test_the_controller_reports_commands_it_cannot_parse() -> None:

@@ -6,7 +6,9 @@ robot held still). Language: the task (a `task_aug` row), every subtask / plan /
 frame it took effect (persistent rows), every interjection (an event row of style `interjection`)
 and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame.
 `close()` finishes the videos and metadata (info.json last) and then writes the language columns,
-so an interrupted run still leaves a dataset that loads.
+so an interrupted run still leaves a dataset that loads. A simulator recording also gets the
+synthetic ground-truth sidecar (the subtasks the controller executed, gripper events, object boxes),
+so `steerable eval` can score an annotator on recorded rollouts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from steerable.errors import DatasetError
 from steerable.language import speech_row
 from steerable.runtime.loop import RuntimeEvent
 from steerable.runtime.protocols import Observation
+from steerable.synthetic.ground_truth import EpisodeTruth, gripper_events, subtask_spans, write_ground_truth
+from steerable.synthetic.render import object_boxes
+from steerable.synthetic.world import WorldState
 
 __all__ = ["Recorder"]
 
@@ -42,6 +47,7 @@ class _Episode:
     images: dict[str, list[np.ndarray]] = field(default_factory=dict)
     persistent: dict[tuple[str, int], str] = field(default_factory=dict)  # (style, frame) -> text
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    worlds: list[WorldState] = field(default_factory=list)  # simulator ground truth, frame by frame
 
 
 class Recorder:
@@ -57,6 +63,8 @@ class Recorder:
         self._builder: DatasetBuilder | None = None
         self._episode: _Episode | None = None
         self._language: dict[int, EpisodeLanguage] = {}
+        self._truths: list[EpisodeTruth] = []
+        self._cameras: dict[str, tuple[int, int]] = {}
         self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
         self.closed = False
 
@@ -87,6 +95,8 @@ class Recorder:
         ep.actions.append(np.asarray(action, dtype=np.float32))
         for key, image in observation.images.items():
             ep.images.setdefault(key, []).append(image)
+        if isinstance(observation.privileged, WorldState):
+            ep.worlds.append(observation.privileged)
 
     def end_episode(self) -> None:
         """Close the current episode (a new scene follows); the next task starts another."""
@@ -125,7 +135,22 @@ class Recorder:
                                "timestamp": times[min(frame, n - 1)], "camera": None, "tool_calls": None})
         events = [(times[min(frame, n - 1)], row) for frame, row in ep.events]
         self._language[index] = EpisodeLanguage(persistent, events)
+        if len(ep.worlds) == n:
+            self._truths.append(self._truth(index, ep, np.asarray(times, dtype=np.float32)))
         logger.info("recorded episode %d: %d frames, %d language rows", index, n, len(persistent) + len(events))
+
+    def _truth(self, index: int, ep: _Episode, times: np.ndarray) -> EpisodeTruth:
+        starts = [(frame, text) for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1])
+                  if style == "subtask"]
+        if not starts or starts[0][0] != 0:
+            starts.insert(0, (0, starts[0][1] if starts else ep.task))
+        closure = np.array([w.gripper.closure for w in ep.worlds])
+        boxes: dict[str, list[list[dict[str, Any]]]] = {}
+        for key, frames in ep.images.items():
+            height, width = frames[0].shape[:2]
+            self._cameras[key] = (width, height)
+            boxes[key] = [object_boxes(w, key) for w in ep.worlds]
+        return EpisodeTruth(index, ep.task, subtask_spans(starts, times), gripper_events(closure, times), boxes)
 
     def close(self) -> Path | None:
         """Finish the dataset (idempotent); None when nothing was recorded."""
@@ -135,6 +160,8 @@ class Recorder:
         self._finish_episode()
         if self._builder is None:
             return None
+        if self._truths and len(self._truths) == len(self._language):
+            write_ground_truth(self._builder.build_dir, self.fps, self._cameras, self._truths)
         self._builder.finalize()
         write_language(LeRobotDataset(self.root), self._language)
         return self.root
