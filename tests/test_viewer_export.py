@@ -114,3 +114,12 @@ def test_cli_export_and_reexport(viewer_ds: Path, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert str(out / "index.html") in done.stdout
     assert (out / "videos" / TOP / "episode_000001.mp4").is_file()
+
+
+def test_missing_videos_leave_a_note_not_a_failure(so101: Path, tmp_path: Path) -> None:
+    index = export_site(so101, tmp_path / "site", episodes=[0])
+    ep = load_script(index.parent / "data" / "episode_000000.js", "window.STEERABLE_EXPORT.episodes[0]")
+    assert [c["url"] for c in ep["cameras"]] == [None, None]
+    assert all("missing" in c["error"] for c in ep["cameras"])
+    assert ep["plot"]["series"][0]["key"] == "observation.state" and ep["length"] > 0
+    assert not (index.parent / "videos").exists()
