@@ -472,3 +472,15 @@ def test_render_on_real_frame_timestamps_of_a_lerobot_dataset() -> None:
     assert sum(s is None for s in samples.values()) < len(frames) * 0.2
     hits = [i for i, f in enumerate(frames) if render_sample(new_memory, timeline, t=f["timestamp"], sample_idx=0)]
     assert hits == [100, 200, 300]  # exactly the frame each memory row was written on
+
+
+def test_a_say_call_given_as_json_text_is_read_by_default_and_skipped_in_compat() -> None:
+    component = Recipe.from_dict({"messages": [turn("user", "${interjection}", if_present="interjection"), {
+        "role": "assistant", "stream": "high_level", "target": True, "tool_calls_from": "speech",
+        "if_present": "speech"}]})
+    text_call = json.dumps(say("Sure.")["tool_calls"][0])
+    events = [row("interjection", "gently", role="user"), {**say("Sure."), "tool_calls": [text_call]}]
+    out = render(component, 2.0, events)
+    assert out is not None and out["messages"][-1]["tool_calls"][0]["function"]["arguments"] == {"text": "Sure."}
+    assert render(component, 2.0, events, options=LEROBOT) is None  # the reference's matcher skips text
+    assert events[1]["tool_calls"] == [text_call]  # the caller's rows are not modified

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -22,12 +23,14 @@ from steerable.dataset import open_dataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.language import speech_row
 from steerable.recipes import load_recipe, parse_recipe
-from steerable.recipes.render import RenderOptions, drawn_component
+from steerable.recipes.render import RenderOptions, drawn_component, render_sample_reference
 from steerable.synthetic import generate_synthetic
 from steerable.train.samples import DatasetRenderer, Fallback
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 LEROBOT = RenderOptions(compat="lerobot")
+ALL_REFERENCE_BUT_TOOL_CALL_TEXT = RenderOptions(task_source="dataset", vqa_routing="reference",
+                                                 emitted_at_match="tolerance", empty_target="keep")
 BUILTIN = Path(__file__).resolve().parents[1] / "src" / "steerable" / "recipes" / "builtin"
 CAMERAS = {"top": TOP, "wrist": WRIST}
 EPISODES = 4  # the last one is left without language rows
@@ -174,3 +177,31 @@ def test_default_mode_never_emits_a_target_with_empty_text(coinciding, fallback:
                 message = frame.sample.messages[i]
                 assert message.get("tool_calls") or (message.get("content") or "").strip(), (recipe.origin, frame)
         assert rendered
+
+
+def test_tool_calls_given_as_json_text_are_skipped_in_compat_and_read_by_default(coinciding) -> None:
+    """Raw Arrow values (`to_pylist()` of the `arrow.json` column) carry tool calls as JSON text.
+
+    The reference's `tool_name=say` matcher skips them, so on the frames where an interjection meets
+    a refresh its `speech` is None and the interjection component renders nothing: compat does the
+    same on the same rows; the default reads the text as the call it encodes.
+    """
+    root, coincide = coinciding
+    recipe_data = lerobot_recipe(yaml.safe_load((BUILTIN / "subtask_mem_vqa_speech.yaml").read_text()), CAMERAS)
+    recipe = load_recipe("subtask_mem_vqa_speech")
+    ds = open_dataset(root)
+    raw = [r for p in sorted((root / "data").rglob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert any(isinstance(c, str) for r in raw for e in r["language_events"] for c in e["tool_calls"] or [])
+    differing = []
+    for r in raw:
+        task = ds.tasks[r["task_index"]]
+        args = {"persistent": r["language_persistent"], "events": r["language_events"], "t": r["timestamp"],
+                "sample_idx": r["index"], "task": task}
+        compat = render_sample_reference(recipe, **args, options=LEROBOT)
+        assert (compat and compat.to_dict()) == render_sample(recipe_data, r["language_persistent"],
+                                                              r["language_events"], r["timestamp"], r["index"], task)
+        default = render_sample_reference(recipe, **args, options=ALL_REFERENCE_BUT_TOOL_CALL_TEXT)
+        if (default and default.to_dict()) != (compat and compat.to_dict()):
+            differing.append(r["index"])
+            assert compat is None and default is not None and default.messages[-1]["tool_calls"][0]["type"] == "function"
+    assert set(coincide) <= set(differing)

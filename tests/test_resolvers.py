@@ -143,11 +143,13 @@ def test_emitted_at_persistent_frame_exact_with_fps() -> None:
         timeline.emitted_at(frames[31], style="memory", frame_exact=False)
 
 
-def test_tool_name_matches_only_structured_calls() -> None:
-    as_json_text = row(None, None, tool_calls=['{"type": "function", "function": {"name": "say"}}'])
+def test_tool_calls_as_json_text_match_only_when_decoded() -> None:
+    as_json_text = row(None, None, tool_calls=['{"type": "function", "function": {"name": "say"}}', "not json"])
     timeline = EpisodeTimeline([])
-    assert timeline.emitted_at(0.0, events=[as_json_text], tool_name="say") is None
-    assert timeline.emitted_at(0.0, events=[say("hi")], tool_name="say") is not None
+    found = timeline.emitted_at(0.0, events=[as_json_text], tool_name="say")
+    assert found is not None and found["tool_calls"] == [{"type": "function", "function": {"name": "say"}}, "not json"]
+    assert timeline.emitted_at(0.0, events=[as_json_text], tool_name="say", decode_calls=False) is None  # reference
+    assert timeline.emitted_at(0.0, events=[say("hi")], tool_name="say", decode_calls=False) is not None
 
 
 def test_rows_are_normalized_and_checked() -> None:

@@ -25,6 +25,7 @@ TaskSource = Literal["rephrasing", "dataset"]
 VqaRouting = Literal["exclusive", "reference"]
 EmittedAtMatch = Literal["frame", "tolerance"]
 EmptyTarget = Literal["skip", "keep"]
+ToolCallText = Literal["decode", "skip"]
 _TASK = -1  # the slot of `${task}`, which is not a resolver call
 _UNSET = object()
 
@@ -43,6 +44,9 @@ class RenderOptions:
     empty_target: "skip" drops a target turn that renders no text and no tool calls (an unguarded
         `${subtask}` on a frame without subtask rows), as if it had `if_present`; "keep" emits it
         with empty text (reference), which trains the model to answer nothing.
+    tool_call_text: "decode" reads tool calls that arrive as JSON text (raw Arrow `json` values)
+        as the dicts they encode; "skip" ignores them as the reference's `tool_name=` matcher does,
+        so `speech` is None on such rows (and the `say` target is lost).
     """
 
     compat: Compat = "steerable"
@@ -50,10 +54,12 @@ class RenderOptions:
     vqa_routing: VqaRouting = "exclusive"
     emitted_at_match: EmittedAtMatch = "frame"
     empty_target: EmptyTarget = "skip"
+    tool_call_text: ToolCallText = "decode"
 
     def __post_init__(self) -> None:
         for name, kind in (("compat", Compat), ("task_source", TaskSource), ("vqa_routing", VqaRouting),
-                           ("emitted_at_match", EmittedAtMatch), ("empty_target", EmptyTarget)):
+                           ("emitted_at_match", EmittedAtMatch), ("empty_target", EmptyTarget),
+                           ("tool_call_text", ToolCallText)):
             if getattr(self, name) not in get_args(kind):
                 raise ConfigError(f"RenderOptions.{name}={getattr(self, name)!r}; choose one of {get_args(kind)}")
         if self.compat == "lerobot":
@@ -61,6 +67,7 @@ class RenderOptions:
             object.__setattr__(self, "vqa_routing", "reference")
             object.__setattr__(self, "emitted_at_match", "tolerance")
             object.__setattr__(self, "empty_target", "keep")
+            object.__setattr__(self, "tool_call_text", "skip")
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs microseconds per sample to build
@@ -138,8 +145,8 @@ def _plan(recipe: Recipe, options: RenderOptions) -> _Plan:
 class _Frame:
     """One frame's inputs plus the values resolved so far (each distinct call resolved at most once)."""
 
-    __slots__ = ("calls", "context_task", "events", "frame_exact", "memo", "sample_idx", "skip_empty_targets",
-                 "t", "task", "task_first", "timeline")
+    __slots__ = ("calls", "context_task", "decode_calls", "events", "frame_exact", "memo", "sample_idx",
+                 "skip_empty_targets", "t", "task", "task_first", "timeline")
 
     def __init__(self, plan: _Plan, timeline: EpisodeTimeline, t: float, events: Sequence[Any], sample_idx: int,
                  task: str | None, context_task: str | None, options: RenderOptions) -> None:
@@ -154,6 +161,7 @@ class _Frame:
         self.task_first = options.task_source == "dataset"
         self.frame_exact = options.emitted_at_match == "frame"
         self.skip_empty_targets = options.empty_target == "skip"
+        self.decode_calls = options.tool_call_text == "decode"
 
     def value(self, slot: int, site: str) -> Any:
         if slot == _TASK:
@@ -161,7 +169,8 @@ class _Frame:
         value = self.memo[slot]
         if value is _UNSET:
             try:
-                value = self.timeline.resolve(self.calls[slot], self.t, self.events, frame_exact=self.frame_exact)
+                value = self.timeline.resolve(self.calls[slot], self.t, self.events, frame_exact=self.frame_exact,
+                                              decode_calls=self.decode_calls)
             except RecipeError as exc:
                 raise RecipeError(f"{site}: {exc}") from None
             self.memo[slot] = value

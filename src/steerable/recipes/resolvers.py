@@ -7,6 +7,8 @@ and every time lookup is a binary search. Event rows are the frame's own short l
 
 from __future__ import annotations
 
+import contextlib
+import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 from steerable.errors import LanguageRowTypeError, LanguageSchemaError, RecipeError
 from steerable.recipes.expressions import ResolverCall, resolver_call
 
-__all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "Row", "normalize_rows", "row_timestamp"]
+__all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "Row", "decoded_tool_calls", "normalize_rows", "row_timestamp"]
 
 Row = dict[str, Any]
 Selector = tuple["str | None", "str | None", "str | None", "str | None"]
@@ -46,6 +48,20 @@ def row_timestamp(row: Mapping[str, Any]) -> float:
     if value is None or isinstance(value, (bool, str)):
         raise LanguageSchemaError(f"persistent row needs a numeric timestamp, got {value!r}: {dict(row)!r}")
     return float(value)
+
+
+def decoded_tool_calls(row: Row) -> Row:
+    """`row`, or a copy whose tool calls given as JSON text are parsed (text that is not JSON stays)."""
+    calls = row.get("tool_calls")
+    if not calls or not any(isinstance(c, str) for c in calls):
+        return row
+    parsed = []
+    for call in calls:
+        if isinstance(call, str):
+            with contextlib.suppress(ValueError):
+                call = json.loads(call)
+        parsed.append(call)
+    return {**row, "tool_calls": parsed}
 
 
 def _matches(row: Row, style: str | None, role: str | None, camera: str | None, tool_name: str | None) -> bool:
@@ -93,7 +109,7 @@ class EpisodeTimeline:
     ) -> None:
         self._rows = [(row_timestamp(row), row) for row in normalize_rows(persistent_rows)]
         self._events = {float(t): rows for t, rows in (events_by_frame or {}).items()}
-        self._indexes: dict[Selector, _Index] = {}
+        self._indexes: dict[tuple[Selector, bool], _Index] = {}
         self.fps = fps
         # `${task}` rotates over user task_aug rows in stored order, whatever their timestamp.
         self.task_rephrasings = tuple(
@@ -112,23 +128,27 @@ class EpisodeTimeline:
         """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
         return self._events.get(float(t), ())
 
-    def _index(self, selector: Selector) -> _Index:
-        index = self._indexes.get(selector)
+    def _index(self, selector: Selector, decode_calls: bool) -> _Index:
+        index = self._indexes.get((selector, decode_calls))
         if index is None:
-            index = _Index([(ts, row) for ts, row in self._rows if _matches(row, *selector)])
-            self._indexes[selector] = index
+            rows = ((ts, decoded_tool_calls(row) if decode_calls else row) for ts, row in self._rows)
+            index = _Index([(ts, row) for ts, row in rows if _matches(row, *selector)])
+            self._indexes[(selector, decode_calls)] = index
         return index
 
-    def resolve(self, call: ResolverCall, t: float, events: Sequence[Any] = (), *, frame_exact: bool = True) -> Row | None:
+    def resolve(self, call: ResolverCall, t: float, events: Sequence[Any] = (), *, frame_exact: bool = True,
+                decode_calls: bool = True) -> Row | None:
         """Evaluate `call` at frame time `t` with the frame's `events`; raises RecipeError when ambiguous.
 
         `frame_exact` (with `fps` known) makes persistent `emitted_at` match rows within half a frame
-        of `t`; otherwise the reference's ±0.1 s tolerance applies.
+        of `t`; otherwise the reference's ±0.1 s tolerance applies. `decode_calls` reads tool calls
+        given as JSON text (raw Arrow `json` values) as the dicts they encode; without it they never
+        match `tool_name=` (reference).
         """
         if call.reads_events:
-            return self._emitted_event(call, t, events) if events else None
+            return self._emitted_event(call, t, events, decode_calls) if events else None
         resolver = call.resolver
-        index = self._index(call.selector)
+        index = self._index(call.selector, decode_calls)
         times = index.times
         if resolver == "active_at":
             i = bisect_right(times, t)
@@ -154,7 +174,7 @@ class EpisodeTimeline:
         position = bisect_right(times, t) - 1 + step
         return index.rows[position] if 0 <= position < len(times) else None
 
-    def _emitted_event(self, call: ResolverCall, t: float, events: Sequence[Any]) -> Row | None:
+    def _emitted_event(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> Row | None:
         style, role, camera, tool_name = call.selector
         found: list[Row] = []
         for row in events:
@@ -162,6 +182,8 @@ class EpisodeTimeline:
                 continue
             if not isinstance(row, dict):
                 row = normalize_rows([row])[0]
+            if decode_calls:
+                row = decoded_tool_calls(row)
             if _matches(row, style, role, camera, tool_name):
                 found.append(row)
         if len(found) > 1:
@@ -176,11 +198,11 @@ class EpisodeTimeline:
 
     def emitted_at(self, t: float, *, events: Sequence[Any] | None = None, style: str | None = None,
                    role: str | None = None, camera: str | None = None, tool_name: str | None = None,
-                   frame_exact: bool = True) -> Row | None:
+                   frame_exact: bool = True, decode_calls: bool = True) -> Row | None:
         """The row emitted at `t`: a persistent row at `t`, or the frame's matching event row."""
         call = resolver_call("emitted_at", style=style, role=role, camera=camera, tool_name=tool_name)
         frame_events = self.events_at(t) if events is None else events
-        return self.resolve(call, float(t), frame_events, frame_exact=frame_exact)
+        return self.resolve(call, float(t), frame_events, frame_exact=frame_exact, decode_calls=decode_calls)
 
     def nth_prev(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
                  camera: str | None = None, tool_name: str | None = None) -> Row | None:
