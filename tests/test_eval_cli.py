@@ -125,6 +125,9 @@ def test_compare_two_runs_with_paired_bootstrap(runs) -> None:
     table = steerable("eval", "--compare", str(a), str(b), "--labels", "normalized", "--resamples", "100")
     assert table.returncode == 0, table.stderr
     assert "P(B better)" in table.stdout and "paired bootstrap" in table.stdout
+    # DATASET beside --compare names the synthetic dataset whose truth is the gold (here B's: the same truth)
+    same = _json(str(b), "--compare", str(a), str(b))
+    assert same["gold"] == f"{b} (synthetic ground truth)" and same["diff_b_minus_a"] == report["diff_b_minus_a"]
 
 
 def test_plot_writes_a_png_for_a_run_and_a_comparison(runs, tmp_path: Path) -> None:
@@ -140,8 +143,7 @@ def test_plot_writes_a_png_for_a_run_and_a_comparison(runs, tmp_path: Path) -> N
 
 def test_bad_invocations_are_one_line_errors(runs, tmp_path: Path, lingzu: Path) -> None:
     a, b = runs
-    assert "give either DATASET or --compare" in _user_error()
-    assert "give either DATASET or --compare" in _user_error(str(a), "--compare", str(a), str(b))
+    assert "give DATASET to score, or --compare" in _user_error()
     assert "does not exist" in _user_error(str(a), "--gold", str(tmp_path / "nope.jsonl"))
     assert "no ground truth" in _user_error(lingzu)
     assert "no language rows" in _user_error(str(lingzu), "--gold", str(a))

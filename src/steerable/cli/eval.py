@@ -1,4 +1,4 @@
-"""`steerable eval DATASET [--gold FILE_OR_DATASET]` or `steerable eval --compare A B`: score subtask spans."""
+"""`steerable eval DATASET [--gold FILE_OR_DATASET]` or `steerable eval [DATASET] --compare A B`: score subtask spans."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "against the same gold with paired bootstrap intervals. Without --gold, a synthetic dataset's "
         "ground truth is the gold.",
     )
-    parser.add_argument("dataset", nargs="?", help="an annotated dataset (local folder or Hub id)")
+    parser.add_argument(
+        "dataset",
+        nargs="?",
+        help="an annotated dataset (local folder or Hub id); with --compare, the synthetic dataset whose "
+        "ground truth is the gold when --gold is not given (default: RUN_A's)",
+    )
     parser.add_argument("--gold", help="gold spans: a JSON/JSONL file (WGO-Bench rows) or an annotated dataset")
     parser.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="two annotated datasets to compare")
     parser.add_argument("--json", action="store_true", help="print one JSON object (with per-episode values)")
@@ -46,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from steerable.eval.runs import compare_datasets, evaluate_dataset
     from steerable.eval.tables import comparison_table, evaluation_table, format_episode_list
 
-    if (args.dataset is None) == (args.compare is None):
-        raise ConfigError("give either DATASET or --compare RUN_A RUN_B")
+    if args.dataset is None and args.compare is None:
+        raise ConfigError("give DATASET to score, or --compare RUN_A RUN_B")
     if args.resamples < 0 or args.boundary_tolerance_s < 0:
         raise ConfigError("--resamples and --boundary_tolerance_s must not be negative")
     matcher = make_label_matcher(args.labels, model=args.embed_model, threshold=args.embed_threshold)
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if not console.is_terminal:
         console.width = max(console.width, 100)  # piped or logged: room for the whole table
     if args.compare is not None:
-        cmp = compare_datasets(args.compare[0], args.compare[1], matcher, **common)
+        cmp = compare_datasets(args.compare[0], args.compare[1], matcher, truth_from=args.dataset, **common)
         if args.plot:
             _plot(args, matcher, cmp.gold.segments, [("A", cmp.predicted[0], cmp.report.a), ("B", cmp.predicted[1], cmp.report.b)])
         if args.json:

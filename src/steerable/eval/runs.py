@@ -92,13 +92,16 @@ def compare_datasets(
     matcher: LabelMatcher,
     *,
     gold: str | Path | None = None,
+    truth_from: str | Path | None = None,
     boundary_tolerance_s: float = 0.5,
     resamples: int = 1000,
     seed: int = 0,
 ) -> Comparison:
-    """Score two annotated datasets against the same gold (default: run A's synthetic ground truth)."""
+    """Score two annotated datasets against the same gold: `gold`, else the synthetic ground truth of
+    `truth_from` (default: run A)."""
     ds_a, ds_b = open_dataset(run_a), open_dataset(run_b)
-    source = _gold_for(ds_a, gold)
+    base = ds_a if truth_from is None or gold is not None else open_dataset(truth_from)
+    source = _gold_for(base, gold)
     pred_a, _ = dataset_segments(ds_a)
     pred_b, _ = dataset_segments(ds_b)
     report = compare_runs(
