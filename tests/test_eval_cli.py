@@ -112,7 +112,7 @@ def test_another_annotated_dataset_as_gold(runs) -> None:
     assert other["metrics"]["e2e_f1"] == 0.0  # "reach the cube 0" never says what the motion rows say
 
 
-def test_compare_two_runs_with_paired_bootstrap(runs) -> None:
+def test_compare_two_runs_with_paired_bootstrap(runs, tmp_path: Path) -> None:
     a, b = runs
     report = _json("--compare", str(a), str(b))
     assert report["episodes"] == EPISODES and report["bootstrap_resamples"] == 200
@@ -128,6 +128,14 @@ def test_compare_two_runs_with_paired_bootstrap(runs) -> None:
     # DATASET beside --compare names the synthetic dataset whose truth is the gold (here B's: the same truth)
     same = _json(str(b), "--compare", str(a), str(b))
     assert same["gold"] == f"{b} (synthetic ground truth)" and same["diff_b_minus_a"] == report["diff_b_minus_a"]
+    truth = read_ground_truth(a)
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([
+        {"episode_index": e, "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": s.text} for s in truth[e].subtasks]}
+        for e in (0, 1, 7) if e in truth
+    ] + [{"episode_index": 7, "segments": [{"start_sec": 0, "end_sec": 1, "subtask": "x"}]}]))
+    partial = _json("--compare", str(a), str(b), "--gold", str(gold))
+    assert partial["episodes"] == 2 and partial["not_scored"] == [2, 7] and partial["gold_kind"] == "file"
 
 
 def test_plot_writes_a_png_for_a_run_and_a_comparison(runs, tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"A: {cmp.datasets[0]}\nB: {cmp.datasets[1]}\ngold: {cmp.gold.source}")
         console.print(f"labels matched by {cmp.report.label_matcher}")
         console.print(comparison_table(cmp))
+        if cmp.not_scored:
+            console.print(f"episodes missing from A, B or the gold (not scored): {format_episode_list(cmp.not_scored)}")
     else:
         ev = evaluate_dataset(args.dataset, matcher, event_tolerance_s=args.event_tolerance_s, **common)
         if args.plot:

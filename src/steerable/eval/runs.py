@@ -41,9 +41,16 @@ class Comparison:
     predicted: tuple[EpisodeSegments, EpisodeSegments]
     report: CompareReport
 
+    @property
+    def not_scored(self) -> list[int]:
+        """Episodes that some but not all of A, B and the gold have."""
+        seen = set(self.gold.segments) | set(self.predicted[0]) | set(self.predicted[1])
+        return sorted(seen - set(self.report.episodes))
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"a": self.datasets[0], "b": self.datasets[1], "gold": self.gold.source}
         out["gold_kind"] = self.gold.kind
+        out["not_scored"] = self.not_scored
         body = self.report.as_dict()
         body["a"] = {"dataset": self.datasets[0], **body["a"]}
         body["b"] = {"dataset": self.datasets[1], **body["b"]}
