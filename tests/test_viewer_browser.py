@@ -80,7 +80,11 @@ def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
     assert pg.locator(".marker.vqa").count() == 2 and pg.locator(".marker.speech").count() == 1
     offset = {c["key"]: c["offset"] for c in ep["cameras"]}
     pg.click("#zoom-in")
-    assert pg.evaluate("document.getElementById('lanes').style.width") == "200%"
+    pg.click("#zoom-in")
+    assert pg.evaluate("document.getElementById('lanes').style.width") == "400%"
+    pg.evaluate(f"window.steerableView.seek({0.9 * ep['duration']})")
+    assert pg.evaluate("document.getElementById('lanes-scroll').scrollLeft") > 0  # the playhead stays in view
+    pg.click("#zoom-out")
     pg.click("#zoom-out")
 
     # h264 plays in Debian's chromium

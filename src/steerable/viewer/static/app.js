@@ -216,6 +216,10 @@
     var f = frameAt(t);
     $("clock").textContent = fmt(t) + " / " + fmt(S.ep.duration) + "  frame " + f;
     $("playhead").style.left = pct(t);
+    if (S.zoom > 1) { // keep the playhead in view when zoomed in
+      var sc = $("lanes-scroll"), x = sc.scrollWidth * t / Math.max(S.ep.duration, 1e-6);
+      if (x < sc.scrollLeft || x > sc.scrollLeft + sc.clientWidth) sc.scrollLeft = Math.max(0, x - sc.clientWidth / 4);
+    }
     var ph = document.querySelectorAll(".plot-playhead");
     var x = 1000 * t / Math.max(S.ep.duration, 1e-6);
     Array.prototype.forEach.call(ph, function (l) { l.setAttribute("x1", x); l.setAttribute("x2", x); });
