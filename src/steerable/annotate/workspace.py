@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from steerable.annotate.config import AnnotateConfig
 from steerable.dataset import LeRobotDataset, open_dataset
+from steerable.dataset.commit import check_writable
 from steerable.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -79,11 +80,13 @@ def _pending_work_dir(out: Path) -> Path:
 def open_workspace(cfg: AnnotateConfig) -> Workspace:
     """Open the input dataset and decide where the run writes; creates nothing on disk."""
     source = open_dataset(str(cfg.root) if cfg.root else str(cfg.repo_id), revision=cfg.revision)
-    if cfg.output_dir is None:
+    if cfg.output_dir is None or Path(cfg.output_dir).expanduser().resolve() == source.root:
+        # In place: the staging goes inside the dataset, its new version beside it.
+        check_writable(source.root, hint="annotate into a copy with --output_dir")
+        check_writable(source.root / WORK_DIR_NAME, hint="annotate into a copy with --output_dir")
         return Workspace(source, source, source.root)
     out = Path(cfg.output_dir).expanduser().resolve()
-    if out == source.root:
-        return Workspace(source, source, source.root)
+    check_writable(out, hint="choose another --output_dir")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--output_dir {out} is a file; pass a folder path")
     if out.is_dir() and any(out.iterdir()):

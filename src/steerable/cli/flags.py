@@ -118,7 +118,11 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
                 raise ConfigError(f"--{key} needs a value")
             parsed: Any = True
         else:
-            parsed = _coerce(value, annotation)
+            try:
+                parsed = _coerce(value, annotation)
+            except yaml.YAMLError as exc:  # e.g. a JSON-valued flag such as --vlm.chat_template_kwargs
+                problem = getattr(exc, "problem", None) or "cannot be parsed"
+                raise ConfigError(f"--{key}: {value!r} is not valid JSON/YAML ({problem})") from exc
         _set(tree, key, parsed)
     try:
         return model.model_validate(tree)

@@ -10,12 +10,11 @@ from importlib import import_module
 
 from steerable import __version__
 from steerable.cli._dataset_args import normalize_aliases
+from steerable.cli.errors import USER_ERROR_EXIT, run_command
 from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
 SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "train", "run")
-
-USER_ERROR_EXIT = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,16 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return USER_ERROR_EXIT
-    try:
-        return int(args.func(args) or 0)
-    except SteerableError as exc:
-        if debug:
-            raise
-        print(f"steerable: error: {exc}", file=sys.stderr)
-        return USER_ERROR_EXIT
-    except KeyboardInterrupt:
-        print("steerable: interrupted", file=sys.stderr)
-        return 130
+    return run_command(args.func, args, debug=debug)  # the one error boundary: one line, exit 2
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from typing import Any
 from steerable.dataset.atomic import fsync_dir
 from steerable.errors import WriteError, explain_os_error
 
-__all__ = ["FolderCommit", "commit_folder", "recover_folder"]
+__all__ = ["FolderCommit", "check_writable", "commit_folder", "recover_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +214,18 @@ def _read_journal(path: Path) -> int | None:
         return None
 
 
+def check_writable(dest: Path | str, *, hint: str = "choose a writable location") -> None:
+    """Raise WriteError now if a commit to `dest` must fail: it needs a writable folder to put it in."""
+    dest = Path(dest).absolute()
+    probe = dest.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise WriteError(f"cannot write {dest}: {probe} is a file, not a folder; choose another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise WriteError(f"cannot write {dest}: {probe} is read-only or not writable by you; {hint}")
+
+
 class FolderCommit:
     """One transaction: `root` is the new version being built; `commit()` switches it in.
 
@@ -232,6 +244,11 @@ class FolderCommit:
         durable: bool = True,
     ) -> None:
         self.dest = Path(dest).absolute()
+        if os.path.ismount(self.dest):
+            raise WriteError(
+                f"{self.dest} is a mount point, so a new version cannot be renamed into its place; "
+                "write to a folder inside it or beside it instead"
+            )
         self.durable = durable
         self._modes: dict[Path, int] = {}
         self._fresh: list[Path] = []

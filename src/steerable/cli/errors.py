@@ -1,0 +1,79 @@
+"""The one error boundary of the `steerable` command: a user-fixable failure is one line, exit 2.
+
+`run_command` calls a subcommand and maps what escapes it:
+
+- `SteerableError`: its message (they are written to be shown);
+- `OSError` (read-only or full disk, a path through a file, too many open files...): the path and
+  what to do, from `steerable.errors.explain_os_error`;
+- malformed JSON and pyarrow's errors on a file: their message;
+- a closed output pipe (`steerable recipes show hirobot | head`): silence, exit 141 (128 + SIGPIPE,
+  what a shell reports for a tool that a closed pipe stops), with stdout sent to /dev/null so
+  the interpreter's final flush does not fail again (Python's recommended handling).
+
+Anything else is a bug and keeps its traceback; `--debug` shows the traceback for everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from steerable.errors import SteerableError, explain_os_error
+
+__all__ = ["BROKEN_PIPE_EXIT", "INTERRUPTED_EXIT", "USER_ERROR_EXIT", "run_command", "user_message"]
+
+USER_ERROR_EXIT = 2
+BROKEN_PIPE_EXIT = 141
+INTERRUPTED_EXIT = 130
+
+
+def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, *, debug: bool) -> int:
+    """Run one subcommand; returns its exit status."""
+    try:
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # a reader that closed the pipe early shows up here at the latest
+        return code
+    except KeyboardInterrupt:
+        print("steerable: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    except Exception as exc:
+        if _broken_pipe(exc):
+            _silence_stdout()
+            return BROKEN_PIPE_EXIT
+        message = user_message(exc)
+        if message is None or debug:
+            raise
+        print(f"steerable: error: {message}", file=sys.stderr)
+        return USER_ERROR_EXIT
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The one line shown for `exc`, or None when it is a bug (keep the traceback)."""
+    if isinstance(exc, SteerableError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return explain_os_error(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    if type(exc).__module__.startswith("pyarrow") and str(exc):
+        return f"{str(exc).splitlines()[0]} (pyarrow; run with --debug for details)"
+    return None
+
+
+def _broken_pipe(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, BrokenPipeError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
