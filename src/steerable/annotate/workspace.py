@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from steerable.annotate.config import AnnotateConfig
 from steerable.dataset import LeRobotDataset, open_dataset
-from steerable.dataset.commit import check_writable
+from steerable.dataset.atomic import check_writable
 from steerable.errors import ConfigError
 
 if TYPE_CHECKING:

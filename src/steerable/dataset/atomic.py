@@ -23,6 +23,7 @@ __all__ = [
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_json",
+    "check_writable",
     "current_umask",
     "fsync_dir",
     "remove_stale_temps",
@@ -120,3 +121,15 @@ def atomic_write_json(
     """Write JSON with LeRobot's formatting (indent 4) atomically."""
     text = json.dumps(obj, indent=4, ensure_ascii=False, default=default) + "\n"
     atomic_write_bytes(target, text.encode("utf-8"), durable=durable)
+
+
+def check_writable(dest: Path | str, *, hint: str = "choose a writable location") -> None:
+    """Raise WriteError now if a commit to `dest` must fail: it needs a writable folder to put it in."""
+    dest = Path(dest).absolute()
+    probe = dest.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise WriteError(f"cannot write {dest}: {probe} is a file, not a folder; choose another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise WriteError(f"cannot write {dest}: {probe} is read-only or not writable by you; {hint}")

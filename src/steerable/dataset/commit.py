@@ -42,7 +42,7 @@ from typing import Any
 from steerable.dataset.atomic import fsync_dir
 from steerable.errors import WriteError, explain_os_error
 
-__all__ = ["FolderCommit", "check_writable", "commit_folder", "recover_folder"]
+__all__ = ["FolderCommit", "commit_folder", "recover_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -212,18 +212,6 @@ def _read_journal(path: Path) -> int | None:
         return int(json.loads(path.read_text(encoding="utf-8"))["new_inode"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def check_writable(dest: Path | str, *, hint: str = "choose a writable location") -> None:
-    """Raise WriteError now if a commit to `dest` must fail: it needs a writable folder to put it in."""
-    dest = Path(dest).absolute()
-    probe = dest.parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise WriteError(f"cannot write {dest}: {probe} is a file, not a folder; choose another path")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise WriteError(f"cannot write {dest}: {probe} is read-only or not writable by you; {hint}")
 
 
 class FolderCommit:
