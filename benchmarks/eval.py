@@ -19,7 +19,7 @@ import numpy as np
 
 from steerable.eval.gold import Segment
 from steerable.eval.labels import make_label_matcher
-from steerable.eval.matching import greedy_matching, optimal_matching
+from steerable.eval.matching import _solve, greedy_matching, optimal_matching
 from steerable.eval.metrics import iou
 from steerable.eval.scoring import bootstrap_weights, metrics_from_counts, score_episode
 
@@ -92,6 +92,19 @@ def main() -> None:
         assert optimal[2] >= greedy[2]
         rows += [greedy, optimal]
 
+    # One long episode (10 minutes, 300 gold subtasks): solved per connected group vs as one matrix.
+    cuts = sorted(rng.uniform(0, 600) for _ in range(299))
+    long_gold = list(zip([0.0, *cuts], [*cuts, 600.0], strict=True))
+    long_pred = [(max(0.0, a + rng.gauss(0, 0.5)), b) for a, b in long_gold]
+    long_scores = [[x if x >= 0.25 else None for x in (iou(p, g) for g in long_gold)] for p in long_pred]
+    start = time.process_time()
+    grouped = optimal_matching(long_scores)
+    grouped_s = time.process_time() - start
+    start = time.process_time()
+    whole = _solve(long_scores)
+    whole_s = time.process_time() - start
+    assert len(whole) == len(grouped)
+
     start = time.process_time()
     counts = np.stack([score_episode(p, g, matcher) for p, g in pairs])
     score_s = time.process_time() - start
@@ -122,6 +135,8 @@ def main() -> None:
     print(f"{'matcher':<16}{'IoU >=':>7}{'matches':>9}{'F1':>8}{'sum IoU':>10}{'CPU s':>8}")
     for name, thr, m, f1, tot, sec in rows:
         print(f"{name:<16}{thr:>7.2f}{m:>9}{f1:>8.4f}{tot:>10.1f}{sec:>8.3f}")
+    print(f"{'300-span episode, per connected group':<40}{grouped_s:>8.3f} s")
+    print(f"{'300-span episode, one 300x300 matrix':<40}{whole_s:>8.3f} s  ({whole_s / max(grouped_s, 1e-9):,.0f}x slower)")
     print(f"{'scoring, all metrics':<40}{score_s:>8.3f} s  ({args.episodes / score_s:,.0f} episodes/s)")
     print(f"{'bootstrap, ' + str(args.resamples) + ' resamples, summed counts':<40}{boot_s:>8.3f} s")
     print(f"{'bootstrap, loop over cached counts':<40}{loop_s:>8.3f} s  ({loop_s / max(boot_s, 1e-9):,.0f}x slower)")
@@ -130,6 +145,7 @@ def main() -> None:
     print(
         f"RESULT episodes={args.episodes} extra_matches_iou10={gain[0.1]} extra_matches_iou25={gain[0.25]} "
         f"extra_matches_iou50={gain[0.5]} score_eps_per_s={args.episodes / score_s:.0f} "
+        f"long_episode_s={grouped_s:.3f} long_episode_one_matrix_s={whole_s:.3f} "
         f"bootstrap_s={boot_s:.4f} loop_bootstrap_s={loop_s:.3f} rescoring_bootstrap_s={plain_s:.1f}"
     )
 

@@ -18,7 +18,41 @@ def optimal_matching(scores: Scores) -> list[tuple[int, int]]:
     """Pairs (row, column) of a one-to-one matching with the most pairs, then the highest total score.
 
     `scores[i][j]` in [0, 1] is how well row i fits column j, or None when the pair may not match.
+    Rows and columns that share no allowed pair cannot affect each other, so each connected group of
+    allowed pairs is solved on its own: spans only overlap their neighbours, which keeps long episodes fast.
     """
+    pairs: list[tuple[int, int]] = []
+    for rows, cols in _components(scores):
+        sub = [[scores[i][j] for j in cols] for i in rows]
+        pairs += [(rows[r], cols[c]) for r, c in _solve(sub)]
+    return sorted(pairs)
+
+
+def _components(scores: Scores) -> list[tuple[list[int], list[int]]]:
+    """Connected groups (rows, columns) of the bipartite graph of allowed pairs; isolated items dropped."""
+    n = len(scores)
+    parent = list(range(n + (len(scores[0]) if n else 0)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    linked: set[int] = set()
+    for i, row in enumerate(scores):
+        for j, s in enumerate(row):
+            if s is not None:
+                parent[find(i)] = find(n + j)
+                linked.update((i, n + j))
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    for x in sorted(linked):
+        rows, cols = groups.setdefault(find(x), ([], []))
+        (rows if x < n else cols).append(x if x < n else x - n)
+    return list(groups.values())
+
+
+def _solve(scores: Scores) -> list[tuple[int, int]]:
     n = len(scores)
     m = len(scores[0]) if n else 0
     if n == 0 or m == 0:
@@ -36,7 +70,7 @@ def optimal_matching(scores: Scores) -> list[tuple[int, int]]:
                 cost[r][c] = -(big + s)
     assignment = _min_cost_assignment(cost)
     pairs = [((c, r) if transpose else (r, c)) for r, c in assignment]
-    return sorted((i, j) for i, j in pairs if scores[i][j] is not None)
+    return [(i, j) for i, j in pairs if scores[i][j] is not None]
 
 
 def greedy_matching(scores: Scores) -> list[tuple[int, int]]:
