@@ -216,21 +216,22 @@ class LooseVLM:
         return {"reply": "ok"} if purpose.endswith("acknowledge") else self.reply
 
 
-def test_a_refreshed_plan_of_the_wrong_length_falls_back_to_the_labels(synthetic) -> None:
+def test_a_refreshed_plan_of_the_wrong_length_costs_only_that_interjection(synthetic) -> None:
+    """The reply is read into the model its schema came from: a plan of the wrong length is refused
+    like any schema violation (a real client re-asks first), and only that interjection is dropped."""
     ds, truths = synthetic
     i = max(truths, key=lambda k: len(truths[k].subtasks))
-    vlm = LooseVLM({"interjection": "not that one", "reply": "right", "plan_steps": ["only one"]})
+    vlm = LooseVLM({"interjection": "not that one", "reply": "right", "plan_steps": ["only one", "two", "three"]})
     out = run(
         InterjectionsModule(InterjectionsConfig(interjection_min_t=0.0)),
         context(ds, i, vlm, upstream={"plan": truth_rows(truths[i])}),
     )
-    plans = [r for r in out.rows if r["style"] == "plan"]
-    assert plans and any("wrong number of steps" in n for n in out.notes)
-    for plan in plans:
-        labels = [s.text for s in truths[i].subtasks if s.start >= plan["timestamp"]]
-        if len(labels) == 1:  # one step left: the model's one-step plan fits and is kept
-            labels = ["only one"]
-        assert plan["content"] == "\n".join(f"{k}. {t}" for k, t in enumerate(labels, 1))
+    kept = [r for r in out.rows if r["style"] == "interjection"]
+    dropped = [n for n in out.notes if "an interjection was dropped: its call failed" in n]
+    assert dropped and len(kept) + len(dropped) == len(out.meta["interjections"])
+    for plan in (r for r in out.rows if r["style"] == "plan"):  # only where three steps remained
+        assert plan["content"] == "1. only one\n2. two\n3. three"
+    assert [r for r in out.rows if r["style"] is None]  # the acknowledgement is still there
 
 
 def test_empty_replies_skip_the_interjection_not_the_episode(synthetic) -> None:
@@ -242,7 +243,7 @@ def test_empty_replies_skip_the_interjection_not_the_episode(synthetic) -> None:
         ),
     )
     assert not [r for r in out.rows if r["style"] == "interjection"]
-    assert any("empty interjection" in n for n in out.notes)
+    assert any("an interjection was dropped" in n for n in out.notes)
 
 
 def test_validator_reports_missing_say_missing_refresh_and_ambiguous_plans() -> None:

@@ -12,9 +12,12 @@ in flight together.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import ModuleOutput
@@ -33,8 +36,17 @@ from steerable.annotate.prompts import Prompt, PromptFolder
 from steerable.errors import AnnotationError, VLMReplyError
 from steerable.language.rows import speech_row
 from steerable.vlm.protocol import VLMClient
+from steerable.vlm.structured import ask
 
-__all__ = ["PROMPTS", "InterjectionsModule", "validate_interjection_rows"]
+__all__ = [
+    "PROMPTS",
+    "AcknowledgeReply",
+    "CueReply",
+    "CueReplyWithPlan",
+    "InterjectionsModule",
+    "cue_reply",
+    "validate_interjection_rows",
+]
 
 PROMPTS = PromptFolder("steerable.annotate.modules.interjections")
 
@@ -44,7 +56,39 @@ _TITLES: dict[Scenario, str] = {
     "specific_constraint": "specific constraint",
     "preference": "preference",
 }
-_TEXT = {"type": "string", "minLength": 1}
+
+Text = Annotated[str, Field(min_length=1)]
+
+
+class AcknowledgeReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reply: Text
+
+
+class CueReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    interjection: Text
+    reply: Text
+
+
+class CueReplyWithPlan(CueReply):
+    plan_steps: list[Text]
+
+
+@functools.cache
+def cue_reply(plan_steps: int | None) -> type[CueReply]:
+    """The reply to an interjection cue; with a plan refresh, exactly `plan_steps` steps are required."""
+    if plan_steps is None:
+        return CueReply
+    return create_model(
+        f"CueReplyWithPlan{plan_steps}",
+        __base__=CueReplyWithPlan,
+        plan_steps=(Annotated[list[Text], Field(min_length=plan_steps, max_length=plan_steps)], ...),
+    )
+
+
 
 
 def _row(role: str, content: str, style: str, t: float) -> dict[str, Any]:
@@ -60,23 +104,6 @@ def _row(role: str, content: str, style: str, t: float) -> dict[str, Any]:
 
 def _say(text: str, t: float) -> dict[str, Any]:
     return {**speech_row(text), "timestamp": t}
-
-
-def _cue_schema(plan_steps: int | None) -> dict[str, Any]:
-    properties: dict[str, Any] = {"interjection": _TEXT, "reply": _TEXT}
-    if plan_steps is not None:
-        properties["plan_steps"] = {
-            "type": "array",
-            "items": _TEXT,
-            "minItems": plan_steps,
-            "maxItems": plan_steps,
-        }
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": sorted(properties),
-        "additionalProperties": False,
-    }
 
 
 class InterjectionsModule:
@@ -151,20 +178,16 @@ class InterjectionsModule:
     ) -> tuple[list[dict[str, Any]], list[str]]:
         prompt = self._initial.render(task=ctx.effective_task)
         try:
-            reply = await vlm.generate_json(
+            reply = await ask(
+                vlm,
                 [{"role": "user", "content": prompt}],
-                {
-                    "type": "object",
-                    "properties": {"reply": _TEXT},
-                    "required": ["reply"],
-                    "additionalProperties": False,
-                },
+                AcknowledgeReply,
                 affinity=f"episode-{ctx.episode_index}",
                 purpose="interjections.acknowledge",
             )
         except VLMReplyError as error:  # costs only the acknowledgement row
             return [], [f"no initial `say` row: the acknowledgement call failed ({error.reason or error})"]
-        text = str(reply.get("reply") or "").strip() if isinstance(reply, Mapping) else ""
+        text = reply.reply.strip()
         if not text:
             return [], ["empty acknowledgement from the VLM: no initial `say` row"]
         return [_say(text, float(ctx.timestamps[0]))], []
@@ -186,23 +209,23 @@ class InterjectionsModule:
             content = [{"type": "image", "image": f} for f in await ctx.frames.get(camera, times)]
         content.append({"type": "text", "text": prompt})
         try:
-            reply = await vlm.generate_json(
+            reply = await ask(
+                vlm,
                 [{"role": "user", "content": content}],
-                _cue_schema(steps),
+                cue_reply(steps),
                 affinity=f"episode-{ctx.episode_index}",
                 purpose=f"interjections.{planned.scenario}",
             )
         except VLMReplyError as error:  # costs only this interjection's rows
             return [], [f"an interjection was dropped: its call failed ({error.reason or error})"]
-        reply = reply if isinstance(reply, Mapping) else {}
-        said = str(reply.get("interjection") or "").strip()
-        answer = str(reply.get("reply") or "").strip()
+        said = reply.interjection.strip()
+        answer = reply.reply.strip()
         if not said or not answer:
             return [], ["an interjection was dropped: the VLM gave an empty interjection or reply"]
         rows = [_row("user", said, "interjection", b.time), _say(answer, b.time)]
         notes: list[str] = []
         if refresh:
-            proposed = [str(s).strip() for s in reply.get("plan_steps") or []]
+            proposed = [step.strip() for step in reply.plan_steps] if isinstance(reply, CueReplyWithPlan) else []
             if len(proposed) != len(b.remaining) or not all(proposed):
                 # The recording fixes what happens next, so a plan of another length cannot be right.
                 notes.append("a refreshed plan had the wrong number of steps; kept the subtask labels")

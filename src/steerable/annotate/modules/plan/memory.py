@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from steerable.annotate.modules.plan.prompting import PROMPTS, memory_schema, text_message
+from steerable.annotate.modules.plan.prompting import PROMPTS, memory_reply, text_message
 from steerable.annotate.modules.plan.spans import clean_label
 from steerable.errors import VLMReplyError
 from steerable.vlm.protocol import VLMClient
+from steerable.vlm.structured import ask
 
 __all__ = ["memory_chain", "template_memories"]
 
@@ -33,14 +34,11 @@ async def memory_chain(vlm: VLMClient, task: str, labels: Sequence[str], affinit
     numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, 1))
     text = PROMPTS.load("plan_memory").render(task=task, subtasks=numbered, count=count)
     try:
-        reply = await vlm.generate_json(
-            text_message(text), memory_schema(count), affinity=affinity, purpose="plan.memory"
-        )
+        reply = await ask(vlm, text_message(text), memory_reply(count), affinity=affinity, purpose="plan.memory")
     except VLMReplyError as exc:
         log.info("%s: memories from subtask labels instead: %s", affinity, exc)
         return template_memories(labels), False
-    raw = reply.get("memories") if isinstance(reply, dict) else None
-    memories = [clean_label(m) for m in raw] if isinstance(raw, list) else []
+    memories = [clean_label(m) for m in reply.memories]
     if len(memories) != count or not all(memories):
         return template_memories(labels), False
     # clean_label drops the final period that labels must not carry; memories are sentences.

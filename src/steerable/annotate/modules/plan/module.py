@@ -12,21 +12,14 @@ from steerable.annotate.modules.motion.keystates import Keystate
 from steerable.annotate.modules.motion.snap import snap_boundaries
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.memory import memory_chain
-from steerable.annotate.modules.plan.prompting import (
-    DESCRIBE_SCHEMA,
-    PROMPTS,
-    REPHRASINGS_SCHEMA,
-    SEGMENT_SCHEMA,
-    TASK_SCHEMA,
-    SampledVideo,
-    memory_schema,
-)
+from steerable.annotate.modules.plan.prompting import PROMPTS, REPLIES, SampledVideo
 from steerable.annotate.modules.plan.rows import memory_rows, plan_rows, subtask_rows, task_aug_rows
 from steerable.annotate.modules.plan.segment import segment_video
 from steerable.annotate.modules.plan.spans import Span, SpanReport, finalize_spans
 from steerable.annotate.modules.plan.task import derive_task, needs_derivation, rephrase_task
 from steerable.errors import AnnotationError
 from steerable.vlm.protocol import VLMClient
+from steerable.vlm.structured import reply_schema
 
 __all__ = ["KeystatePlanModule", "PlanModule", "make_plan_module"]
 
@@ -58,7 +51,7 @@ class PlanModule:
         return sorted(PROMPTS.load(n).id for n in names)
 
     def fingerprint(self) -> dict[str, Any]:
-        schemas = [TASK_SCHEMA, REPHRASINGS_SCHEMA, DESCRIBE_SCHEMA, SEGMENT_SCHEMA, memory_schema(1)]
+        schemas = [reply_schema(model) for model in REPLIES]
         return {
             "config": self.config.model_dump(mode="json", exclude={"enabled"}),
             "prompts": self.prompt_ids(),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from PIL import Image
+from pydantic import BaseModel, Field, create_model
 
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.sheets import ContactSheet, badged_tile, sheets_from_tiles
@@ -15,58 +17,57 @@ from steerable.annotate.prompts import PromptFolder
 
 __all__ = [
     "PROMPTS",
-    "DESCRIBE_SCHEMA",
-    "REPHRASINGS_SCHEMA",
-    "SEGMENT_SCHEMA",
-    "TASK_SCHEMA",
+    "REPLIES",
+    "DescribeReply",
+    "MemoryReply",
+    "RephrasingsReply",
+    "SegmentItem",
+    "SegmentReply",
+    "TaskReply",
     "SampledVideo",
-    "memory_schema",
+    "memory_reply",
     "text_message",
     "vision_message",
 ]
 
 PROMPTS = PromptFolder("steerable.annotate.modules.plan")
 
-TASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task": {"type": "string"}},
-    "required": ["task"],
-}
-REPHRASINGS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"rephrasings": {"type": "array", "items": {"type": "string"}}},
-    "required": ["rephrasings"],
-}
-DESCRIBE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"description": {"type": "string"}},
-    "required": ["description"],
-}
-SEGMENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "subtasks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}, "start": {"type": "number"}},
-                "required": ["text", "start"],
-            },
-        }
-    },
-    "required": ["subtasks"],
-}
+class TaskReply(BaseModel):
+    task: str
 
 
-def memory_schema(count: int) -> dict[str, Any]:
+class RephrasingsReply(BaseModel):
+    rephrasings: list[str]
+
+
+class DescribeReply(BaseModel):
+    description: str
+
+
+class SegmentItem(BaseModel):
+    text: str
+    start: float
+
+
+class SegmentReply(BaseModel):
+    subtasks: list[SegmentItem]
+
+
+class MemoryReply(BaseModel):
+    memories: list[str]
+
+
+@functools.cache
+def memory_reply(count: int) -> type[MemoryReply]:
     """Exactly one memory per completed subtask, so a reply can never shift memories between boundaries."""
-    return {
-        "type": "object",
-        "properties": {
-            "memories": {"type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count}
-        },
-        "required": ["memories"],
-    }
+    return create_model(
+        f"MemoryReply{count}",
+        __base__=MemoryReply,
+        memories=(Annotated[list[str], Field(min_length=count, max_length=count)], ...),
+    )
+
+
+REPLIES: tuple[type[BaseModel], ...] = (TaskReply, RephrasingsReply, DescribeReply, SegmentReply, MemoryReply)
 
 
 def text_message(text: str) -> list[dict[str, Any]]:

@@ -7,10 +7,10 @@ from typing import Any
 
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.prompting import (
-    DESCRIBE_SCHEMA,
     PROMPTS,
-    SEGMENT_SCHEMA,
+    DescribeReply,
     SampledVideo,
+    SegmentReply,
     vision_message,
 )
 from steerable.annotate.modules.plan.spans import (
@@ -22,6 +22,7 @@ from steerable.annotate.modules.plan.spans import (
 )
 from steerable.errors import VLMReplyError
 from steerable.vlm.protocol import VLMClient
+from steerable.vlm.structured import ask
 
 __all__ = ["segment_video"]
 
@@ -53,9 +54,7 @@ async def segment_video(
             min_subtask_seconds=f"{config.min_subtask_seconds:g}",
             max_steps=config.plan_max_steps,
         )
-        reply = await vlm.generate_json(
-            vision_message(sheets, text), SEGMENT_SCHEMA, affinity=affinity, purpose="plan.segment"
-        )
+        reply = await ask(vlm, vision_message(sheets, text), SegmentReply, affinity=affinity, purpose="plan.segment")
         per_window.append(read_segment_reply(reply, times, report))
     if len(windows) > 1:
         log.debug("%s: %d windows, %d raw spans", affinity, len(windows), sum(map(len, per_window)))
@@ -65,11 +64,8 @@ async def segment_video(
 async def _describe(vlm: VLMClient, sheets: list[Any], text: str, affinity: str) -> str:
     """The observation pass; an empty string (segment from the frames alone) if the model gives none."""
     try:
-        reply = await vlm.generate_json(
-            vision_message(sheets, text), DESCRIBE_SCHEMA, affinity=affinity, purpose="plan.describe"
-        )
+        reply = await ask(vlm, vision_message(sheets, text), DescribeReply, affinity=affinity, purpose="plan.describe")
     except VLMReplyError as exc:
         log.info("%s: segmenting without a description: %s", affinity, exc)
         return ""
-    description = reply.get("description") if isinstance(reply, dict) else None
-    return description.strip() if isinstance(description, str) else ""
+    return reply.description.strip()

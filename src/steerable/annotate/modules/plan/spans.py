@@ -11,9 +11,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from steerable.annotate.modules.plan.prompting import SegmentReply
 
 __all__ = [
     "Span",
@@ -101,17 +104,13 @@ def _nearest(sorted_times: Sequence[float], t: float) -> float:
     return before if t - before <= after - t else after
 
 
-def read_segment_reply(reply: Any, shown: Sequence[float], report: SpanReport) -> list[Span]:
-    """Spans from a `{"subtasks": [{"text", "start"}]}` reply, each start on a frame that was shown."""
-    items = reply.get("subtasks") if isinstance(reply, dict) else None
+def read_segment_reply(reply: SegmentReply, shown: Sequence[float], report: SpanReport) -> list[Span]:
+    """Spans from a segment reply, each start on a frame that was shown."""
     spans: list[Span] = []
     step = (shown[-1] - shown[0]) / max(1, len(shown) - 1)
-    for item in items if isinstance(items, list) else []:
-        text = clean_label(item.get("text")) if isinstance(item, dict) else ""
-        try:
-            start = float(item["start"])
-        except (KeyError, TypeError, ValueError):
-            start = math.nan
+    for item in reply.subtasks:
+        text = clean_label(item.text)
+        start = item.start
         if not text or not math.isfinite(start):
             report.dropped += 1
             continue

@@ -8,15 +8,16 @@ from typing import Any
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.prompting import (
     PROMPTS,
-    REPHRASINGS_SCHEMA,
-    TASK_SCHEMA,
+    RephrasingsReply,
     SampledVideo,
+    TaskReply,
     text_message,
     vision_message,
 )
 from steerable.annotate.modules.plan.spans import clean_label, label_key
 from steerable.errors import VLMReplyError
 from steerable.vlm.protocol import VLMClient
+from steerable.vlm.structured import ask
 
 __all__ = ["derive_task", "needs_derivation", "rephrase_task", "task_is_unusable", "unique_phrasings"]
 
@@ -46,13 +47,11 @@ async def derive_task(vlm: VLMClient, video: SampledVideo, affinity: str) -> str
     sheets = await video.sheets(video.overview())
     text = PROMPTS.load("plan_task_from_video").render(sheet_guide=video.guide(sheets))
     try:
-        reply = await vlm.generate_json(
-            vision_message(sheets, text), TASK_SCHEMA, affinity=affinity, purpose="plan.task"
-        )
+        reply = await ask(vlm, vision_message(sheets, text), TaskReply, affinity=affinity, purpose="plan.task")
     except VLMReplyError as exc:
         log.info("%s: no task from the video: %s", affinity, exc)
         return None
-    task = clean_label(reply.get("task") if isinstance(reply, dict) else None)
+    task = clean_label(reply.task)
     return task or None
 
 
@@ -73,10 +72,8 @@ async def rephrase_task(vlm: VLMClient, task: str, count: int, affinity: str) ->
     """Up to `count` distinct rephrasings of `task` (one text-only call); None if the model gives none."""
     text = PROMPTS.load("plan_task_rephrasings").render(task=task, count=count)
     try:
-        reply = await vlm.generate_json(
-            text_message(text), REPHRASINGS_SCHEMA, affinity=affinity, purpose="plan.task_aug"
-        )
+        reply = await ask(vlm, text_message(text), RephrasingsReply, affinity=affinity, purpose="plan.task_aug")
     except VLMReplyError as exc:
         log.info("%s: no task rephrasings: %s", affinity, exc)
         return None
-    return unique_phrasings(task, reply.get("rephrasings") if isinstance(reply, dict) else None, count)
+    return unique_phrasings(task, reply.rephrasings, count)
