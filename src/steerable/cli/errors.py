@@ -39,6 +39,11 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     except KeyboardInterrupt:
         print("steerable: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT
+    except SystemExit as exc:
+        if _broken_pipe(exc):  # rich's console answers a closed pipe with SystemExit(1)
+            _silence_stdout()
+            return BROKEN_PIPE_EXIT
+        raise
     except Exception as exc:
         if _broken_pipe(exc):
             _silence_stdout()

@@ -1,0 +1,132 @@
+"""Every command that writes fails with one line and exit 2 on a read-only place, a full disk, or a
+path through a file; a closed output pipe ends a command quietly; a bad JSON flag names itself.
+
+Tests run as root, which ignores permission bits, so the read-only place is a read-only tmpfs
+mount and the full disk a 64 KiB tmpfs (both need root: without it these tests fail, not skip).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from annotate_helpers import REPO, file_hashes, steerable
+
+Command = Callable[[Path, Path], list[str]]  # (dataset, output path) -> CLI arguments
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small synthetic dataset with language (so export has samples)."""
+    root = tmp_path_factory.mktemp("oserr") / "ds"
+    made = steerable(
+        "make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "top",
+        "--difficulty", "easy", "--with_language",
+    )
+    assert made.returncode == 0, made.stderr
+    return root
+
+
+def _mount(path: Path, options: str) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, f"these tests mount a tmpfs and need root: {done.stderr.strip()}"
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    yield from _mount(tmp_path / "ro", "ro,size=1m")
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    yield from _mount(tmp_path / "tiny", "size=64k")
+
+
+COMMANDS: dict[str, Command] = {
+    "annotate --output_dir": lambda ds, out: ["annotate", "--root", str(ds), "--output_dir", str(out)],
+    "sheets --out": lambda ds, out: ["sheets", str(ds), "--episode", "0", "--out", str(out)],
+    "make-dataset --out": lambda ds, out: [
+        "make-dataset", "synthetic", "--out", str(out), "--episodes", "1", "--cameras", "top",
+    ],
+    "export jsonl": lambda ds, out: ["export", str(ds), "--recipe", "subtask_mem", "--out", str(out)],
+    "export hf": lambda ds, out: [
+        "export", str(ds), "--recipe", "subtask_mem", "--out", str(out), "--format", "hf", "--max_samples", "400",
+    ],
+}
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("steerable: error:")]
+    assert len(errors) == 1, result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_read_only_output(command: str, dataset: Path, read_only: Path) -> None:
+    before = file_hashes(dataset, skip_work_dir=False)
+    result = steerable(*COMMANDS[command](dataset, read_only / "out"))
+    assert_one_line(result, "read-only", str(read_only))
+    assert file_hashes(dataset, skip_work_dir=False) == before
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_output_path_through_a_file(command: str, dataset: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    result = steerable(*COMMANDS[command](dataset, tmp_path / "afile" / "out"))
+    assert_one_line(result, "afile", "file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"], "nothing is left behind"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_no_space_left(command: str, dataset: Path, full_disk: Path) -> None:
+    result = steerable(*COMMANDS[command](dataset, full_disk / "out"))
+    assert_one_line(result, "no space left")
+    if command != "sheets --out":  # sheets writes file by file; the others commit a whole folder
+        assert not (full_disk / "out").exists() and not [p for p in full_disk.iterdir() if "steerable-new" in p.name]
+
+
+def test_in_place_annotate_of_a_read_only_dataset(dataset: Path, read_only: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,rw", str(read_only)], check=True)
+    copy = read_only / "ds"
+    subprocess.run(["cp", "-r", str(dataset), str(copy)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(read_only)], check=True)
+    result = steerable("annotate", "--root", str(copy))
+    assert_one_line(result, "read-only", "--output_dir")
+
+
+def test_bad_json_flag_names_the_flag(dataset: Path) -> None:
+    result = steerable("annotate", "--root", str(dataset), "--vlm.chat_template_kwargs", "{bad")
+    assert_one_line(result, "--vlm.chat_template_kwargs", "JSON")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["recipes", "show", "hirobot"], ["render", "{ds}", "--recipe", "subtask_mem", "--all"]],
+    ids=["recipes show", "render"],
+)
+def test_closed_pipe_ends_quietly(args: list[str], dataset: Path) -> None:
+    """The reader closes the pipe before anything is written (like `| head` that already has enough)."""
+    argv = [a.replace("{ds}", str(dataset)) for a in args]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert stderr == "", stderr
