@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from steerable.annotate.config import AnnotateConfig
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.dataset.atomic import check_writable
+from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["WORK_DIR_NAME", "Workspace", "open_workspace"]
 
 log = logging.getLogger(__name__)
-
-WORK_DIR_NAME = ".steerable"  # staging, summaries; LeRobot ignores it, the Hub upload skips it
 
 
 @dataclass
