@@ -37,7 +37,8 @@ def _json(*args: str) -> dict:
 
 
 def _user_error(*args: str) -> str:
-    result = steerable("eval", *args, "--labels", "normalized")
+    labels = () if "--labels" in args else ("--labels", "normalized")
+    result = steerable("eval", *args, *labels)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -155,6 +156,8 @@ def test_bad_invocations_are_one_line_errors(runs, tmp_path: Path, lingzu: Path)
     assert "does not exist" in _user_error(str(a), "--gold", str(tmp_path / "nope.jsonl"))
     assert "no ground truth" in _user_error(lingzu)
     assert "no language rows" in _user_error(str(lingzu), "--gold", str(a))
+    assert "is not a folder" in _user_error(str(a), "--labels", "embedding", "--embed_model", str(tmp_path / "none"))
+    assert "must not be negative" in _user_error(str(a), "--resamples", "-1")
 
 
 def test_embedding_label_matcher_accepts_paraphrases(runs, tmp_path: Path) -> None:

