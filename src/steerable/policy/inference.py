@@ -23,6 +23,7 @@ __all__ = [
     "low_level_prompt",
     "memory_prompt",
     "plan_prompt",
+    "plan_update_prompt",
     "subtask_prompt",
 ]
 
@@ -44,6 +45,15 @@ def subtask_prompt(task: str, plan: str | None = None, memory: str | None = None
 
 def plan_prompt(task: str) -> Chat:
     return [_user(task), _user("Write the plan.")]
+
+
+def plan_update_prompt(task: str, prior_plan: str | None, completed_subtask: str | None) -> Chat:
+    chat = [_user(task)]
+    if prior_plan:
+        chat.append(_user(f"Plan:\n{prior_plan}"))
+    if completed_subtask:
+        chat.append(_user(f"Just finished: {completed_subtask}"))
+    return chat
 
 
 def memory_prompt(task: str, prior_memory: str | None, completed_subtask: str | None) -> Chat:

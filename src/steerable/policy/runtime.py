@@ -5,10 +5,13 @@ This is the one policy module that imports `steerable.runtime` (for its protocol
 the runtime imports it lazily, and nothing else in `steerable.policy` imports it, so the layers
 still point runtime -> policy.
 
-High level: on an update it writes the plan once (from the task), then the subtask from task +
-plan + memory; when the subtask changes it writes the memory of the one just finished. An
-interjection gets the revised plan and a spoken reply (`say`); a question gets a free answer. The
-prompts are built from the live context in the recipe's layout (`steerable.policy.inference`).
+High level (the `hierarchical` recipe's components): without a plan it writes one from the task;
+when the controller reports its command done, it writes the memory and the remaining plan after
+that subtask; then it writes the subtask from task + plan + memory. An interjection gets the
+revised plan and a spoken reply (`say`); a question gets a free answer. The prompts are built from
+the live context in the recipe's layout (`steerable.policy.inference`). Progress is read from the
+controller's done signal: the policy's own low level never gives one, so with both levels on the
+policy the subtask advances only as far as the model reads progress from the observation.
 Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed.
 """
 
@@ -26,6 +29,7 @@ from steerable.policy.inference import (
     interjection_prompt,
     memory_prompt,
     plan_prompt,
+    plan_update_prompt,
     subtask_prompt,
 )
 from steerable.runtime.protocols import (
@@ -82,20 +86,19 @@ class PolicyHighLevel:
         if request.kind == "ask":
             reply = self._one([{"role": "user", "content": request.user_text or ""}], obs)
             return HighLevelUpdate(answer=reply.text)
-        plan = ctx.plan
-        new_plan = None
+        plan, memory = ctx.plan, ctx.memory
+        new_plan = new_memory = None
+        finished = ctx.subtask if request.controller_done else None
         if not plan:
-            new_plan = self._one(plan_prompt(ctx.task), obs).text or None
-            plan = new_plan
-        subtask = self._one(subtask_prompt(ctx.task, plan, ctx.memory), obs).text
+            new_plan = plan = self._one(plan_prompt(ctx.task), obs).text or None
+        elif finished:
+            new_memory = memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
+            new_plan = plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or plan
+        subtask = self._one(subtask_prompt(ctx.task, plan, memory), obs).text
         if not subtask:
             raise ValueError("the policy generated an empty subtask")
-        memory = None
-        previous = ctx.subtask or self.last_subtask
-        if previous and subtask != previous:
-            memory = self._one(memory_prompt(ctx.task, ctx.memory, previous), obs).text or None
         self.last_subtask = subtask
-        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=memory)
+        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
 
 
 class PolicyLowLevel:

@@ -1,0 +1,139 @@
+"""The oracle-language experiment: a tiny policy trained on CPU on 60 simulated episodes.
+
+1. `steerable make-dataset synthetic --episodes 60 --with_language` (skipped when --dataset exists);
+2. `steerable train` with the default settings (skipped with --checkpoint), timed;
+3. held-out subtask exact match (greedy) against the majority-class baseline (the most frequent
+   subtask of the training episodes, predicted everywhere);
+4. `steerable run --eval_episodes N` with the policy as the high level over the scripted controller,
+   with and without `--eval_interjections`; optionally (--both_levels) the policy as both levels and
+   a behaviour-cloning baseline without language (trained here on the plain-task recipe).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
+
+Not part of `make test`: it trains for minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+BC_RECIPE = """# Behaviour cloning without language: every frame is the plain task on the low-level stream.
+description: Task-conditioned actions only (no subtasks, no text targets).
+messages:
+  - {role: user, content: "${task}", stream: low_level}
+"""
+
+
+def _steerable(*args: str, timeout: float = 3600) -> str:
+    cmd = [sys.executable, "-m", "steerable.cli.main", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:2])} failed:\n{result.stderr[-2000:]}")
+    return result.stdout
+
+
+def _train(dataset: Path, out: Path, *extra: str) -> float:
+    if (out / "checkpoints" / "latest").is_file():
+        return float("nan")  # already trained (resume would be a no-op)
+    started = time.perf_counter()
+    _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--no_progress", *extra)
+    return time.perf_counter() - started
+
+
+def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[str, Any]:
+    from steerable.dataset import open_dataset
+    from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
+    from steerable.policy.data import PolicyDataset
+    from steerable.policy.evaluate import exact_match, text_cases
+    from steerable.recipes import load_recipe
+
+    ds = open_dataset(dataset)
+    where = latest_checkpoint(checkpoint)
+    assert where is not None
+    state = read_training_state(where)
+    loaded = load_policy(where)
+    subtask_only = load_recipe("hierarchical").blend["high_level_subtask"]  # type: ignore[index]
+    held = PolicyDataset(ds, subtask_only, loaded.model.cfg, loaded.processor.image_size, state["eval_episodes"])
+    stride = max(1, len(held) // max_cases)
+    cases = text_cases(held[i] for i in range(0, len(held), stride))
+    result = exact_match(loaded.model, loaded.processor, cases)
+    # Majority class of the *training* episodes, predicted for every held-out case.
+    train_subtasks: Counter[str] = Counter()
+    for ep in state["train_episodes"]:
+        rows = ds.read_episode(ep, ["language_persistent"]).column("language_persistent")[0].as_py() or []
+        train_subtasks.update(r["content"] for r in rows if r["style"] == "subtask")
+    top = train_subtasks.most_common(1)[0][0]
+    result["train_majority_baseline"] = sum(c.expected == top for c in cases) / max(1, len(cases))
+    result["train_majority_subtask"] = top
+    return result
+
+
+def _run_eval(checkpoint: Path, high: str, low: str, episodes: int, *extra: str) -> dict[str, Any]:
+    out = _steerable("run", "--env", "sim", "--high_level", high, "--low_level", low, "--policy.path",
+                     str(checkpoint), "--eval_episodes", str(episodes), "--json", *extra)
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/policy_sim"))
+    parser.add_argument("--dataset", type=Path, default=None)
+    parser.add_argument("--checkpoint", type=Path, default=None, help="a trained output folder (skip training)")
+    parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--eval_episodes", type=int, default=50)
+    parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
+    parser.add_argument("--both_levels", action="store_true", help="also policy/policy and the BC baseline")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    dataset = args.dataset or args.work / "data"
+    if not (dataset / "meta" / "info.json").is_file():
+        _steerable("make-dataset", "synthetic", "--out", str(dataset), "--episodes", str(args.episodes),
+                   "--with_language")
+    checkpoint = args.checkpoint or args.work / "policy"
+    train_s = _train(dataset, checkpoint) if args.checkpoint is None else float("nan")
+    rows: list[tuple[str, str]] = [("train time (default settings, CPU)", f"{train_s / 60:.1f} min")]
+    acc = subtask_accuracy(dataset, checkpoint, args.cases)
+    rows += [
+        ("held-out subtask exact match", f"{acc['exact_match']:.3f} ({acc['cases']} cases)"),
+        ("majority baseline (train majority)", f"{acc['train_majority_baseline']:.3f}"),
+        ("majority baseline (held-out majority)", f"{acc['majority_baseline']:.3f}"),
+    ]
+    results: dict[str, Any] = {"exact_match": acc["exact_match"], "majority": acc["train_majority_baseline"]}
+    runs = [("policy high / scripted low", "policy", "scripted", ()),
+            ("  with interjections", "policy", "scripted", ("--eval_interjections",)),
+            ("scripted high / scripted low (ceiling)", "scripted", "scripted", ())]
+    if args.both_levels:
+        bc = args.work / "bc"
+        (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
+        _train(dataset, bc, "--recipe", str(args.work / "bc.yaml"))
+        runs += [("policy high / policy low", "policy", "policy", ()),
+                 ("BC without language (none / policy)", "none", "policy", ())]
+    for label, high, low, extra in runs:
+        path = args.work / "bc" if label.startswith("BC") else checkpoint
+        started = time.perf_counter()
+        try:
+            report = _run_eval(path, high, low, args.eval_episodes, *extra)
+        except SystemExit as exc:
+            rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
+            continue
+        rows.append((label, f"success {report['success_rate']:.2f} over {report['episodes']} episodes "
+                            f"({time.perf_counter() - started:.0f} s)"))
+        results[label.strip().split(" (")[0].replace(" ", "_").replace("/", "")] = report["success_rate"]
+    width = max(len(r[0]) for r in rows) + 2
+    print("oracle-language experiment (tiny policy, CPU)")
+    for label, value in rows:
+        print(f"{label:<{width}}{value}")
+    print("RESULT " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in results.items()))
+
+
+if __name__ == "__main__":
+    main()
