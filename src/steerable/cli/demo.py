@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"   look at it:   steerable info {root}")
     console.print(f"   samples:      steerable render {root} --recipe {args.recipe} --episode 0")
     console.print(f"   viewer:       {index}  (live: steerable view {root})")
-    console.print(f"   scores:       steerable eval {root} --plot {args.out.resolve() / 'eval.png'}")
+    console.print(
+        f"   scores:       steerable eval {root} --plot {args.out.resolve() / 'eval.png'}  (plot extra: matplotlib)"
+    )
     return 0
 
 
