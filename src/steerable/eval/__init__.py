@@ -1,1 +1,2 @@
-"""Evaluating annotations: segmentation and event metrics, and reports against ground truth."""
+"""Evaluating annotations against gold spans: readers (gold.py), matching and metrics, reports with
+bootstrap intervals and paired comparisons (report.py, runs.py), tables and plots."""
