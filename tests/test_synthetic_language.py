@@ -143,3 +143,14 @@ def test_memory_and_plan_phrasing() -> None:
     assert memory_text([]) == "Nothing done yet."
     assert plan_text(["a", "b"]) == "1. a\n2. b"
     assert Step("red cube", "blue bin", redirect="grey bin").final_target == "grey bin"
+
+
+def test_oracle_language_is_deterministic(tmp_path: Path) -> None:
+    from steerable.synthetic import generate_synthetic
+
+    kwargs = {"episodes": 2, "cameras": ("top",), "seed": 3, "with_language": True, "interjection_rate": 1.0}
+    first = generate_synthetic(tmp_path / "a", **kwargs)  # type: ignore[arg-type]
+    second = generate_synthetic(tmp_path / "b", **kwargs)  # type: ignore[arg-type]
+    for name in ("data/chunk-000/file-000.parquet", "meta/info.json", "meta/steerable_ground_truth.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    assert read_ground_truth(first)[0].interjections, "rate 1.0 redirects every episode that has a bin step"
