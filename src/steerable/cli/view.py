@@ -19,6 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
     parser.add_argument("--export", metavar="DIR", help="write a static site to DIR (open DIR/index.html) and exit")
     parser.add_argument("--episodes", help="only these episodes, e.g. 0,3,7 or 0-9")
+    parser.add_argument(
+        "--rerun", nargs="?", const="", metavar="FILE.rrd",
+        help="log the episodes (default: the first) to Rerun instead: write FILE.rrd, connect to a viewer URL "
+        "(rerun+http://HOST:9876/proxy), or with no value spawn a viewer (needs the [rerun] extra)",
+    )
     parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
     parser.set_defaults(func=run)
 
@@ -44,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
     episodes = parse_episodes(args.episodes)
+    if args.rerun is not None:
+        return _rerun(args, episodes)
     ds = open_dataset(args.dataset, revision=args.revision)
     if args.export:
         index = export_site(ds, args.export, episodes)
@@ -58,4 +65,26 @@ def run(args: argparse.Namespace) -> int:
         print("stopped")
     finally:
         server.server_close()
+    return 0
+
+
+def _rerun(args: argparse.Namespace, episodes: list[int] | None) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.viewer.rerun import import_rerun, log_dataset, parse_target
+
+    if args.export:
+        raise ConfigError("--rerun and --export are two different outputs: choose one")
+    target = parse_target(args.rerun)
+    import_rerun()  # a missing extra fails before the dataset is opened or downloaded
+    ds = open_dataset(args.dataset, revision=args.revision)
+    if episodes is None:
+        episodes = [ds.episodes[0].episode_index] if ds.episodes else []
+        print(f"logging episode {episodes[0] if episodes else '-'} (choose others with --episodes 0,3,7-9)")
+    for log in log_dataset(ds, episodes, target):
+        videos = ", ".join(f"{key} ({how})" for key, how in log.cameras.items()) or "no cameras"
+        print(f"episode {log.episode_index}: {log.frames} frames, {videos}, {log.language_rows} language rows")
+    if target.kind == "file":
+        print(f"rerun recording written: {target.where} (open it with `rerun {target.where}`)")
+    else:
+        print(f"sent to the Rerun viewer{' at ' + target.where if target.where else ''}")
     return 0

@@ -1,0 +1,138 @@
+"""Where the recordings go: an `.rrd` file, a running viewer (gRPC URL), or a viewer spawned here."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+from steerable.dataset import LeRobotDataset
+from steerable.errors import ConfigError, MissingExtraError, WriteError, explain_os_error
+from steerable.viewer.rerun.episode import EpisodeLog, VideoMode, log_episode, plot_features
+from steerable.viewer.rerun.layout import episode_blueprint
+
+__all__ = ["RerunTarget", "import_rerun", "log_dataset", "parse_target", "recording_id"]
+
+logger = logging.getLogger(__name__)
+
+_URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
+
+
+def import_rerun() -> ModuleType:
+    """The rerun SDK, or a one-line error naming the extra that installs it."""
+    try:
+        import rerun
+    except ImportError:
+        raise MissingExtraError("rerun-sdk", "rerun") from None
+    return rerun
+
+
+@dataclass(frozen=True)
+class RerunTarget:
+    """`file` (write an .rrd), `connect` (a running viewer's gRPC URL) or `spawn` (start a viewer)."""
+
+    kind: Literal["file", "connect", "spawn"]
+    where: str | None = None
+
+
+def parse_target(text: str | None) -> RerunTarget:
+    """The value of `--rerun`: empty/None spawns a viewer, a URL connects, a `.rrd` path is written."""
+    if text is None or not text.strip():
+        return RerunTarget("spawn")
+    text = text.strip()
+    if text.startswith(_URL_SCHEMES):
+        return RerunTarget("connect", text)
+    if not text.endswith(".rrd"):
+        raise ConfigError(
+            f"--rerun takes a FILE.rrd to write, a viewer URL (rerun+http://HOST:9876/proxy), or nothing "
+            f"(spawn a viewer), got {text!r}"
+        )
+    parent = Path(text).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise ConfigError(f"--rerun {text}: folder {parent} does not exist")
+    return RerunTarget("file", str(Path(text).expanduser().resolve()))
+
+
+def recording_id(episode_index: int) -> str:
+    return f"episode_{episode_index:06d}"
+
+
+def log_dataset(
+    ds: LeRobotDataset,
+    episodes: Sequence[int],
+    target: RerunTarget,
+    *,
+    video: VideoMode = "asset",
+    application_id: str | None = None,
+) -> list[EpisodeLog]:
+    """Log each episode as its own recording (id `episode_NNNNNN`) to `target`; returns what was logged."""
+    rr = import_rerun()
+    metas = [ds.episode(i) for i in episodes]  # unknown episodes fail before anything is written
+    app = application_id or f"steerable {ds.root.name}"
+    blueprint = episode_blueprint(ds.camera_keys, plot_features(ds), fps=ds.fps)
+    logs: list[EpisodeLog] = []
+    with tempfile.TemporaryDirectory(prefix="steerable-rerun-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        parts: list[Path] = []
+        for ep in metas:
+            rec = rr.RecordingStream(app, recording_id=recording_id(ep.episode_index))
+            rec.set_log_time_enabled(False)  # the dataset's own timelines only
+            if target.kind == "file":
+                parts.append(scratch / f"{recording_id(ep.episode_index)}.rrd")
+                rec.save(parts[-1], default_blueprint=blueprint)
+            elif target.kind == "connect":
+                rec.connect_grpc(target.where, default_blueprint=blueprint)
+            else:
+                rec.spawn(default_blueprint=blueprint)
+            rec.send_recording_name(f"{ds.root.name} episode {ep.episode_index}")
+            try:
+                logs.append(log_episode(rr, rec, ds, ep, video=video, scratch=scratch))
+            finally:
+                rec.flush()
+                rec.disconnect()
+        if target.kind == "file" and target.where is not None:
+            _write(parts, Path(target.where))
+    return logs
+
+
+def _rerun_cli() -> str:
+    """The `rerun` executable that ships with the SDK (for `rerun rrd merge`)."""
+    try:
+        import rerun_cli
+
+        shipped = Path(rerun_cli.__file__).parent / "rerun"
+        if shipped.is_file():
+            return str(shipped)
+    except ImportError:
+        pass
+    found = shutil.which("rerun") or str(Path(sys.executable).parent / "rerun")
+    return found
+
+
+def _write(parts: list[Path], dst: Path) -> None:
+    """One part: move it into place. Several: `rerun rrd merge` them (each stays its own recording)."""
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    try:
+        if len(parts) == 1:
+            shutil.copyfile(parts[0], tmp)
+        else:
+            done = subprocess.run(
+                [_rerun_cli(), "rrd", "merge", *map(str, parts), "-o", str(tmp)],
+                capture_output=True, text=True, timeout=600,
+            )
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise WriteError(f"could not merge the episode recordings into {dst}: {tail}")
+        os.replace(tmp, dst)
+    except OSError as exc:
+        raise WriteError(f"could not write {dst}: {explain_os_error(exc)}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
