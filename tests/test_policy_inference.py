@@ -184,3 +184,36 @@ def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
     runner = PolicyRunner(load_policy(checkpoint))
     with pytest.raises(ValueError, match="camera"):
         runner.act(["pick up the cube"], {"state": np.zeros(4), "images": {}})
+
+
+def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpoint: Path, built: Any) -> None:
+    from steerable.policy.generation import ParsedReply
+    from steerable.policy.runtime import PolicyHighLevel, load_low_level
+    from steerable.runtime.protocols import HighLevelRequest, LanguageContext, Observation
+
+    asked: list[list[dict[str, Any]]] = []
+
+    class Recording:
+        def generate(self, chats: Any, observation: Any, generation: Any = None) -> list[ParsedReply]:
+            asked.append(chats[0])
+            return [ParsedReply(f"reply {len(asked)}")]
+
+    high = PolicyHighLevel(load_low_level(checkpoint).runner)
+    high.runner = Recording()  # type: ignore[assignment]
+    obs = Observation(state=np.zeros(4, np.float32))
+    task = "put the red cube in the bin"
+    first = high.update(HighLevelRequest("update", LanguageContext(task=task), obs))
+    assert [m["content"] for m in asked[0]] == [task, "Write the plan."]
+    assert first.plan == "reply 1" and first.subtask == "reply 2" and first.memory is None
+    assert [m["content"] for m in asked[1]] == [task, "Plan:\nreply 1"]
+    asked.clear()
+    ctx = LanguageContext(task=task, subtask="pick up the red cube", plan="1. pick up\n2. place", memory=None)
+    done = high.update(HighLevelRequest("update", ctx, obs, controller_done=True))
+    assert [m["content"] for m in asked[0]] == [task, "Just finished: pick up the red cube"]  # memory
+    assert [m["content"] for m in asked[1]] == [task, "Plan:\n1. pick up\n2. place",
+                                                "Just finished: pick up the red cube"]  # remaining plan
+    assert [m["content"] for m in asked[2]] == [task, "Plan:\nreply 2", "Memory: reply 1"]  # next subtask
+    assert (done.memory, done.plan, done.subtask) == ("reply 1", "reply 2", "reply 3")
+    asked.clear()
+    steady = high.update(HighLevelRequest("update", ctx, obs))
+    assert len(asked) == 1 and steady.plan is None and steady.memory is None
