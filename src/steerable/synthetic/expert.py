@@ -188,7 +188,7 @@ class Expert:
         x, y = place_position(self.state, target)
         size = self.state.scene.cubes[self.state.scene.cube_index(target.cube)].size
         if target.redirect is not None:
-            x, y = self._redirected(target, x, y)
+            x, y = self._redirected(target, target.redirect, x, y)
         self.move(x, y, self.travel_z)
         self.maybe_pause()
         bottom = support_height(self.state, x, y, exclude=self.state.held)
@@ -205,7 +205,7 @@ class Expert:
         self.grip(0.0)
         self.move(x, y, self.travel_z, self._descent())
 
-    def _redirected(self, target: Step, x: float, y: float) -> tuple[float, float]:
+    def _redirected(self, target: Step, new_target: str, x: float, y: float) -> tuple[float, float]:
         """Head for the original receptacle; part way the person redirects, the expert turns."""
         f = float(self.rng.uniform(0.4, 0.75))
         self._segment(
@@ -219,12 +219,10 @@ class Expert:
             ),
             float(self.rng.uniform(0.6, 1.0)),
         )
-        assert target.redirect is not None
-        self.demo.redirects.append(Redirect(self.frame, target.cube, target.target, target.redirect))
-        self.demo.subtasks.append((self.frame, place_text(target.cube, target.redirect)))
+        self.demo.redirects.append(Redirect(self.frame, target.cube, target.target, new_target))
+        self.demo.subtasks.append((self.frame, place_text(target.cube, new_target)))
         self.hold(float(self.rng.uniform(0.3, 0.7)))  # hearing it and reacting
-        new = Step(target.cube, target.redirect)
-        return place_position(self.state, new)
+        return place_position(self.state, Step(target.cube, new_target))
 
     def push(self, target: Step) -> None:
         i = self.state.scene.cube_index(target.cube)
