@@ -72,8 +72,8 @@ def _failing(purpose_prefix: str):
     ("flags", "message"),
     [
         (["--vqa.cameras", "nosuchcam"], "--vqa.cameras names 'nosuchcam'"),
-        (["--motion.gripper_dims", "99"], "99"),
-        (["--motion.state_key", "observation.nothing"], "observation.nothing"),
+        (["--motion.gripper_dims", "99"], "--motion.gripper_dims: index 99 is out of range"),
+        (["--motion.state_key", "observation.nothing"], "--motion.state_key: 'observation.nothing' is not"),
     ],
 )
 def test_settings_the_dataset_cannot_satisfy_stop_before_anything_runs(

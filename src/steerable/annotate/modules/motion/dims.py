@@ -139,7 +139,7 @@ def _position(
     axes = _axes_of(position, names)
     if axes is None and config.position_kind == "cartesian":
         if len(position) > len(AXES):
-            raise ConfigError("motion.position_dims: a cartesian position takes at most 3 dims (x, y, z)")
+            raise ConfigError("--motion.position_dims: a cartesian position takes at most 3 dims (x, y, z)")
         axes = list(AXES[: len(position)])
     return position, axes
 
@@ -180,7 +180,7 @@ def _pick_feature(features: dict[str, dict], config: MotionConfig) -> str | None
             if explicit not in features or not _is_float_vector(features[explicit]):
                 vectors = sorted(k for k, f in features.items() if _is_float_vector(f))
                 raise ConfigError(
-                    f"motion.{label}: {explicit!r} is not a float vector feature (have {vectors})"
+                    f"--motion.{label}: {explicit!r} is not a float vector feature (have {vectors})"
                 )
             return explicit
     for key in (*STATE_KEYS, *ACTION_KEYS):
@@ -196,13 +196,13 @@ def _resolve(refs: list[DimRef], names: list[str], key: str, label: str) -> list
         if isinstance(ref, int):
             if ref >= len(names):
                 raise ConfigError(
-                    f"motion.{label}: index {ref} is out of range for {key!r} ({len(names)} dims)"
+                    f"--motion.{label}: index {ref} is out of range for {key!r} ({len(names)} dims)"
                 )
             out.append(ref)
         elif ref in names:
             out.append(names.index(ref))
         else:
-            raise ConfigError(f"motion.{label}: {ref!r} is not a dimension of {key!r} (names: {names})")
+            raise ConfigError(f"--motion.{label}: {ref!r} is not a dimension of {key!r} (names: {names})")
     return out
 
 
