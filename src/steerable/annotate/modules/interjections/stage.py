@@ -5,14 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
-from steerable.annotate.module import (
-    AnnotationModule,
-    BuildContext,
-    Input,
-    ModuleCheck,
-    ModuleSettings,
-    ModuleStage,
-)
+from steerable.annotate.module import AnnotationModule, BuildContext, ModuleCheck, ModuleSettings, ModuleStage
 from steerable.annotate.modules.interjections.config import InterjectionsConfig
 
 __all__ = ["InterjectionsStage"]
@@ -21,7 +14,7 @@ __all__ = ["InterjectionsStage"]
 class InterjectionsStage(ModuleStage[InterjectionsConfig]):
     name: ClassVar[str] = "interjections"
     settings_type: ClassVar[type[ModuleSettings]] = InterjectionsConfig
-    inputs: ClassVar[frozenset[Input]] = frozenset()  # shows frames when there is a camera
+    # No required inputs: it shows frames when there is a camera, and works from the labels otherwise.
 
     def build(self, ctx: BuildContext) -> AnnotationModule:
         from steerable.annotate.modules.interjections.module import InterjectionsModule
