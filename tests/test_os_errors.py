@@ -130,3 +130,14 @@ def test_closed_pipe_ends_quietly(args: list[str], dataset: Path) -> None:
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, stderr
     assert stderr == "", stderr
+
+
+def test_a_run_that_fails_before_writing_leaves_no_output_folder(dataset: Path, tmp_path: Path) -> None:
+    """A dataset-level error (no model answers) after the output was chosen: no folder, no leftovers."""
+    out = tmp_path / "out"
+    result = steerable(
+        "annotate", "--root", str(dataset), "--output_dir", str(out),
+        "--vlm.base_url", "http://127.0.0.1:9/v1", "--vlm.model_id", "m", "--vlm.max_retries", "0",
+    )
+    assert_one_line(result)
+    assert list(tmp_path.iterdir()) == [], "no output folder and nothing beside it"
