@@ -16,13 +16,14 @@ import pyarrow.compute as pc
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.errors import SteerableError
 from steerable.language.rows import Row
-from steerable.viewer.clips import browser_playable, cut_clip
+from steerable.viewer.clips import browser_playable, cut_clip, remux_clip
 from steerable.viewer.episodes import episode_language, event_kind, speech_text, vqa_overlays
 
 __all__ = [
     "FRAME_TIMELINE",
     "PERSISTENT_STYLES",
     "TIME_TIMELINE",
+    "WHOLE_FILE_MAX_BYTES",
     "EpisodeLog",
     "VideoMode",
     "camera_entity",
@@ -41,6 +42,9 @@ PERSISTENT_STYLES = ("subtask", "plan", "memory", "motion", "task_aug")
 _FRAME_COLUMNS = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})
 _NUMERIC = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64", "bool"})
 _COLORS = {"interjection": (230, 120, 40), "speech": (60, 150, 230), "vqa": (150, 90, 210), "tool": (120, 120, 120)}
+# A multi-episode mp4 whose episodes do not start on keyframes is embedded whole (referenced at the
+# episode's from_timestamp) up to this size; larger ones get the episode re-encoded to H.264.
+WHOLE_FILE_MAX_BYTES = 64 * 1024 * 1024
 _VQA_SHOWN_S = 1.0  # a VQA box stays on its camera this long (as in the web viewer)
 
 
@@ -168,12 +172,17 @@ def _log_camera(
         1 for e in ds.episodes
         if (s := e.videos.get(camera)) is not None and (s.chunk_index, s.file_index) == (span.chunk_index, span.file_index)
     )
-    if shared == 1 and browser_playable(path):
+    playable = browser_playable(path)  # Rerun decodes the same codecs (H.264, H.265, AV1, VP8/9)
+    clip = scratch / f"{camera_name(camera)}_{ep.episode_index:06d}.mp4"
+    if playable and shared == 1:
         source, offset, how = path, span.from_timestamp, "file"
-    else:  # the episode's own range, remuxed (or re-encoded to H.264 when the codec needs it)
-        source = scratch / f"{camera_name(camera)}_{ep.episode_index:06d}.mp4"
-        cut_clip(path, source, span.from_timestamp, span.to_timestamp, ds.fps)
-        offset, how = 0.0, "clip"
+    elif playable and remux_clip(path, clip, span.from_timestamp, span.to_timestamp, ds.fps) is not None:
+        source, offset, how = clip, 0.0, "remuxed clip"  # the episode's own GOPs, packets copied
+    elif playable and path.stat().st_size <= WHOLE_FILE_MAX_BYTES:
+        source, offset, how = path, span.from_timestamp, "shared file"  # not GOP-aligned: no lossy re-encode
+    else:
+        cut_clip(path, clip, span.from_timestamp, span.to_timestamp, ds.fps)
+        source, offset, how = clip, 0.0, "re-encoded clip"
     asset = rr.AssetVideo(path=source)
     rec.log(entity, asset, static=True)
     nanos = np.asarray(asset.read_frame_timestamps_nanos(), dtype=np.int64)
