@@ -582,6 +582,31 @@ def test_transformers_backend_generates_on_one_worker_thread_bounded_in_tokens_a
     assert not worker.is_alive(), "the worker thread outlived aclose()"
 
 
+@pytest.mark.timeout(60)
+def test_a_cancelled_transformers_call_does_not_hold_up_the_event_loop_shutdown() -> None:
+    """A generation stuck in its thread: the caller's timeout ends the call and asyncio.run returns.
+
+    With `asyncio.to_thread` the stuck thread belonged to the loop's default executor, which
+    asyncio.run joins on shutdown: the run hung as long as the generation did.
+    """
+    from steerable.vlm.transformers_local import TransformersVLM
+
+    model, processor = _tiny_llava()
+    release = threading.Event()
+    model.generate = lambda **kwargs: release.wait()  # stuck until released
+    vlm = TransformersVLM(VLMConfig(backend="transformers", max_retries=0), model=model, processor=processor)
+
+    async def call() -> None:
+        await asyncio.wait_for(vlm.generate_json(_IMAGE_PROMPT, SCHEMA), timeout=0.5)
+
+    try:
+        with pytest.raises(TimeoutError):
+            _run(call())
+    finally:
+        release.set()
+        _run(vlm.aclose())
+
+
 def test_transformers_backend_returns_json_from_a_constrained_decoder() -> None:
     torch = pytest.importorskip("torch")
     from steerable.vlm.transformers_local import TransformersVLM
