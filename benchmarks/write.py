@@ -6,7 +6,8 @@ A generated LeRobot v3 dataset (30 fps, 14-d state and action as fixed-size list
 metadata, `--per-file` episodes per data shard) gets language for every episode: 8 persistent rows
 (subtasks, plan, memory, task rephrasings) and 12 events (interjections with speech, VQA pairs on two
 cameras). "steerable" is the whole call: validation of every row against the stored frame times,
-building both columns, one row group per episode, temp file + fsync + rename per shard, info.json.
+building both columns, one row group per episode, info.json, and the folder commit (hard links for
+untouched files, changed files written fresh and fsynced, one atomic switch).
 "plain" writes the resulting tables with `pq.write_table` and nothing else; "a row group per episode"
 does the same with LeRobot's layout, the part of the cost that the format itself asks for.
 Best of --repeats.
