@@ -10,6 +10,7 @@ output, so a killed run resumes and a failed one leaves no output folder behind.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +84,11 @@ def open_workspace(cfg: AnnotateConfig) -> Workspace:
         # In place: the staging goes inside the dataset, its new version beside it.
         check_writable(source.root, hint="annotate into a copy with --output_dir")
         check_writable(source.root / WORK_DIR_NAME, hint="annotate into a copy with --output_dir")
+        if os.path.ismount(source.root):
+            raise ConfigError(
+                f"{source.root} is a mount point, which a new version cannot replace by rename; "
+                "annotate into a copy with --output_dir"
+            )
         return Workspace(source, source, source.root)
     out = Path(cfg.output_dir).expanduser().resolve()
     check_writable(out, hint="choose another --output_dir")

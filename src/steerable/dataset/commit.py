@@ -8,16 +8,14 @@ Every reader sees the folder wholly old or wholly new, whenever the writer is ki
 2. `.<name>.steerable-new-T/`: the new version. Files the transaction does not change are hard
    links to the base version (copies where linking is impossible, or where `share` says so);
    changed files are written fresh, never through a link.
-3. `.<name>.steerable-commit-T`: the journal (the new folder's inode number), written to a temp name
-   `...-pending-T`, fsynced and renamed. Its rename is the commit point: before it the old version
-   wins, after it the new one.
+3. `.<name>.steerable-commit-T`: the journal (the new folder's inode number), written as
+   `...-pending-T` and renamed: the commit point. Before it the old version wins, after it the new.
 4. The switch: one `renameat2(RENAME_EXCHANGE)` of new and live (Linux); elsewhere two renames,
    live to `.<name>.steerable-old-T`, then new to live, with an instant where the name is missing.
 5. The old version, the journal and the lock are removed.
 
-`recover_folder` finishes or undoes a dead transaction: with a journal it completes the switch
-(the new folder is told from the old by its inode), without one it deletes the half-built folder
-and puts a moved-away live folder back. It runs on every dataset open and before every commit.
+`recover_folder` (run on every dataset open and before every commit) finishes a dead transaction
+that has a journal, and undoes one that has not. The full story: docs/writing.md.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import functools
 import json
 import logging
@@ -62,7 +59,7 @@ def _leftovers(dest: Path) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     try:
         names = os.listdir(dest.parent)
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return found
     for name in names:
         match = pattern.fullmatch(name)
@@ -90,10 +87,12 @@ class _Lock:
     """The flock on `.<name>.steerable-lock-T`, held while a transaction (or its recovery) runs."""
 
     def __init__(self, path: Path, fd: int) -> None:
-        self.path, self.fd = path, fd
+        self.path, self.fd, self.held = path, fd, True
 
     @classmethod
     def try_acquire(cls, path: Path) -> _Lock | None:
+        import fcntl  # POSIX only, like the rest of this protocol
+
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -106,6 +105,9 @@ class _Lock:
         return None
 
     def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         os.close(self.fd)
@@ -117,10 +119,7 @@ def _renameat2() -> Any:
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2); False where the system cannot.
-
-    STEERABLE_NO_EXCHANGE=1 forces the two-rename switch (the tests cover both).
-    """
+    """Atomically swap two paths (Linux renameat2); False where the system cannot (or STEERABLE_NO_EXCHANGE)."""
     if not sys.platform.startswith("linux") or os.environ.get("STEERABLE_NO_EXCHANGE"):
         return False
     renameat2 = _renameat2()
@@ -346,7 +345,9 @@ class FolderCommit:
         return self.dest
 
     def abort(self) -> None:
-        """Drop the new version; `dest` stays as it was."""
+        """Drop the new version; `dest` stays as it was. Does nothing after a commit or an abort."""
+        if not self._lock.held:
+            return
         _remove(self.root)
         _remove(_sibling(self.dest, "pending", self.token))
         self._lock.release()
