@@ -144,13 +144,15 @@ def push_dataset(
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
+    from steerable.dataset.atomic import atomic_write_bytes
     from steerable.dataset.info import load_info
 
     api = api or HfApi()
     tag = load_info(root).codebase_version
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        (root / "README.md").write_text(dataset_card(root), encoding="utf-8")
+        # Replaced, never written in place: the file may be a hard link shared with another version.
+        atomic_write_bytes(root / "README.md", dataset_card(root).encode("utf-8"))
         commit = api.upload_folder(
             repo_id=repo_id,
             folder_path=str(root),
