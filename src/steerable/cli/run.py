@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk_hz", type=float, default=5.0, help="most action-chunk inferences per second")
     p.add_argument("--high_level_hz", type=float, default=1.0, help="periodic high-level update rate")
     p.add_argument("--realtime", action="store_true", help="pace --commands runs at the control rate")
-    p.add_argument("--max_seconds", type=float, default=300.0, help="simulated time limit of a run")
+    p.add_argument("--max_seconds", type=float, help="simulated time limit of a run (300) or of each eval episode (90)")
     p.add_argument("--eval_episodes", type=int, metavar="N", help="evaluate N seeded episodes, no person")
     p.add_argument("--eval_interjections", action="store_true", help="interject a target change mid-way")
     p.add_argument("--eval_difficulty", default="easy", help="task mix: easy | realistic | hard (as make-dataset)")
@@ -73,6 +73,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--tts {args.tts!r}: choose text, espeak or pocket")
     if args.task is not None and not args.task.strip():
         raise ConfigError("--task is empty: say what the robot should do, e.g. --task 'put the red cube in the blue bin'")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        raise ConfigError("--max_seconds must be positive")
     if args.eval_episodes is not None and args.eval_episodes < 1:
         raise ConfigError("--eval_episodes must be at least 1")
     if args.record is not None and args.eval_episodes is not None:
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     options = SessionOptions(
         stack=spec, task=args.task, seed=seed, record=args.record, tts=args.tts,
         rates=LoopRates(args.ctrl_hz, args.chunk_hz, args.high_level_hz),
-        realtime=args.realtime or interactive, max_seconds=args.max_seconds,
+        realtime=args.realtime or interactive, max_seconds=args.max_seconds or 300.0,
     )
     session = Session(options)
     if interactive:
@@ -130,7 +132,8 @@ def _evaluate(args: argparse.Namespace, spec: Any) -> int:
     from steerable.runtime.report import eval_table
 
     report = evaluate(spec, args.eval_episodes, seed=args.seed or 0, interjections=args.eval_interjections,
-                      workers=args.workers, difficulty=args.eval_difficulty)
+                      workers=args.workers, difficulty=args.eval_difficulty,
+                      max_seconds=args.max_seconds or 90.0)
     if args.json:
         data = report.to_json()
         data.pop("results")

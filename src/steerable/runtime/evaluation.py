@@ -157,9 +157,9 @@ def run_episode(
     )
 
 
-def _worker(args: tuple[StackSpec, int, bool, str]) -> EpisodeResult:
-    spec, seed, interject, difficulty = args
-    return run_episode(spec, seed, interject=interject, difficulty=difficulty)
+def _worker(args: tuple[StackSpec, int, bool, str, float]) -> EpisodeResult:
+    spec, seed, interject, difficulty, max_seconds = args
+    return run_episode(spec, seed, interject=interject, difficulty=difficulty, max_seconds=max_seconds)
 
 
 def evaluate(
@@ -170,12 +170,14 @@ def evaluate(
     interjections: bool = False,
     workers: int | None = None,
     difficulty: str = "easy",
+    max_seconds: float = 90.0,
     on_result: Callable[[EpisodeResult], None] | None = None,
 ) -> EvalReport:
-    """Run `episodes` seeded episodes across `workers` processes (default: one per core)."""
+    """Run `episodes` seeded episodes across `workers` processes (default: one per core); an episode
+    not done after `max_seconds` of simulated time counts as a failure."""
     started = time.perf_counter()
     get_difficulty(difficulty)  # an unknown level fails here, not in every worker
-    jobs = [(spec, seed + i, interjections, difficulty) for i in range(episodes)]
+    jobs = [(spec, seed + i, interjections, difficulty, max_seconds) for i in range(episodes)]
     n = max(1, min(workers or os.cpu_count() or 1, episodes))
     results: list[EpisodeResult] = []
     if n == 1:

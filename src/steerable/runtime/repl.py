@@ -35,13 +35,19 @@ class StatusView:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.events: deque[tuple[str, str]] = deque(maxlen=10)
+        self.events: deque[tuple[str, str]] = deque(maxlen=14)
         self.typed = ""
         self.lock = threading.Lock()
 
     def on_event(self, event: RuntimeEvent) -> None:
         with self.lock:
             self.events.append((format_event(event), _STYLES.get(event.kind, "")))
+
+    def note(self, text: str) -> None:
+        """Front-end output (/help, /status, refusals), one log line per line."""
+        with self.lock:
+            for line in text.splitlines():
+                self.events.append((line, "bold red" if line.startswith("!") else "dim"))
 
     def __rich__(self) -> Any:
         rt = self.session.runtime
@@ -98,7 +104,7 @@ def run_repl(session: Session) -> int:
     rt = session.runtime
     view = StatusView(session)
     rt.listeners.append(view.on_event)
-    session.out = lambda text: view.on_event(RuntimeEvent("info", text, rt.frame, rt.clock.now()))
+    session.out = view.note
     console.print(session.describe_scene(), style="dim")
     stop = threading.Event()
     failure: list[BaseException] = []

@@ -121,6 +121,8 @@ def read_commands(path: Path) -> list[TimedLine]:
 def format_event(event: RuntimeEvent) -> str:
     label = {"speech": "say", "warn": "!"}.get(event.kind, event.kind)
     text = event.text.replace("\n", " | ") or "(cleared)"
+    # A model's garbage may hold terminal control characters: never let them reach the screen.
+    text = "".join(c if c.isprintable() else "\ufffd" for c in text)
     return f"[{event.time_s:6.1f}s] {label}: {text}"
 
 
@@ -133,7 +135,7 @@ class SessionOptions:
     tts: str = "text"
     rates: LoopRates = field(default_factory=LoopRates)
     realtime: bool = False
-    max_seconds: float = 300.0
+    max_seconds: float = 300.0  # simulated time limit of a --commands run
 
 
 class Session:
