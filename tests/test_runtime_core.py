@@ -245,3 +245,10 @@ def test_json_replies_and_tool_calls_parse_and_garbage_is_rejected() -> None:
         parse_generation("   ")
     with pytest.raises(ParseError):
         parse_reply({"tool_calls": [{"function": {"name": "say", "arguments": "{not json"}}]})
+
+
+def test_model_text_is_printed_without_terminal_control_characters() -> None:
+    from steerable.runtime.session import format_event
+
+    line = format_event(RuntimeEvent("subtask", "pick\x1b[2J up\nthe cube\x07", 3, 0.2))
+    assert line == "[   0.2s] subtask: pick\ufffd[2J up | the cube\ufffd"

@@ -66,3 +66,26 @@ def test_repl_in_a_terminal(tmp_path: Path) -> None:
     persistent, events, problems = recorded_language(record)
     assert problems == []
     assert any(r.get("style") == "interjection" for rows in events.values() for r in rows)
+
+
+def test_ctrl_c_in_the_repl_stops_the_robot_and_keeps_the_recording(tmp_path: Path) -> None:
+    record = tmp_path / "rec"
+    done = tmp_path / "exit_code"
+    cmd = [sys.executable, "-m", "steerable.cli.main", "run", "--seed", "7", "--record", str(record),
+           "--task", "put the red cube in the left bin"]
+    shell = f"cd {shlex.quote(str(REPO))} && {shlex.join(cmd)}; echo $? > {shlex.quote(str(done))}; sleep 60"
+    name = f"steerable-{uuid.uuid4().hex[:8]}"
+    _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell)
+    try:
+        _wait_for(name, "subtask      pick up the red cube")
+        _tmux("send-keys", "-t", name, "C-c")
+        screen = _wait_for(name, "recorded:")
+        assert "interrupted: robot stopped" in screen
+        deadline = time.monotonic() + 20
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done.read_text().strip() == "130"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    _, _, problems = recorded_language(record)
+    assert problems == []
