@@ -47,18 +47,12 @@ def test_episode_lists_and_ranges() -> None:
 def test_every_spelling_selects_the_same_frames_from_the_command_line(tmp_path: Path) -> None:
     root = str(make_synthetic(tmp_path / "ds", episodes=3))
     outputs = set()
-    for args in (
-        [root, "--episodes", "0,2"],
-        ["--dataset", root, "--only_episodes", "0,2"],
-        ["--root", root, "--episodes", "0,2"],
-    ):
+    for args in ([root, "--episodes", "0,2"], ["--dataset", root, "--only_episodes", "0,2"]):
         result = steerable("render", *args, "--recipe", "subtask_joint", "--json", "--fallback", "task")
         assert result.returncode == 0, result.stderr
         lines = [json.loads(x) for x in result.stdout.splitlines()]
         assert {x["episode_index"] for x in lines} == {0, 2}
         outputs.add(result.stdout)
     assert len(outputs) == 1
-    info = steerable("info", "--dataset", root)
-    assert info.returncode == 0 and "3 episodes" in info.stdout
     both = steerable("info", "--dataset", root, "--root", str(tmp_path))
     assert both.returncode == 2 and "name the dataset once" in both.stderr

@@ -120,17 +120,17 @@ def test_lint_against_a_dataset_warns_about_bindings_that_never_resolve(annotate
 def test_camera_map_accepts_both_key_forms_and_ignores_cameras_a_recipe_does_not_use(annotated: Path) -> None:
     base = ["render", str(annotated), "--episode", "0", "--json"]
     outputs = []
-    for pair in ("top=observation.images.wrist", "observation.images.top=observation.images.wrist", "top=wrist"):
+    for pair in ("top=observation.images.wrist", "observation.images.top=wrist"):  # short and full, both sides
         result = steerable(*base, "--recipe", "hirobot", "--camera_map", pair)
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
-    assert outputs[0] == outputs[1] == outputs[2] and "observation.images.wrist" in outputs[0]
-    # One command line serves every recipe: subtask reads no camera, so the mapping is only a warning.
+    assert outputs[0] == outputs[1] and "observation.images.wrist" in outputs[0]
+    # One command line serves every recipe: subtask reads no camera, so the mapping is only a warning
+    # (every built-in with it: tests/test_recipes_model.py).
     line = ["--camera_map", "top=observation.images.top", "--camera_map", "wrist=observation.images.wrist"]
-    for recipe in ("subtask", "subtask_joint", "subtask_mem", "hirobot"):
-        result = steerable(*base, "--recipe", recipe, *line)
-        assert result.returncode == 0, result.stderr
-        assert ("does not use" in result.stderr) == (recipe != "hirobot")
+    result = steerable(*base, "--recipe", "subtask", *line)
+    assert result.returncode == 0, result.stderr
+    assert "camera_map names 'top', 'wrist', which this recipe does not use" in result.stderr
 
 
 def test_lint_warns_on_a_camera_mismatch_and_fails_only_when_nothing_renders(annotated: Path, so101: Path) -> None:
