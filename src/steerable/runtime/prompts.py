@@ -8,7 +8,7 @@ target, and keep the messages before the target turn. Image blocks get the curre
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,7 +71,8 @@ class RecipePrompts:
             )
 
     @classmethod
-    def load(cls, source: str | None, *, cameras: Sequence[str] = ()) -> RecipePrompts:
+    def load(cls, source: str | None) -> RecipePrompts:
+        """A builtin recipe name or a YAML path (default: DEFAULT_RECIPE)."""
         recipe = load_recipe(source or DEFAULT_RECIPE)
         return cls(recipe, origin=source or DEFAULT_RECIPE)
 

@@ -159,7 +159,7 @@ class Session:
         if high is not None and options.stack.high_level == "policy":  # the VLM planner renders its own
             from steerable.runtime.prompts import RecipePrompts
 
-            prompts = RecipePrompts.load(options.stack.recipe, cameras=self.env.camera_keys)
+            prompts = RecipePrompts.load(options.stack.recipe)
         self.runtime = Runtime(
             self.env, low, high, tools=tools, prompts=prompts, rates=options.rates, realtime=options.realtime,
             render=True if self.recorder is not None else None, on_reset=self.reset,
