@@ -83,7 +83,7 @@ def open_workspace(cfg: AnnotateConfig) -> Workspace:
     if cfg.output_dir is None or Path(cfg.output_dir).expanduser().resolve() == source.root:
         # In place: the staging goes inside the dataset, its new version beside it.
         check_writable(source.root, hint="annotate into a copy with --output_dir")
-        check_writable(source.root / WORK_DIR_NAME, hint="annotate into a copy with --output_dir")
+        check_writable(source.root, inside=True, hint="annotate into a copy with --output_dir")
         if os.path.ismount(source.root):
             raise ConfigError(
                 f"{source.root} is a mount point, which a new version cannot replace by rename; "

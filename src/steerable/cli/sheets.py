@@ -27,9 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from steerable.annotate.modules.plan.config import PlanConfig
     from steerable.annotate.modules.plan.preview import episode_sheets
     from steerable.dataset import open_dataset
-    from steerable.dataset.atomic import atomic_write_bytes, atomic_write_json
+    from steerable.dataset.atomic import atomic_write_bytes, atomic_write_json, check_writable
     from steerable.errors import ConfigError
 
+    check_writable(args.out, inside=True, hint="choose another --out")  # before any work
     dataset = open_dataset(args.dataset, revision=args.revision)
     camera = args.camera or next(iter(dataset.camera_keys), None)
     settings = {} if args.frames_per_second is None else {"frames_per_second": args.frames_per_second}

@@ -123,10 +123,13 @@ def atomic_write_json(
     atomic_write_bytes(target, text.encode("utf-8"), durable=durable)
 
 
-def check_writable(dest: Path | str, *, hint: str = "choose a writable location") -> None:
-    """Raise WriteError now if a commit to `dest` must fail: it needs a writable folder to put it in."""
+def check_writable(dest: Path | str, *, inside: bool = False, hint: str = "choose a writable location") -> None:
+    """Raise WriteError now if writing `dest` must fail: it needs a writable folder to put it in.
+
+    `inside=True`: `dest` is a folder to write files in (created if needed), not a path to replace.
+    """
     dest = Path(dest).absolute()
-    probe = dest.parent
+    probe = dest if inside else dest.parent
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
