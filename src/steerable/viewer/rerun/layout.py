@@ -32,14 +32,14 @@ def episode_blueprint(cameras: Sequence[str], plots: Sequence[str], fps: float =
     )
     events = rrb.TextLogView(origin="language", name="language events")
     plot_views = [rrb.TimeSeriesView(origin=f"plots/{key}", name=key) for key in plots]
-    language = rrb.Horizontal(rrb.Vertical(*text_views), rrb.Vertical(lanes, events, row_shares=[1, 2]))
+    language = rrb.Horizontal(rrb.Vertical(*text_views), rrb.Vertical(lanes, events), column_shares=[2, 3])
     rows: list[Any] = []
     if camera_views:
         rows.append(rrb.Horizontal(*camera_views))
     rows.append(language)
     if plot_views:
         rows.append(rrb.Horizontal(*plot_views))
-    shares = ([3.0] if camera_views else []) + [2.0] + ([1.5] if plot_views else [])
+    shares = ([3.0] if camera_views else []) + [2.5] + ([1.5] if plot_views else [])
     return rrb.Blueprint(
         rrb.Vertical(*rows, row_shares=shares),
         rrb.BlueprintPanel(state="collapsed"),
