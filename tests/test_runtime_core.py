@@ -252,3 +252,14 @@ def test_model_text_is_printed_without_terminal_control_characters() -> None:
 
     line = format_event(RuntimeEvent("subtask", "pick\x1b[2J up\nthe cube\x07", 3, 0.2))
     assert line == "[   0.2s] subtask: pick\ufffd[2J up | the cube\ufffd"
+
+
+def test_an_interjection_after_the_task_is_done_can_give_it_more_to_do() -> None:
+    planner = RecordingPlanner([HighLevelUpdate(subtask="", task_done=True)])
+    rt, env, events = _runtime(planner)
+    rt.submit("task", "tidy")
+    rt.run(max_ticks=3)
+    assert rt.state.done and rt.idle and env.sent == []
+    rt.submit("interject", "also put the red cube in the right bin")
+    rt.run(max_ticks=2)
+    assert not rt.state.done and rt.state.context["subtask"] == "place it in the right bin" and env.sent

@@ -246,6 +246,8 @@ class Runtime:
             value = getattr(update, key)
             if value is not None and st.set_context(key, value):
                 self.emit(key, value)
+                if key == "subtask" and value and not update.task_done:
+                    st.done = False  # e.g. an interjection gave a finished task more to do
         if update.speech:
             self._call_tool("say", {"text": update.speech})
         for call in update.tool_calls:
