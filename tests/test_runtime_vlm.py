@@ -85,7 +85,7 @@ def test_vlm_planner_drives_the_simulator_and_handles_interjections_and_question
         assert vlm.prompts[0][0] == [{"role": "user", "content": TASK}]
         rt.submit("interject", "no, the right bin")
         rt.submit("ask", "where is the red cube?")
-        rt.run(max_ticks=45)
+        rt.run(max_ticks=5)
     kinds = {(e.kind, e.text) for e in events}
     assert ("speech", "OK, the right bin.") in kinds and ("subtask", "place it in the yellow bin") in kinds
     assert ("answer", "The red cube is on the table.") in kinds

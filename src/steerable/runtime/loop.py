@@ -348,10 +348,11 @@ class Runtime:
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, *, until: Callable[[], bool] | None = None, max_ticks: int | None = None) -> None:
-        """Tick until `until()` is true, `max_ticks` ticks ran, or KeyboardInterrupt (re-raised after
-        the robot is stopped: paused, queue dropped)."""
+        """Tick until `until()` is true, `max_ticks` more ticks ran, or KeyboardInterrupt (re-raised
+        after the robot is stopped: paused, queue dropped)."""
+        end = None if max_ticks is None else self.stats.ticks + max_ticks
         try:
-            while (max_ticks is None or self.stats.ticks < max_ticks) and not (until is not None and until()):
+            while (end is None or self.stats.ticks < end) and not (until is not None and until()):
                 self.tick()
                 late = self.clock.wait_next()
                 if self.keep_timings:
