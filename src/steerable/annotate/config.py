@@ -7,7 +7,7 @@ from the registry, so a new module adds its flags without touching this file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +28,24 @@ class ExecutorConfig(BaseModel):
     progress_every_s: float = Field(
         30.0, gt=0.0, description="without a terminal (CI, nohup): seconds between progress lines on stderr"
     )
+    # Where episodes run (docs/distributed.md): this process, or actors on a Ray cluster.
+    backend: Literal["local", "ray"] = Field("local", description="local | ray (extra [ray])")
+    address: str | None = Field(
+        None, description="Ray cluster to join: auto | HOST:PORT (default: start a local one)"
+    )
+    workers: int | None = Field(None, ge=1, description="Ray actors (default: one per node)")
+    worker_cpus: float = Field(1.0, gt=0, description="CPUs each Ray actor reserves")
+    worker_gpus: float = Field(0.0, ge=0, description="GPUs each Ray actor reserves (vLLM replica per actor)")
+    batch_episodes: int | None = Field(
+        None, ge=1, description="episodes per batch sent to an actor (default: a quarter of its share)"
+    )
+    max_restarts: int = Field(3, ge=0, description="actors started in place of dead ones before giving up")
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorConfig:
+        if self.backend != "ray" and self.address is not None:
+            raise ValueError("--executor.address needs --executor.backend ray")
+        return self
 
 
 class AnnotateConfig(BaseModel):

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -59,6 +59,15 @@ class Progress:
     running: int = 0
     started_at: float = field(default_factory=time.monotonic)
 
+    def record(self, result: EpisodeResult, modules: int) -> None:
+        """Count one finished episode (every executor counts the same way)."""
+        if result.failure:
+            self.failed += 1
+        else:
+            self.done += 1
+            if result.reused and len(result.reused) == modules:
+                self.resumed += 1
+
 
 async def run_episodes(
     dataset: LeRobotDataset,
@@ -73,8 +82,12 @@ async def run_episodes(
     force: bool = False,
     progress: Progress | None = None,
     debug: bool = False,
+    on_result: Callable[[EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
-    """Run every module on every episode (bounded concurrency); results in episode order."""
+    """Run every module on every episode (bounded concurrency); results in episode order.
+
+    `on_result` sees each episode's result as soon as it is done (an executor streams them on).
+    """
     progress = progress or Progress()
     progress.total = len(episodes)
     position = {ep.episode_index: i for i, ep in enumerate(episodes)}
@@ -96,12 +109,9 @@ async def run_episodes(
 
     async def tracked(ep: EpisodeMeta) -> EpisodeResult:
         result = await one(ep)
-        if result.failure:
-            progress.failed += 1
-        else:
-            progress.done += 1
-            if result.reused and len(result.reused) == len(modules):
-                progress.resumed += 1
+        progress.record(result, len(modules))
+        if on_result is not None:
+            on_result(result)
         return result
 
     return list(await asyncio.gather(*(tracked(ep) for ep in episodes)))

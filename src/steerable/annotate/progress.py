@@ -11,23 +11,31 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from steerable.annotate.engine import Progress
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from steerable.vlm.protocol import VLMClient
+    from steerable.vlm.protocol import VLMStats
 
-__all__ = ["ProgressDisplay", "Snapshot", "vlm_counters"]
+__all__ = ["ProgressDisplay", "Snapshot", "StatsSource", "vlm_counters"]
 
 
-def vlm_counters(vlm: VLMClient | None) -> dict[str, float]:
+class StatsSource(Protocol):
+    """Whatever holds the run's VLM counters: a client, or an executor session (None: no model)."""
+
+    @property
+    def stats(self) -> VLMStats | None: ...
+
+
+def vlm_counters(vlm: StatsSource | None) -> dict[str, float]:
     """The client's numeric counters (empty when there is no model)."""
-    if vlm is None:
+    stats = None if vlm is None else vlm.stats
+    if stats is None:
         return {}
-    return {k: v for k, v in vlm.stats.snapshot().items() if isinstance(v, int | float)}
+    return {k: v for k, v in stats.snapshot().items() if isinstance(v, int | float)}
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Snapshot:
     retries: int
 
     @classmethod
-    def of(cls, p: Progress, vlm: VLMClient | None) -> Snapshot:
+    def of(cls, p: Progress, vlm: StatsSource | None) -> Snapshot:
         elapsed = max(time.monotonic() - p.started_at, 1e-6)
         finished = p.done + p.failed
         rate = max(finished - p.resumed, 0) / elapsed  # resumed episodes cost nothing
@@ -63,7 +71,7 @@ class Snapshot:
             resumed=p.resumed,
             running=p.running,
             eta_s=remaining / rate if rate > 0 and remaining else None,
-            calls=calls if vlm is not None else None,
+            calls=calls if vlm is not None and vlm.stats is not None else None,
             in_flight=int(c.get("in_flight", 0)),
             calls_per_s=calls / elapsed,
             tokens_per_s=(c.get("completion_tokens", 0) + c.get("prompt_tokens", 0)) / elapsed,
@@ -91,7 +99,7 @@ class ProgressDisplay:
     def __init__(
         self,
         progress: Progress,
-        vlm: VLMClient | None,
+        vlm: StatsSource | None,
         *,
         enabled: bool = True,
         every_s: float = 30.0,

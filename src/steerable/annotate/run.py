@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from steerable.annotate.collect import EpisodeRows, split_rows, validate_episode
 from steerable.annotate.config import AnnotateConfig
-from steerable.annotate.engine import EpisodeResult, Progress, run_episodes
-from steerable.annotate.module import AnnotationModule, ModuleCheck
+from steerable.annotate.engine import EpisodeResult, Progress
+from steerable.annotate.executor import EpisodeJob, Executor, LocalExecutor
+from steerable.annotate.module import ModuleCheck
 from steerable.annotate.progress import ProgressDisplay
-from steerable.annotate.registry import build_modules, module_checks
+from steerable.annotate.registry import module_checks
 from steerable.annotate.staging import Staging
 from steerable.annotate.summary import (
     EpisodeFailure,
@@ -33,24 +32,31 @@ from steerable.errors import ConfigError
 
 if TYPE_CHECKING:
     from steerable.dataset.writer import WriteReport
-    from steerable.vlm.protocol import VLMClient
+    from steerable.vlm.protocol import VLMClient, VLMStats
 
 __all__ = ["annotate"]
 
 log = logging.getLogger(__name__)
 
 
-def annotate(cfg: AnnotateConfig, *, debug: bool = False, vlm: VLMClient | None = None) -> RunSummary:
+def annotate(
+    cfg: AnnotateConfig,
+    *,
+    debug: bool = False,
+    vlm: VLMClient | None = None,
+    executor: Executor | None = None,
+) -> RunSummary:
     """Annotate the dataset `cfg` names; returns the run summary (also written as JSON).
 
     `vlm` injects a ready client instead of the one `cfg.vlm` describes: for library users with
-    their own backend, and for in-process benchmarks.
+    their own backend, and for in-process benchmarks. `executor` decides where episodes run
+    (default: this process; `steerable.distributed.RayExecutor` for a Ray cluster).
     """
     started = time.monotonic()
     ws = open_workspace(cfg)
     episodes = _select(ws.target, cfg.only_episodes)
     staging = Staging(cfg.staging_dir or ws.work_dir / "staging")
-    return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm))
+    return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm, executor or LocalExecutor()))
 
 
 async def _annotate(
@@ -61,6 +67,7 @@ async def _annotate(
     started: float,
     debug: bool,
     injected: VLMClient | None,
+    executor: Executor,
 ) -> RunSummary:
     from steerable.vlm.factory import resolve_backend
 
@@ -71,29 +78,26 @@ async def _annotate(
     camera = _camera(cfg, ws.target, needs_video=any("video" in s.inputs for s in runnable))
     for stage in stages:  # every enabled module, also one a run without a model skips: a typo is a typo
         stage.check(ws.target, camera=camera)
-    async with _model(cfg, injected) as vlm:
-        modules, notes = build_modules(stages, vlm)
+    job = EpisodeJob(cfg, ws.target.root, staging.root, camera, debug)
+    async with executor.open(job, ws.target, injected) as session:
+        names, notes = session.modules, session.notes
         progress = Progress()
         pipeline_started = time.monotonic()
         display = ProgressDisplay(
-            progress, vlm, enabled=cfg.executor.progress, every_s=cfg.executor.progress_every_s
+            progress, session, enabled=cfg.executor.progress, every_s=cfg.executor.progress_every_s
         )
         async with display:
-            results = await run_episodes(
-                ws.target, episodes, modules, staging, seed=cfg.seed, vlm=vlm, camera=camera,
-                parallelism=cfg.executor.episode_parallelism, force=cfg.force, progress=progress,
-                debug=debug,
-            )
+            results = await session.run(episodes, progress)
         pipeline_s = time.monotonic() - pipeline_started
+        model_id, stats = session.model_id, session.stats
     stage_of = {s.name: s for s in stages}
     model_of = {  # who produces each module's rows: the model, or None (heuristic)
-        m.name: (vlm.model_id or "unknown model") if vlm is not None and stage_of[m.name].needs_model else None
-        for m in modules
+        name: model_id if model_id is not None and stage_of[name].needs_model else None for name in names
     }
     write_started = time.monotonic()
-    checks = module_checks(stages, [m.name for m in modules])
-    report = _validate_and_write(ws, results, checks, [m.name for m in modules], producers(model_of, results))
-    summary = _summary(cfg, ws, results, modules, notes, report, vlm, model_of)
+    checks = module_checks(stages, names)
+    report = _validate_and_write(ws, results, checks, names, producers(model_of, results))
+    summary = _summary(ws, results, names, notes, report, stats, model_of)
     summary.timings = Timings(
         total_s=round(time.monotonic() - started, 3),
         pipeline_s=round(pipeline_s, 3),
@@ -110,21 +114,6 @@ async def _annotate(
         assert repo_id is not None  # the config refuses --push_to_hub without one
         summary.push = push_dataset(ws.out, repo_id, private=cfg.push_private, commit_message=cfg.push_commit_message)
     return summary
-
-
-@contextlib.asynccontextmanager
-async def _model(cfg: AnnotateConfig, injected: VLMClient | None) -> AsyncIterator[VLMClient | None]:
-    """The VLM client, or None when `--vlm.backend auto` finds no model (motion-only run)."""
-    from steerable.vlm.factory import open_vlm, resolve_backend
-
-    if injected is not None:
-        yield injected
-        return
-    if resolve_backend(cfg.vlm) is None:
-        yield None
-        return
-    async with open_vlm(cfg.vlm) as vlm:
-        yield vlm
 
 
 def _select(ds: LeRobotDataset, only: list[int] | None) -> list[EpisodeMeta]:
@@ -193,16 +182,14 @@ def _validate_and_write(
 
 
 def _summary(
-    cfg: AnnotateConfig,
     ws: Workspace,
     results: list[EpisodeResult],
-    modules: list[AnnotationModule],
+    names: list[str],
     notes: list[str],
     report: WriteReport | None,
-    vlm: VLMClient | None,
+    stats: VLMStats | None,
     model_of: dict[str, str | None],
 ) -> RunSummary:
-    names = [m.name for m in modules]
     failures = [
         EpisodeFailure(r.episode_index, r.failure or "", dict(r.failures), list(r.outputs))
         for r in results
@@ -216,14 +203,14 @@ def _summary(
         modules=names,
         episodes_selected=len(results),
         episodes_annotated=sum(1 for r in results if not r.failures),
-        episodes_resumed=sum(1 for r in results if len(r.reused) == len(modules) and not r.failures),
+        episodes_resumed=sum(1 for r in results if len(r.reused) == len(names) and not r.failures),
         failures=failures,
         heuristic_subtasks=any(m.get("heuristic_subtasks") for m in motion),
         producers=producers(model_of, written),
         notes=group_notes(notes, {r.episode_index: _notes(r) for r in results}),
         per_module=module_counts(names, results),
         written=WriteSummary.of(report),
-        vlm=vlm.stats if vlm is not None else None,
+        vlm=stats,
         timings=Timings(),
     )
 

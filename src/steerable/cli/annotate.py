@@ -46,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
     from steerable.annotate.run import annotate
 
     cfg = parse_config(AnnotateConfig, args.options)
-    summary = annotate(cfg, debug=getattr(args, "debug", False))
+    executor = None
+    if cfg.executor.backend == "ray":
+        from steerable.distributed import RayExecutor
+
+        executor = RayExecutor(cfg.executor)
+    summary = annotate(cfg, debug=getattr(args, "debug", False), executor=executor)
     _report(summary)
     return 0 if summary.complete or cfg.allow_failures else PARTIAL_EXIT
 
