@@ -34,6 +34,9 @@ def test_aliases_are_rewritten_to_each_commands_spelling(argv: list[str], expect
 
 def test_annotate_dataset_alias_picks_root_for_a_local_folder(tmp_path: Path) -> None:
     assert normalize_aliases(["annotate", "--dataset", str(tmp_path)]) == ["annotate", "--root", str(tmp_path)]
+    assert normalize_aliases(["annotate", str(tmp_path), "--vlm.model_id", "m"]) == [
+        "annotate", "--root", str(tmp_path), "--vlm.model_id", "m"]
+    assert normalize_aliases(["annotate", "--root", str(tmp_path)]) == ["annotate", "--root", str(tmp_path)]
 
 
 def test_episode_lists_and_ranges() -> None:

@@ -5,7 +5,8 @@ episodes are `--episodes 0,3,7-9`. Every command also accepts the other spelling
 steerable as aliases, rewritten here before parsing:
 
 - `--dataset D`, `--root D`, `--repo_id D` -> the positional DATASET (info, render, export, eval,
-  sheets, view); for `annotate`, `--dataset D` -> `--root D` for a local folder, else `--repo_id D`;
+  sheets, view); for `annotate`, a first positional `D` or `--dataset D` -> `--root D` for a local
+  folder, else `--repo_id D`;
 - `--only_episodes L` -> `--episodes L` (export, render, view); for `annotate`, `--episodes L` ->
   its `--only_episodes L`.
 
@@ -58,6 +59,8 @@ def normalize_aliases(argv: list[str]) -> list[str]:
     command, head, tail = argv[position], argv[: position + 1], argv[position + 1 :]
     if command == "annotate":
         tail, datasets = _take(tail, ("--dataset",))
+        if tail and not tail[0].startswith("-"):  # `annotate DATASET ...`: the positional spelling
+            datasets.append(("DATASET", tail.pop(0)))
         for _, value in datasets:
             tail = [("--root" if os.path.exists(value) else "--repo_id"), value, *tail]
         return head + _rename(tail, "--episodes", "--only_episodes")
