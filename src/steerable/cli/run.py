@@ -46,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval_difficulty", default="easy", help="task mix: easy | realistic | hard (as make-dataset)")
     p.add_argument("--workers", type=int, help="evaluation processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="with --eval_episodes: print one JSON object")
+    p.add_argument("--display", default="none", choices=("none", "rerun"),
+                   help="rerun: stream cameras, language context, events and loop rates to Rerun ([rerun] extra)")
+    p.add_argument("--display_to", metavar="URL|FILE.rrd",
+                   help="with --display rerun: a running viewer (rerun+http://HOST:9876/proxy) or a file "
+                   "(default: spawn a viewer)")
     p.set_defaults(func=run)
 
 
@@ -79,6 +84,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("--eval_episodes must be at least 1")
     if args.record is not None and args.eval_episodes is not None:
         raise ConfigError("--record records one session; it does not combine with --eval_episodes")
+    if args.display != "none" and args.eval_episodes is not None:
+        raise ConfigError("--display shows one session; it does not combine with --eval_episodes")
+    if args.display_to is not None and args.display == "none":
+        raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +107,26 @@ def run(args: argparse.Namespace) -> int:
         rates=LoopRates(args.ctrl_hz, args.chunk_hz, args.high_level_hz),
         realtime=args.realtime or interactive, max_seconds=args.max_seconds or 300.0,
     )
+    display = _display(args)
     session = Session(options)
+    if display is not None:
+        display.attach(session.runtime)
+    try:
+        return _drive(session, lines, interactive)
+    finally:
+        if display is not None:
+            display.close()
+
+
+def _display(args: argparse.Namespace) -> Any:
+    if args.display != "rerun":
+        return None
+    from steerable.runtime.display_rerun import RerunDisplay
+
+    return RerunDisplay(args.display_to)
+
+
+def _drive(session: Any, lines: Any, interactive: bool) -> int:
     if interactive:
         from steerable.runtime.repl import run_repl
 
