@@ -217,3 +217,7 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     asked.clear()
     steady = high.update(HighLevelRequest("update", ctx, obs))
     assert len(asked) == 1 and steady.plan is None and steady.memory is None
+    asked.clear()
+    last = LanguageContext(task=task, subtask="place the red cube in the bin", plan="1. place the red cube in the bin")
+    finished = high.update(HighLevelRequest("update", last, obs, controller_done=True))
+    assert finished.task_done and not asked  # the plan's last step is done: nothing left to write

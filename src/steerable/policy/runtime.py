@@ -17,6 +17,7 @@ Low level: the subtask (or the task) -> an action chunk, of which `n_action_step
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,15 @@ def _observation(obs: Observation | None) -> dict[str, Any]:
     return {"state": np.asarray(obs.state, dtype=np.float32), "images": dict(obs.images)}
 
 
+def _step(text: str) -> str:
+    return re.sub(r"^\s*\d+[.)]\s*", "", text).strip().lower()
+
+
+def _plan_steps(plan: str) -> list[str]:
+    """The steps of a numbered plan ("1. pick up the cube" lines), normalised for comparison."""
+    return [_step(line) for line in plan.splitlines() if line.strip()]
+
+
 class PolicyHighLevel:
     """`HighLevelModel` over a trained policy's text head."""
 
@@ -91,6 +101,9 @@ class PolicyHighLevel:
         finished = ctx.subtask if request.controller_done else None
         if not plan:
             new_plan = plan = self._one(plan_prompt(ctx.task), obs).text or None
+        elif finished and _plan_steps(plan)[-1:] == [_step(finished)]:
+            # The plan lists the remaining steps: finishing its last one finishes the task.
+            return HighLevelUpdate(task_done=True)
         elif finished:
             new_memory = memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
             new_plan = plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or plan
