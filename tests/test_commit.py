@@ -76,6 +76,10 @@ def test_recovery_of_each_leftover_state(tmp_path: Path) -> None:
     # A live folder moved away without a journal: put back.
     os.rename(root, tmp_path / ".ds.steerable-old-dd")
     assert recover_folder(root) and contents(root) == {"a.txt": "newer"} and siblings(root) == []
+    # A journal whose new version is nowhere (the folder was replaced by hand since): dropped.
+    make_folder(tmp_path / ".ds.steerable-new-ee", {"a.txt": "stale"})
+    (tmp_path / ".ds.steerable-commit-ee").write_text(json.dumps({"new_inode": 1}))
+    assert recover_folder(root) and contents(root) == {"a.txt": "newer"} and siblings(root) == []
     assert not recover_folder(root)
 
 

@@ -1,8 +1,9 @@
 """A language write SIGKILLed at every filesystem step leaves the dataset wholly old or wholly new.
 
-A helper process forks one child per kill point k; the child counts its filesystem steps (links,
-renames, mkdirs, unlinks, opens, fsyncs, chmods, parquet row groups, the directory exchange) and
-kills itself with SIGKILL just before step k. After each kill the dataset, as left, is read by
+A helper process forks one child per kill point k; the child counts the filesystem steps that
+change something (links, renames, mkdirs, unlinks, chmods, parquet row groups, the directory
+exchange) and kills itself with SIGKILL just before step k. (fsync is made a no-op in the child: a
+SIGKILL loses nothing the kernel already has; only a power cut needs it.) After each kill the dataset, as left, is read by
 pyarrow, by Hugging Face `datasets` (as LeRobot loads it) and by steerable's reader, and must
 match the old or the new version byte for byte; then a re-run completes the write. Both switch
 methods are covered: the atomic directory exchange, and the two-rename fallback (where the name is
@@ -51,8 +52,8 @@ FORKER = textwrap.dedent(
                 return fn(*args, **kwargs)
             return wrapper
 
-        os.fsync = lambda fd: None  # a SIGKILL loses no written data; only a power cut needs fsync
-        for name in ("link", "replace", "rename", "mkdir", "unlink", "rmdir", "open", "fsync", "chmod", "fchmod"):
+        os.fsync = lambda fd: None
+        for name in ("link", "replace", "rename", "mkdir", "unlink", "rmdir", "chmod", "fchmod"):
             setattr(os, name, hooked(getattr(os, name)))
         pq.ParquetWriter.write_table = hooked(pq.ParquetWriter.write_table)
         commit._exchange = hooked(commit._exchange)
@@ -169,7 +170,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Forker, Pa
     reference = base / "reference" / "ds"
     shutil.copytree(pristine, reference)
     killed, steps = forker.write(reference, 0, True)
-    assert not killed and steps is not None and steps[0] > 40, steps
+    assert not killed and steps is not None and steps[0] > 60, steps
     old, new = hashes(pristine), hashes(reference)
     assert sum(old[k] != new[k] for k in old) == 5, "all 4 shards (language columns added) and info.json"
     assert old.keys() == new.keys()

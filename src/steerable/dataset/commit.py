@@ -144,11 +144,13 @@ def _switch(dest: Path, new: Path, token: str) -> None:
 
 def _finish(dest: Path, token: str, new_ino: int) -> None:
     """Complete a committed transaction (journal written): switch if needed, then clean up."""
-    new = _sibling(dest, "new", token)
-    if _ino(dest) != new_ino:
-        if _ino(new) != new_ino:
-            raise WriteError(f"{new} is not the folder the commit of {dest} recorded; move it away by hand")
+    new, old = _sibling(dest, "new", token), _sibling(dest, "old", token)
+    if _ino(new) == new_ino and _ino(dest) != new_ino:
         _switch(dest, new, token)
+    elif _ino(dest) != new_ino:  # switched in long ago, then `dest` was replaced or deleted by hand
+        log.warning("dropping the leftovers of an old commit of %s (%s was replaced since)", dest, dest.name)
+        if not dest.exists() and old.is_dir():
+            os.replace(old, dest)
     fsync_dir(dest.parent)
     for kind in ("new", "old", "commit"):  # after an exchange the old version sits at `new`
         _remove(_sibling(dest, kind, token))
