@@ -14,7 +14,6 @@ from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.annotate.modules.vqa.answers import (
-        RELATIONS,
         CheckedAnswer,
         answer_type,
         camera_frame_sizes,
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
         detect_coordinate_format,
     )
     from steerable.annotate.modules.vqa.module import VqaModule, resolve_cameras, validate_vqa_rows
+    from steerable.annotate.modules.vqa.replies import RELATIONS, VqaReply, vqa_reply
 
 __all__ = [
     "COORDINATE_FORMATS",
@@ -32,6 +32,7 @@ __all__ = [
     "QuestionType",
     "VqaConfig",
     "VqaModule",
+    "VqaReply",
     "VqaStage",
     "answer_type",
     "camera_frame_sizes",
@@ -39,13 +40,15 @@ __all__ = [
     "detect_coordinate_format",
     "resolve_cameras",
     "validate_vqa_rows",
+    "vqa_reply",
 ]
 
-_ANSWERS = ("RELATIONS", "CheckedAnswer", "answer_type", "camera_frame_sizes", "check_answer", "detect_coordinate_format")
+_ANSWERS = ("CheckedAnswer", "answer_type", "camera_frame_sizes", "check_answer", "detect_coordinate_format")
 __getattr__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(_ANSWERS, "answers"),
         **dict.fromkeys(("VqaModule", "resolve_cameras", "validate_vqa_rows"), "module"),
+        **dict.fromkeys(("RELATIONS", "VqaReply", "vqa_reply"), "replies"),
     },
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steerable.annotate.modules.vqa.config import QUESTION_TYPES, CoordinateFormat, QuestionType
+from steerable.annotate.modules.vqa.replies import RELATIONS, required_keys
 
 __all__ = [
     "RELATIONS",
@@ -25,26 +26,15 @@ __all__ = [
     "detect_coordinate_format",
 ]
 
-RELATIONS: tuple[str, ...] = (
-    "left_of",
-    "right_of",
-    "above",
-    "below",
-    "on",
-    "in",
-    "near",
-    "behind",
-    "in_front_of",
-)
+# Required keys of each answer shape come from its reply model; these optional ones are the format
+# tags a stored answer may carry.
+_STORED_TAGS: dict[QuestionType, frozenset[str]] = {"keypoint": frozenset({"point_format"})}
 
-# Required and optional keys of each answer shape (optional ones are the stored format tags).
-_SHAPES: dict[QuestionType, tuple[frozenset[str], frozenset[str]]] = {
-    "bbox": (frozenset({"detections"}), frozenset()),
-    "keypoint": (frozenset({"label", "point"}), frozenset({"point_format"})),
-    "count": (frozenset({"label", "count"}), frozenset()),
-    "attribute": (frozenset({"label", "attribute", "value"}), frozenset()),
-    "spatial": (frozenset({"subject", "relation", "object"}), frozenset()),
-}
+
+def _shape(qtype: QuestionType) -> tuple[frozenset[str], frozenset[str]]:
+    return required_keys(qtype), _STORED_TAGS.get(qtype, frozenset())
+
+
 _EPS = 1e-6
 
 
@@ -67,7 +57,7 @@ def answer_type(answer: Any) -> QuestionType | None:
         return None
     keys = set(answer)
     for qtype in QUESTION_TYPES:
-        required, optional = _SHAPES[qtype]
+        required, optional = _shape(qtype)
         if required <= keys <= required | optional:
             return qtype
     return None
@@ -231,7 +221,7 @@ def check_answer(
     try:
         got = answer_type(answer)
         if got != qtype:
-            required, _ = _SHAPES[qtype]
+            required, _ = _shape(qtype)
             keys = sorted(answer) if isinstance(answer, Mapping) else type(answer).__name__
             hint = f" (that is a {got} answer)" if got else ""
             raise _Refused(f"a {qtype} answer needs keys {sorted(required)}, got {keys}{hint}")

@@ -16,12 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import ValidationError
 
 from steerable.annotate.context import EpisodeContext, FrameCache
 from steerable.annotate.module import ModuleOutput
 from steerable.annotate.modules.vqa.answers import CheckedAnswer, answer_type, check_answer
 from steerable.annotate.modules.vqa.config import VqaConfig
 from steerable.annotate.modules.vqa.questions import Question, QuestionPrompts, answer_schema, plan_questions
+from steerable.annotate.modules.vqa.replies import vqa_reply
 from steerable.errors import AnnotationError, ConfigError, VLMReplyError
 from steerable.vlm.protocol import VLMClient
 
@@ -147,16 +149,27 @@ class VqaModule:
         return [], f"{where} was dropped: {problem}", None
 
     def _read(self, reply: Any, q: Question, width: int, height: int) -> tuple[str, CheckedAnswer]:
-        if not isinstance(reply, Mapping):
+        """The question and the checked answer. A reply is read into the model its schema came from;
+        one that does not fit it (from a backend that skips the schema) is checked as it is, so the
+        re-ask can say exactly what is wrong."""
+        try:
+            parsed = vqa_reply(q.qtype).model_validate(reply)
+        except ValidationError:
+            parsed = None
+        if parsed is not None:
+            question: Any = parsed.question
+            answer: Any = parsed.answer.model_dump()
+        elif isinstance(reply, Mapping):
+            question, answer = reply.get("question"), reply.get("answer")
+        else:
             return "", CheckedAnswer(
                 None, problem=f"the reply must be a JSON object, got {type(reply).__name__}"
             )
-        question = reply.get("question")
         if not isinstance(question, str) or not question.strip():
             return "", CheckedAnswer(None, problem="'question' must be a non-empty string")
         checked = check_answer(
             q.qtype,
-            reply.get("answer"),
+            answer,
             width=width,
             height=height,
             coordinate_format=self.config.coordinate_format,

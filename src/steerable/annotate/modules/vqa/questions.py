@@ -8,48 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from steerable.annotate.modules.vqa.answers import RELATIONS
 from steerable.annotate.modules.vqa.config import QUESTION_TYPES, QuestionType, VqaConfig
+from steerable.annotate.modules.vqa.replies import RELATIONS, vqa_reply
 from steerable.annotate.prompts import Prompt, PromptFolder
+from steerable.vlm.structured import reply_schema
 
 __all__ = ["PROMPTS", "Question", "QuestionPrompts", "answer_schema", "plan_questions"]
 
 PROMPTS = PromptFolder("steerable.annotate.modules.vqa")
 
-_TEXT = {"type": "string", "minLength": 1}
-
-
-def _numbers(count: int) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "number"}, "minItems": count, "maxItems": count}
-
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-
-
-_ANSWERS: dict[QuestionType, dict[str, Any]] = {
-    "bbox": _object(
-        {
-            "detections": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 16,
-                "items": _object({"label": _TEXT, "bbox": _numbers(4)}),
-            }
-        }
-    ),
-    "keypoint": _object({"label": _TEXT, "point": _numbers(2)}),
-    "count": _object({"label": _TEXT, "count": {"type": "integer", "minimum": 0}}),
-    "attribute": _object({"label": _TEXT, "attribute": _TEXT, "value": _TEXT}),
-    "spatial": _object(
-        {"subject": _TEXT, "relation": {"type": "string", "enum": list(RELATIONS)}, "object": _TEXT}
-    ),
-}
 # The reply shapes as the prompt spells them out.
 _SHAPE_TEXT: dict[QuestionType, str] = {
     "bbox": '{"detections": [{"label": "<object>", "bbox": [x_min, y_min, x_max, y_max]}, ...]}',
@@ -65,7 +32,7 @@ _GROUNDED: frozenset[QuestionType] = frozenset({"bbox", "keypoint"})
 
 def answer_schema(qtype: QuestionType) -> dict[str, Any]:
     """JSON schema of the whole reply to a `qtype` question: {"question": ..., "answer": {...}}."""
-    return _object({"question": _TEXT, "answer": _ANSWERS[qtype]})
+    return reply_schema(vqa_reply(qtype))
 
 
 @dataclass(frozen=True)
