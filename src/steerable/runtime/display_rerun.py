@@ -98,7 +98,7 @@ class RerunDisplay:
             )
         self.runtime: Runtime | None = None
         self._named = False
-        self._next_rates = 0.0
+        self._next_rates = 1.0  # rates are measured over at least one second of loop time
 
     def attach(self, runtime: Runtime) -> None:
         """Subscribe to `runtime`'s events and frames (and make the simulator render its cameras)."""
