@@ -13,9 +13,12 @@ from pathlib import Path
 from annotate_helpers import REPO
 from runtime_helpers import recorded_language
 
+# A private tmux server: other tmux users on the machine cannot change the window size under us.
+SOCKET = f"steerable-test-{uuid.uuid4().hex[:8]}"
+
 
 def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True).stdout
 
 
 def _wait_for(session: str, text: str, timeout: float = 30.0) -> str:
@@ -62,7 +65,7 @@ def test_repl_in_a_terminal(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert done.read_text().strip() == "0"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True)
     persistent, events, problems = recorded_language(record)
     assert problems == []
     assert any(r.get("style") == "interjection" for rows in events.values() for r in rows)
@@ -86,6 +89,6 @@ def test_ctrl_c_in_the_repl_stops_the_robot_and_keeps_the_recording(tmp_path: Pa
             time.sleep(0.2)
         assert done.read_text().strip() == "130"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True)
     _, _, problems = recorded_language(record)
     assert problems == []

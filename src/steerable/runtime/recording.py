@@ -130,9 +130,12 @@ class Recorder:
         times = frame_timestamps(n, self.fps).tolist()
         persistent = [{"role": "user", "content": ep.task, "style": "task_aug", "timestamp": times[0],
                        "camera": None, "tool_calls": None}]
+        latest: dict[tuple[str, int], str] = {}  # one row per style and frame (past the end: the last)
         for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1]):
+            latest[(style, min(frame, n - 1))] = text
+        for (style, frame), text in latest.items():
             persistent.append({"role": "assistant", "content": text, "style": style,
-                               "timestamp": times[min(frame, n - 1)], "camera": None, "tool_calls": None})
+                               "timestamp": times[frame], "camera": None, "tool_calls": None})
         events = [(times[min(frame, n - 1)], row) for frame, row in ep.events]
         self._language[index] = EpisodeLanguage(persistent, events)
         if len(ep.worlds) == n:
@@ -140,8 +143,11 @@ class Recorder:
         logger.info("recorded episode %d: %d frames, %d language rows", index, n, len(persistent) + len(events))
 
     def _truth(self, index: int, ep: _Episode, times: np.ndarray) -> EpisodeTruth:
-        starts = [(frame, text) for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1])
-                  if style == "subtask"]
+        last = len(ep.worlds) - 1  # an event of an interrupted last tick may lie past the last frame
+        starts: list[tuple[int, str]] = []
+        for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1]):
+            if style == "subtask":
+                starts = [s for s in starts if s[0] != min(frame, last)] + [(min(frame, last), text)]
         if not starts or starts[0][0] != 0:
             starts.insert(0, (0, starts[0][1] if starts else ep.task))
         closure = np.array([w.gripper.closure for w in ep.worlds])

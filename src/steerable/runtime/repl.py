@@ -33,8 +33,9 @@ _STYLES = {"warn": "bold red", "speech": "bold cyan", "interjection": "yellow", 
 class StatusView:
     """What the live display shows: the status panel, recent events, and the line being typed."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, console: Console) -> None:
         self.session = session
+        self.console = console
         self.events: deque[tuple[str, str]] = deque(maxlen=14)
         self.typed = ""
         self.lock = threading.Lock()
@@ -69,8 +70,12 @@ class StatusView:
         mode = "done" if rt.state.done else rt.state.mode
         color = {"action": "green", "paused": "yellow", "done": "cyan"}[mode]
         panel = Panel(grid, title=f"steerable run · sim · [{color}]{mode}[/{color}]", title_align="left")
+        # Keep the newest events on screen: Live would crop the bottom of a display taller than the terminal.
+        console = self.console
+        room = console.size.height - len(console.render_lines(panel, console.options)) - 4
         with self.lock:
-            log = Text("\n").join(Text(line, style=style) for line, style in self.events)
+            shown = list(self.events)[-max(room, 2):]
+            log = Text("\n").join(Text(line, style=style) for line, style in shown)
             typed = self.typed
         hint = Text("plain text = interjection · /task /ask /pause /resume /reset /status /help /quit", style="dim")
         return Group(panel, log, hint, Text(f"> {typed}", style="bold"))
@@ -102,7 +107,7 @@ def run_repl(session: Session) -> int:
     """Run the interactive session until /quit, Ctrl-D or Ctrl-C; returns the exit status."""
     console = Console(highlight=False)
     rt = session.runtime
-    view = StatusView(session)
+    view = StatusView(session, console)
     rt.listeners.append(view.on_event)
     session.out = view.note
     console.print(session.describe_scene(), style="dim")
