@@ -45,7 +45,10 @@ class EpisodeResult:
         """One line naming every failed module and why; None when every module succeeded."""
         if not self.failures:
             return None
-        return "; ".join(f"{name}: {reason}" for name, reason in self.failures.items())
+        by_reason: dict[str, list[str]] = {}  # modules that failed alike are named together
+        for name, reason in self.failures.items():
+            by_reason.setdefault(reason, []).append(name)
+        return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
 
 
 @dataclass
@@ -185,7 +188,7 @@ async def _run_episode(
             if debug:
                 raise
             result.failures[module.name] = str(exc)
-            log.warning("episode %d: %s failed: %s", ep.episode_index, module.name, exc)
+            log.info("episode %d: %s failed: %s", ep.episode_index, module.name, exc)  # listed at the end
         except Exception as exc:  # a bug: keep the run going, but keep the evidence
             if debug:
                 raise
