@@ -235,7 +235,9 @@ class Session:
         task = self.runtime.state.task.lower()
         named = [c.name for c in world.scene.cubes if c.name in task] or [c.name for c in world.scene.cubes]
         where = " ".join(describe_location(world, c) for c in named)
-        return f"final ({'task done' if self.runtime.state.done else 'task not done'}): {where}"
+        report = f"final ({'task done' if self.runtime.state.done else 'task not done'}): {where}"
+        wavs = sorted(self.speech_dir.glob("*.wav")) if self.speech_dir is not None else []
+        return report + (f"\nspoken replies: {len(wavs)} wav file(s) in {self.speech_dir}" if wavs else "")
 
     def close(self) -> Path | None:
         """Stop the robot, close the env, finish the recording; returns the dataset written, if any."""
