@@ -110,3 +110,14 @@ def test_ctrl_c_stops_the_robot_and_closes_the_recording_so_it_loads(tmp_path: P
     assert ds.info.total_episodes == 1 and ds.info.total_frames > 30
     persistent, _, problems = recorded_language(record)
     assert problems == [] and any(r["content"] == "place it in the blue bin" for r in persistent)
+
+
+def test_direct_task_mode_runs_the_operators_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commands = tmp_path / "c.txt"
+    commands.write_text("/task pick up the red cube\nplace it in the right bin\n/task dance\n")
+    assert main(["run", "--seed", "7", "--high_level", "none", "--commands", str(commands)]) == 0
+    out = capsys.readouterr().out
+    assert "high level: none (direct task)" in out
+    assert "done: pick up the red cube" in out and "done: place it in the right bin" in out
+    assert "cannot parse command 'dance'" in out
+    assert "The red cube is in the yellow bin." in out

@@ -339,7 +339,7 @@ class Runtime:
                 st.controller_done = True
                 if self.high is None and not st.done:
                     st.done = True
-                    self.emit("done", f"done: {command}")
+                    self.emit("done", command)
         if chunk.error and self._warned_revision != revision:
             self._warned_revision = revision
             self.emit("warn", f"controller: {chunk.error}; holding still")
