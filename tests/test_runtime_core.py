@@ -263,3 +263,14 @@ def test_an_interjection_after_the_task_is_done_can_give_it_more_to_do() -> None
     rt.submit("interject", "also put the red cube in the right bin")
     rt.run(max_ticks=2)
     assert not rt.state.done and rt.state.context["subtask"] == "place it in the right bin" and env.sent
+
+
+def test_measured_rates_cover_the_recent_window() -> None:
+    rt, _, _ = _runtime(RecordingPlanner([HighLevelUpdate(subtask="wave")]))
+    rt.submit("task", "wave")
+    rt.run(max_ticks=20)  # 2 s: chunks at 2 Hz
+    assert rt.measured_rates()["chunk_hz"] == pytest.approx(2.0)
+    rt.submit("pause")
+    rt.run(max_ticks=60)  # 6 s paused: the last 5 s saw ticks but no inference
+    rates = rt.measured_rates()
+    assert rates["chunk_hz"] == 0.0 and rates["ctrl_hz"] == pytest.approx(10.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -121,6 +122,8 @@ class Runtime:
         self._warned_revision = -1
         self._answered = -1  # revision after the last high-level update
         self._obs: Observation | None = None
+        # When ticks, chunk inferences and high-level calls happened (loop time), for measured rates.
+        self._recent: dict[str, deque[float]] = {"ctrl_hz": deque(), "chunk_hz": deque(), "high_level_hz": deque()}
 
     # -- operator API (thread-safe: applied at the start of the next tick) ----------------------
     def submit(self, kind: InputKind, text: str = "") -> None:
@@ -215,6 +218,7 @@ class Runtime:
         st = self.state
         obs = self._observe()
         self.stats.high_level_calls += 1
+        self._recent["high_level_hz"].append(self.clock.now())
         try:
             messages = self.prompts(kind, st, obs, user_text) if self.prompts is not None else []
             request = HighLevelRequest(
@@ -312,6 +316,7 @@ class Runtime:
                 hook(obs, done)
         self.frame += 1
         self.stats.ticks += 1
+        self._recent["ctrl_hz"].append(now)
         if self.keep_timings:
             self.stats.tick_seconds.append(time.perf_counter() - started)
 
@@ -329,6 +334,7 @@ class Runtime:
             self.emit("warn", f"{self.low.name} failed on {command!r}: {exc}; holding still")
             return
         self.stats.chunks += 1
+        self._recent["chunk_hz"].append(self.clock.now())
         with st.lock:
             if st.revision != revision:
                 st.chunks_discarded += 1
@@ -365,11 +371,14 @@ class Runtime:
         """Stop the robot now: paused, nothing queued."""
         self.state.set_mode("paused")
 
-    def measured_rates(self) -> dict[str, float]:
-        """Ticks, chunks and high-level calls per second of (simulated or wall) loop time."""
-        seconds = max(self.clock.now(), 1e-9)
-        return {
-            "ctrl_hz": self.stats.ticks / seconds,
-            "chunk_hz": self.stats.chunks / seconds,
-            "high_level_hz": self.stats.high_level_calls / seconds,
-        }
+    def measured_rates(self, window_s: float = 5.0) -> dict[str, float]:
+        """Ticks, chunk inferences and high-level calls per second over the last `window_s` of loop
+        time (simulated or wall)."""
+        now = self.clock.now()
+        span = max(min(window_s, now), 1e-9)
+        out = {}
+        for name, times in self._recent.items():
+            while times and times[0] < now - window_s:
+                times.popleft()
+            out[name] = len(times) / span
+        return out
