@@ -80,6 +80,7 @@ def test_display_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--display", "rerun", "--eval_episodes", "2"], "--display shows one session"),
         (["--display_to", str(tmp_path / "x.rrd")], "add --display rerun"),
         (["--display", "rerun", "--display_to", str(tmp_path / "no" / "x.rrd")], "its folder does not exist"),
+        (["--display", "rerun", "--display_to", "rerun+http://127.0.0.1:9/proxy"], "no Rerun viewer answers"),
     ]
     for args, message in cases:
         assert main(["run", "--env", "sim", "--task", "put the red cube in the left bin", *args]) == 2, args

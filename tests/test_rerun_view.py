@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +213,47 @@ def test_without_rerun_sdk_the_flag_names_the_extra(viewer_ds: Path, tmp_path: P
     )
     assert done.returncode == 2, done.stderr
     assert "steerable[rerun]" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.filterwarnings("ignore:RRD file has no footer")  # a streamed file has no manifest
+def test_url_streams_to_a_running_viewer(viewer_ds: Path, tmp_path: Path) -> None:
+    """`--rerun rerun+http://...`: the SDK's own `rerun --save` server receives both recordings."""
+    from steerable.viewer.rerun.sinks import rerun_executable
+
+    port = _free_port()
+    got = tmp_path / "got.rrd"
+    server = subprocess.Popen([rerun_executable(), "--port", str(port), "--save", str(got)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):  # wait until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        done = steerable("view", str(viewer_ds), "--rerun", f"rerun+http://127.0.0.1:{port}/proxy", "--episodes", "0,1")
+        assert done.returncode == 0, done.stderr
+        assert f"sent to the Rerun viewer at rerun+http://127.0.0.1:{port}/proxy" in done.stdout
+    finally:
+        server.send_signal(2)  # Ctrl-C: the server finishes the file
+        server.wait(timeout=30)
+    reader = rr.chunk.RrdReader(got)
+    assert sorted(e.recording_id for e in reader.recordings()) == ["episode_000000", "episode_000001"]
+    entry = next(e for e in reader.recordings() if e.recording_id == "episode_000001")
+    rows = frame_table(reader.stream(store=entry).collect(), "/language/speech")
+    assert [(r["frame_index"], r["/language/speech:TextLog:text"]) for r in rows] == [
+        (SAY_FRAME, ["Okay, switching to the other bin."])
+    ]
+
+
+def test_unreachable_viewer_is_one_line_exit_2(viewer_ds: Path) -> None:
+    port = _free_port()
+    done = steerable("view", str(viewer_ds), "--rerun", f"rerun+http://127.0.0.1:{port}/proxy")
+    assert done.returncode == 2 and "no Rerun viewer answers" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -17,8 +17,10 @@ action (`frame_hooks`) and every event (`listeners`). Timelines: `frame_index` (
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -42,6 +44,18 @@ _URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
 
 def _camera_name(key: str) -> str:
     return key.removeprefix("observation.images.").removeprefix("observation.") or key
+
+
+def _check_reachable(url: str) -> None:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 9876), timeout=3.0):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"no Rerun viewer answers at {url} ({exc.strerror or exc}): start one (`rerun`, or `rerun --serve-grpc`)"
+            f" or write a file with --display_to FILE.rrd"
+        ) from None
 
 
 def runtime_blueprint(cameras: list[str], fps: float) -> Any:
@@ -87,6 +101,7 @@ class RerunDisplay:
         if target is None or not target.strip():
             self.rec.spawn()
         elif target.startswith(_URL_SCHEMES):
+            _check_reachable(target)
             self.rec.connect_grpc(target)
         elif target.endswith(".rrd"):
             if not Path(target).expanduser().resolve().parent.is_dir():
@@ -148,5 +163,7 @@ class RerunDisplay:
         """Send what is buffered and finish the file or stream."""
         try:
             self.rec.flush()
+        except RuntimeError as exc:  # the viewer went away: the session itself is done, say so and go on
+            logger.warning("rerun display: %s", exc)
         finally:
             self.rec.disconnect()

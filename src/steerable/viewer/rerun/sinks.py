@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -13,13 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Literal
+from urllib.parse import urlsplit
 
 from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError, MissingExtraError, WriteError, explain_os_error
 from steerable.viewer.rerun.episode import EpisodeLog, VideoMode, log_episode, plot_features
 from steerable.viewer.rerun.layout import episode_blueprint
 
-__all__ = ["RerunTarget", "import_rerun", "log_dataset", "parse_target", "recording_id"]
+__all__ = [
+    "RerunTarget",
+    "check_reachable",
+    "import_rerun",
+    "log_dataset",
+    "parse_target",
+    "recording_id",
+    "rerun_executable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +71,20 @@ def parse_target(text: str | None) -> RerunTarget:
     return RerunTarget("file", str(Path(text).expanduser().resolve()))
 
 
+def check_reachable(url: str, timeout_s: float = 3.0) -> None:
+    """A one-line error now, instead of the SDK's retries, when no viewer listens at `url`."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 9876
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"no Rerun viewer answers at {url} ({exc.strerror or exc}): start one (`rerun`, or `rerun --serve-grpc`) "
+            f"or write a file with --rerun FILE.rrd"
+        ) from None
+
+
 def recording_id(episode_index: int) -> str:
     return f"episode_{episode_index:06d}"
 
@@ -78,6 +102,8 @@ def log_dataset(
     metas = [ds.episode(i) for i in episodes]  # unknown episodes fail before anything is written
     app = application_id or f"steerable {ds.root.name}"
     blueprint = episode_blueprint(ds.camera_keys, plot_features(ds), fps=ds.fps)
+    if target.kind == "connect" and target.where is not None:
+        check_reachable(target.where)
     logs: list[EpisodeLog] = []
     with tempfile.TemporaryDirectory(prefix="steerable-rerun-") as scratch_dir:
         scratch = Path(scratch_dir)
@@ -95,15 +121,17 @@ def log_dataset(
             rec.send_recording_name(f"{ds.root.name} episode {ep.episode_index}")
             try:
                 logs.append(log_episode(rr, rec, ds, ep, video=video, scratch=scratch))
-            finally:
                 rec.flush()
+            except RuntimeError as exc:  # the SDK's sink errors (a viewer that went away)
+                raise ConfigError(f"Rerun: {exc}") from None
+            finally:
                 rec.disconnect()
         if target.kind == "file" and target.where is not None:
             _write(parts, Path(target.where))
     return logs
 
 
-def _rerun_cli() -> str:
+def rerun_executable() -> str:
     """The `rerun` executable that ships with the SDK (for `rerun rrd merge`)."""
     try:
         import rerun_cli
@@ -125,7 +153,7 @@ def _write(parts: list[Path], dst: Path) -> None:
             shutil.copyfile(parts[0], tmp)
         else:
             done = subprocess.run(
-                [_rerun_cli(), "rrd", "merge", *map(str, parts), "-o", str(tmp)],
+                [rerun_executable(), "rrd", "merge", *map(str, parts), "-o", str(tmp)],
                 capture_output=True, text=True, timeout=600,
             )
             if done.returncode != 0:
