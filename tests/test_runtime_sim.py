@@ -56,7 +56,12 @@ def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_pat
     says = [r for r in at_3s if r["tool_calls"]]
     assert says[0]["tool_calls"][0]["function"]["name"] == "say"
     assert "yellow bin" in says[0]["tool_calls"][0]["function"]["arguments"]["text"]
-    assert set(events) == {3.0}  # nothing else was said or interjected
+    # The question asked at the end is a vqa pair on the top camera, answered from the final state.
+    (asked_at,) = set(events) - {3.0}
+    vqa = {r["role"]: r for r in events[asked_at]}
+    assert vqa["user"]["content"] == "where is the red cube?" and vqa["user"]["style"] == "vqa"
+    assert vqa["assistant"]["content"] == "The red cube is in the yellow bin."
+    assert vqa["user"]["camera"] == vqa["assistant"]["camera"] == "observation.images.top"
     subtasks = [(r["timestamp"], r["content"]) for r in persistent if r["style"] == "subtask"]
     assert subtasks[0] == (0.0, "pick up the red cube")
     assert (3.0, "place it in the yellow bin") in subtasks

@@ -42,7 +42,8 @@ __all__ = ["EventKind", "LoopRates", "OperatorInput", "PromptSource", "Runtime",
 logger = logging.getLogger(__name__)
 
 EventKind = Literal[
-    "task", "subtask", "plan", "memory", "interjection", "speech", "answer", "tool", "mode", "done", "warn", "info"
+    "task", "subtask", "plan", "memory", "interjection", "speech", "question", "answer", "tool", "mode", "done",
+    "warn", "info",
 ]
 InputKind = Literal["task", "interject", "ask", "pause", "resume", "reset"]
 # Renders the high-level prompt (chat messages) for a request; see steerable.runtime.prompts.
@@ -207,6 +208,7 @@ class Runtime:
         if self.high is None:
             self.emit("warn", "no high-level model to answer questions (run with --high_level)")
             return
+        self.emit("question", question)
         was = st.mode
         st.set_mode("paused")  # the policy is free, and any chunk in flight is invalidated
         self._high_level("ask", question)

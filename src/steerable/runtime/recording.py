@@ -4,7 +4,8 @@ One episode per task (a new `/task` or `/reset` starts the next one). Frames are
 the observation's state and camera frames, and the action dispatched (the current state when the
 robot held still). Language: the task (a `task_aug` row), every subtask / plan / memory at the
 frame it took effect (persistent rows), every interjection (an event row of style `interjection`)
-and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame.
+and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame; a
+question (`/ask`) and its answer become a `vqa` pair on `camera` (the last exchange of a frame).
 `close()` finishes the videos and metadata (info.json last) and then writes the language columns,
 so an interrupted run still leaves a dataset that loads. A simulator recording also gets the
 synthetic ground-truth sidecar (the subtasks the controller executed, gripper events, object boxes),
@@ -48,18 +49,28 @@ class _Episode:
     persistent: dict[tuple[str, int], str] = field(default_factory=dict)  # (style, frame) -> text
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     worlds: list[WorldState] = field(default_factory=list)  # simulator ground truth, frame by frame
+    vqa: dict[int, dict[str, str]] = field(default_factory=dict)  # frame -> {"question", "answer"}
 
 
 class Recorder:
     """Listener + frame hook of a `Runtime` that writes a dataset to `root` (a new folder)."""
 
-    def __init__(self, root: Path, *, fps: int, robot_type: str | None = None, state_names: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fps: int,
+        robot_type: str | None = None,
+        state_names: tuple[str, ...] = (),
+        camera: str | None = None,
+    ) -> None:
         self.root = Path(root)
         if self.root.exists() and any(self.root.iterdir()):
             raise DatasetError(f"--record {self.root}: the folder is not empty; record into a new folder")
         self.fps = fps
         self.robot_type = robot_type
         self.state_names = state_names
+        self.camera = camera  # the camera `/ask` exchanges are recorded on (None: not recorded)
         self._builder: DatasetBuilder | None = None
         self._episode: _Episode | None = None
         self._language: dict[int, EpisodeLanguage] = {}
@@ -85,6 +96,10 @@ class Recorder:
                                       "tool_calls": None}))
         elif event.kind == "speech":
             ep.events.append((frame, speech_row(event.text)))
+        elif event.kind == "question" and self.camera is not None:
+            ep.vqa[frame] = {"question": event.text}
+        elif event.kind == "answer" and frame in ep.vqa:
+            ep.vqa[frame]["answer"] = event.text
 
     def on_frame(self, observation: Observation, action: np.ndarray) -> None:
         ep = self._episode
@@ -137,6 +152,11 @@ class Recorder:
             persistent.append({"role": "assistant", "content": text, "style": style,
                                "timestamp": times[frame], "camera": None, "tool_calls": None})
         events = [(times[min(frame, n - 1)], row) for frame, row in ep.events]
+        vqa_frames = {min(frame, n - 1): pair for frame, pair in ep.vqa.items() if pair.get("answer")}
+        for frame, pair in vqa_frames.items():
+            for role, text in (("user", pair["question"]), ("assistant", pair["answer"])):
+                events.append((times[frame], {"role": role, "content": text, "style": "vqa",
+                                              "camera": self.camera, "tool_calls": None}))
         self._language[index] = EpisodeLanguage(persistent, events)
         if len(ep.worlds) == n:
             self._truths.append(self._truth(index, ep, np.asarray(times, dtype=np.float32)))

@@ -150,7 +150,8 @@ class Session:
         self.speech_dir = Path(tempfile.mkdtemp(prefix="steerable_say_")) if options.tts != "text" else None
         tools = load_tools({}, tts=options.tts, output_dir=self.speech_dir)
         self.recorder = (
-            Recorder(options.record, fps=self.env.fps, robot_type=ROBOT_TYPE, state_names=self.env.state_names)
+            Recorder(options.record, fps=self.env.fps, robot_type=ROBOT_TYPE, state_names=self.env.state_names,
+                     camera=self.env.camera_keys[0] if self.env.camera_keys else None)
             if options.record is not None
             else None
         )
