@@ -28,6 +28,7 @@ __all__ = [
     "VLMUnavailableError",
     "WriteError",
     "explain_os_error",
+    "os_cause",
 ]
 
 
@@ -142,3 +143,14 @@ def explain_os_error(exc: OSError, *, paths: bool = True) -> str:
         text = exc.strerror or str(exc) or type(exc).__name__
         return f"{where}: {text}" if where else text
     return f"{where}: {hint}" if where else hint
+
+
+def os_cause(exc: BaseException) -> OSError | None:
+    """The OS error behind `exc`: itself, or the one our WriteError or another library's error wraps.
+
+    None for our other errors (a VideoNotFoundError is a FileNotFoundError, but says it all itself).
+    """
+    if isinstance(exc, OSError) and not isinstance(exc, SteerableError):
+        return exc
+    cause = exc.__cause__ if isinstance(exc, WriteError) or not isinstance(exc, SteerableError) else None
+    return cause if isinstance(cause, OSError) and not isinstance(cause, SteerableError) else None

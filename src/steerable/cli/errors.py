@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from steerable.errors import SteerableError, explain_os_error
+from steerable.errors import SteerableError, explain_os_error, os_cause
 
 __all__ = ["BROKEN_PIPE_EXIT", "INTERRUPTED_EXIT", "USER_ERROR_EXIT", "run_command", "user_message"]
 
@@ -59,8 +59,8 @@ def user_message(exc: BaseException) -> str | None:
     """The one line shown for `exc`, or None when it is a bug (keep the traceback)."""
     if isinstance(exc, SteerableError):
         return str(exc)
-    if isinstance(exc, OSError):
-        return explain_os_error(exc)
+    if (cause := os_cause(exc)) is not None:  # also one a library wraps, as `datasets` does
+        return explain_os_error(cause)
     if isinstance(exc, json.JSONDecodeError):
         return f"invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
     if type(exc).__module__.startswith("pyarrow") and str(exc):

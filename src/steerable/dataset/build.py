@@ -374,5 +374,7 @@ class DatasetBuilder:
         if exc is None:
             self.finalize()
         else:
-            self._open.__exit__(exc_type, exc, tb)  # the video writers drop their temp files
-            self.abort()
+            try:
+                self._open.__exit__(exc_type, exc, tb)  # the video writers drop their temp files
+            finally:
+                self.abort()

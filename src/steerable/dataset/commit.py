@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from steerable.dataset.atomic import fsync_dir
-from steerable.errors import WriteError, explain_os_error
+from steerable.errors import WriteError, explain_os_error, os_cause
 
 __all__ = ["FolderCommit", "commit_folder", "recover_folder"]
 
@@ -241,8 +241,8 @@ class FolderCommit:
         self.durable = durable
         self._modes: dict[Path, int] = {}
         self._fresh: list[Path] = []
+        recover_folder(self.dest)
         try:
-            recover_folder(self.dest)
             self.dest.parent.mkdir(parents=True, exist_ok=True)
             self._lock = self._acquire()
         except OSError as exc:
@@ -258,8 +258,8 @@ class FolderCommit:
                 self.add_tree(Path(base), share=share, exclude=exclude)
         except BaseException as exc:
             self.abort()
-            if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-                raise self._error(exc) from exc
+            if (cause := os_cause(exc)) is not None:
+                raise self._error(cause) from exc
             raise
 
     def _acquire(self) -> _Lock:
@@ -332,8 +332,8 @@ class FolderCommit:
             self._write_journal()
         except BaseException as exc:
             self.abort()
-            if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-                raise self._error(exc) from exc
+            if (cause := os_cause(exc)) is not None:
+                raise self._error(cause) from exc
             raise
         try:
             _finish(self.dest, self.token, _ino(self.root) or 0)
@@ -394,7 +394,8 @@ def commit_folder(
         yield tx
     except BaseException as exc:
         tx.abort()
-        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-            raise tx._error(exc) from exc
+        if (cause := os_cause(exc)) is not None:
+            raise tx._error(cause) from exc  # names `dest`, not a path inside the new version
         raise
     tx.commit()
+
