@@ -28,6 +28,7 @@ from steerable.annotate.summary import (
 from steerable.annotate.workspace import Workspace, open_workspace
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.atomic import atomic_write_json
+from steerable.dataset.summary import index_ranges
 from steerable.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -122,7 +123,10 @@ def _select(ds: LeRobotDataset, only: list[int] | None) -> list[EpisodeMeta]:
     known = {e.episode_index for e in ds.episodes}
     unknown = sorted(set(only) - known)
     if unknown:
-        raise ConfigError(f"--only_episodes names episode(s) {unknown} that {ds.root} does not have")
+        raise ConfigError(
+            f"--only_episodes names episode(s) {index_ranges(unknown)} that {ds.root} does not have "
+            f"(it has {index_ranges(sorted(known))})"
+        )
     return [ds.episode(i) for i in sorted(set(only))]
 
 
