@@ -58,6 +58,21 @@ def _check_reachable(url: str) -> None:
         ) from None
 
 
+def _spawn(rr: Any, rec: Any) -> None:
+    """Start the native viewer that ships with the SDK (or connect to the one already on its port)."""
+    try:
+        import rerun_cli
+
+        executable: str | None = str(Path(rerun_cli.__file__).parent / "rerun")
+    except ImportError:
+        executable = None  # the SDK looks for `rerun` on PATH
+    try:
+        rr.sinks.spawn(executable_path=executable, recording=rec)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"could not start the Rerun viewer ({first}); use --display_to FILE.rrd") from None
+
+
 def runtime_blueprint(cameras: list[str], fps: float) -> Any:
     """Cameras on top; the live language context, the event log and the plots below."""
     import rerun.blueprint as rrb
@@ -99,7 +114,7 @@ class RerunDisplay:
         self.rec = rr.RecordingStream(application_id)
         self.rec.set_log_time_enabled(False)
         if target is None or not target.strip():
-            self.rec.spawn()
+            _spawn(rr, self.rec)
         elif target.startswith(_URL_SCHEMES):
             _check_reachable(target)
             self.rec.connect_grpc(target)

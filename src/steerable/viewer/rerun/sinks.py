@@ -117,18 +117,28 @@ def log_dataset(
             elif target.kind == "connect":
                 rec.connect_grpc(target.where, default_blueprint=blueprint)
             else:
-                rec.spawn(default_blueprint=blueprint)
+                _spawn(rr, rec, blueprint)
             rec.send_recording_name(f"{ds.root.name} episode {ep.episode_index}")
             try:
                 logs.append(log_episode(rr, rec, ds, ep, video=video, scratch=scratch))
                 rec.flush()
-            except RuntimeError as exc:  # the SDK's sink errors (a viewer that went away)
-                raise ConfigError(f"Rerun: {exc}") from None
+            except RuntimeError as exc:  # the SDK's sink errors (a viewer that went away, or never came)
+                hint = " (did the viewer start? it needs a display)" if target.kind == "spawn" else ""
+                raise ConfigError(f"Rerun: {exc}{hint}; write a file with --rerun FILE.rrd") from None
             finally:
                 rec.disconnect()
         if target.kind == "file" and target.where is not None:
             _write(parts, Path(target.where))
     return logs
+
+
+def _spawn(rr: ModuleType, rec: object, blueprint: object) -> None:
+    """Start the native viewer shipped with the SDK (or connect to the one already on its port)."""
+    try:
+        rr.sinks.spawn(executable_path=rerun_executable(), default_blueprint=blueprint, recording=rec)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"could not start the Rerun viewer ({first}); write a file with --rerun FILE.rrd") from None
 
 
 def rerun_executable() -> str:
