@@ -112,6 +112,19 @@ def test_in_place_annotate_of_a_read_only_dataset(dataset: Path, read_only: Path
     assert_one_line(result, "read-only", "--output_dir")
 
 
+def test_in_place_annotate_on_a_full_disk_leaves_the_dataset_as_it_was(dataset: Path, tmp_path: Path) -> None:
+    """Room for the staging but not for the new shards: the commit fails, the dataset is unchanged."""
+    used_kib = sum(-(-p.stat().st_size // 4096) * 4 for p in dataset.rglob("*") if p.is_file())
+    for disk in _mount(tmp_path / "tiny", f"size={used_kib + 8}k"):
+        copy = disk / "ds"
+        subprocess.run(["cp", "-r", str(dataset), str(copy)], check=True)
+        before = file_hashes(copy, skip_work_dir=False)
+        result = steerable("annotate", "--root", str(copy))
+        assert_one_line(result, "no space left", str(copy))
+        assert file_hashes(copy, skip_work_dir=True) == {k: v for k, v in before.items() if ".steerable" not in k}
+        assert [p.name for p in disk.iterdir()] == ["ds"], "no half-built version beside it"
+
+
 def test_bad_json_flag_names_the_flag(dataset: Path) -> None:
     result = steerable("annotate", "--root", str(dataset), "--vlm.chat_template_kwargs", "{bad")
     assert_one_line(result, "--vlm.chat_template_kwargs", "JSON")
