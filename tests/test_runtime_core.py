@@ -6,6 +6,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steerable.runtime.clock import RateGate, VirtualClock
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
@@ -274,3 +276,15 @@ def test_measured_rates_cover_the_recent_window() -> None:
     rt.run(max_ticks=60)  # 6 s paused: the last 5 s saw ticks but no inference
     rates = rt.measured_rates()
     assert rates["chunk_hz"] == 0.0 and rates["ctrl_hz"] == pytest.approx(10.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=120) | st.sampled_from(
+    ["{", '{"subtask": 3}', '{"tool_calls": "x"}', "<say>", "<say></say>", "Plan:", '{"plan": [1, 2]}']))
+def test_any_generated_text_parses_or_is_refused_cleanly(text: str) -> None:
+    try:
+        update = parse_generation(text)
+    except ParseError:
+        return
+    for value in (update.subtask, update.plan, update.memory, update.speech, update.answer):
+        assert value is None or isinstance(value, str)
