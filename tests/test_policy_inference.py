@@ -221,3 +221,6 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     last = LanguageContext(task=task, subtask="place the red cube in the bin", plan="1. place the red cube in the bin")
     finished = high.update(HighLevelRequest("update", last, obs, controller_done=True))
     assert finished.task_done and not asked  # the plan's last step is done: nothing left to write
+    longer = LanguageContext(task=task, subtask="place the red cube in the bin",
+                             plan="1. place the red cube in the bin\n2. place the red cube in the bin")
+    assert not high.update(HighLevelRequest("update", longer, obs, controller_done=True)).task_done

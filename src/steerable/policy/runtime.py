@@ -101,8 +101,8 @@ class PolicyHighLevel:
         finished = ctx.subtask if request.controller_done else None
         if not plan:
             new_plan = plan = self._one(plan_prompt(ctx.task), obs).text or None
-        elif finished and _plan_steps(plan)[-1:] == [_step(finished)]:
-            # The plan lists the remaining steps: finishing its last one finishes the task.
+        elif finished and _plan_steps(plan) == [_step(finished)]:
+            # The plan lists the remaining steps: finishing the only one left finishes the task.
             return HighLevelUpdate(task_done=True)
         elif finished:
             new_memory = memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
