@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             continue  # read from the dataset
         value = getattr(defaults, f.name)
         kind = str if isinstance(value, (str, list)) else _bool if isinstance(value, bool) else type(value)
-        parser.add_argument(f"--policy.{f.name}", dest=f"policy__{f.name}", type=kind, default=None,
+        parser.add_argument(f"--policy.{f.name}", dest=f"policy__{f.name}", type=kind, default=None, metavar="V",
                             help=f"{_POLICY_HELP.get(f.name, '')} (default {value!r})".strip())
     parser.set_defaults(func=run)
 
