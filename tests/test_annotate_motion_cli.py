@@ -89,7 +89,7 @@ def test_real_fixture_without_gripper_says_so(writable_copy) -> None:
     [
         (["--root", "/nonexistent/ds"], "does not exist"),
         (["--plan.frames_per_secnd", "2"], "did you mean --plan.frames_per_second"),
-        (["--only_episodes", "99"], "episode(s) [99]"),
+        (["--only_episodes", "99"], "episode(s) 99 that"),
         (["--push_to_hub"], "--push_to_hub needs a target"),
         (["--plan.derive_task_from_video", "sometimes"], "derive_task_from_video"),
         (["--plan.snap_to_keystates", "true", "--motion.enabled", "false"], "snap_to_keystates needs"),
