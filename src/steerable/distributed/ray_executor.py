@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import socket
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -232,6 +233,7 @@ class RayExecutor:
         ray = _ray()
         started = False
         if not ray.is_initialized():
+            _check_reachable(self.config.address)
             try:
                 ray.init(address=self.config.address, logging_level=logging.WARNING, include_dashboard=False)
             except ConnectionError as exc:
@@ -247,6 +249,22 @@ class RayExecutor:
             self.session = None
             if started:
                 ray.shutdown()
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail in seconds, not after Ray's minute of reconnecting, when HOST:PORT answers nothing."""
+    if address is None or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--executor.address {address!r}: expected auto or HOST:PORT (the head's GCS port)")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"--executor.address {address}: no Ray cluster answers there ({exc.strerror or exc}); "
+            "start one with `ray start --head`, or drop the flag for a local cluster"
+        ) from None
 
 
 def _nodes(ray: Any) -> int:
