@@ -45,8 +45,7 @@ log = logging.getLogger(__name__)
 
 _KINDS = ("new", "old", "commit", "pending", "lock")
 _TOKEN_BYTES = 6
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # renameat2's flag and "relative to the working directory"
 
 
 def _sibling(dest: Path, kind: str, token: str) -> Path:
