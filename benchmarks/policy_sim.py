@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--eval_episodes", type=int, default=50)
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
     parser.add_argument("--both_levels", action="store_true", help="also policy/policy and the BC baseline")
+    parser.add_argument("--both_episodes", type=int, default=10, help="episodes of the policy-low-level runs")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     dataset = args.dataset or args.work / "data"
@@ -115,13 +116,16 @@ def main() -> None:
         bc = args.work / "bc"
         (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
         _train(dataset, bc, "--recipe", str(args.work / "bc.yaml"))
-        runs += [("policy high / policy low", "policy", "policy", ()),
-                 ("BC without language (none / policy)", "none", "policy", ())]
+        # The learned low level is slower and rarely finishes: fewer episodes, 60 s of simulated time.
+        short = ("--max_seconds", "60")
+        runs += [("policy high / policy low", "policy", "policy", short),
+                 ("BC without language (none / policy)", "none", "policy", short)]
     for label, high, low, extra in runs:
         path = args.work / "bc" if label.startswith("BC") else checkpoint
+        episodes = args.both_episodes if low == "policy" else args.eval_episodes
         started = time.perf_counter()
         try:
-            report = _run_eval(path, high, low, args.eval_episodes, *extra)
+            report = _run_eval(path, high, low, episodes, *extra)
         except SystemExit as exc:
             rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
             continue
