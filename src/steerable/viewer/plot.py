@@ -7,7 +7,6 @@ keystates when the annotator finds none.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -36,21 +35,6 @@ def vector_features(ds: LeRobotDataset) -> list[str]:
     return ordered[:2]
 
 
-def _motion_api() -> Any:
-    """The motion annotator's dim and keystate functions, or None where they cannot be imported.
-
-    Imported at run time, by name: the annotator's settings build on the annotation engine, which
-    pulls in the VLM client package; the viewer uses neither, so it takes only these three functions
-    and keeps no import-time dependency on the annotation stack (the layers contract stays closed).
-    """
-    try:
-        motion = importlib.import_module("steerable.annotate.modules.motion")
-    except ImportError:
-        return None
-    needed = ("MotionConfig", "find_dims", "detect_keystates")
-    return motion if all(hasattr(motion, n) for n in needed) else None
-
-
 def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:
     out = []
     for row in persistent:
@@ -70,8 +54,11 @@ def plot_data(
     stride = max(1, -(-len(timestamps) // MAX_POINTS))
     grippers: set[str] = set()
     keystates: list[dict[str, Any]] = []
-    motion = _motion_api()
-    if motion is not None and table is not None:
+    # The motion annotator's own rules mark the plot; imported here to keep the annotation engine
+    # (and the VLM client under it) out of the viewer's start-up.
+    from steerable.annotate.modules import motion
+
+    if table is not None:
         try:
             config = motion.MotionConfig()
             dims = motion.find_dims(ds.features, config, ds.stats)
