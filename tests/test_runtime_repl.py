@@ -8,10 +8,15 @@ import subprocess
 import sys
 import time
 import uuid
+from io import StringIO
 from pathlib import Path
+
+from rich.console import Console
 
 from annotate_helpers import REPO
 from runtime_helpers import recorded_language
+from steerable.runtime.repl import StatusView
+from steerable.runtime.session import Session, SessionOptions
 
 # A private tmux server: other tmux users on the machine cannot change the window size under us.
 SOCKET = f"steerable-test-{uuid.uuid4().hex[:8]}"
@@ -21,7 +26,8 @@ def _tmux(*args: str) -> str:
     return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True).stdout
 
 
-def _wait_for(session: str, text: str, timeout: float = 30.0) -> str:
+def _wait_for(session: str, text: str, timeout: float = 60.0) -> str:
+    """Poll the screen for `text`; generous for a loaded machine (2 cores shared with other tests)."""
     deadline = time.monotonic() + timeout
     screen = ""
     while time.monotonic() < deadline:
@@ -54,7 +60,7 @@ def test_repl_in_a_terminal(tmp_path: Path) -> None:
         _tmux("send-keys", "-t", name, "/pause", "Enter")
         _wait_for(name, "steerable run · sim · paused")
         _tmux("send-keys", "-t", name, "/resume", "Enter")
-        _wait_for(name, "memory       The red cube is in the yellow bin.", timeout=40)
+        _wait_for(name, "memory       The red cube is in the yellow bin.", timeout=90)
         _tmux("send-keys", "-t", name, "/ask where is the red cube?", "Enter")
         _wait_for(name, "answer: The red cube is in the yellow bin.")
         _tmux("send-keys", "-t", name, "/quit", "Enter")
@@ -92,3 +98,16 @@ def test_ctrl_c_in_the_repl_stops_the_robot_and_keeps_the_recording(tmp_path: Pa
         subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True)
     _, _, problems = recorded_language(record)
     assert problems == []
+
+
+def test_a_full_event_log_shows_the_newest_events_and_the_prompt_in_a_small_terminal() -> None:
+    console = Console(file=StringIO(), width=60, height=24, force_terminal=True)
+    view = StatusView(Session(SessionOptions(seed=7), out=lambda _: None), console)
+    for i in range(12):  # long lines wrap: 12 events take more rows than the terminal has left
+        view.note(f"event {i:02d}: " + "a long line that wraps in a narrow terminal " * 2)
+    view.typed = "/ask where"
+    lines = console.render_lines(view, console.options)
+    screen = "\n".join("".join(seg.text for seg in line) for line in lines)
+    assert len(lines) <= 24, screen
+    assert "event 11" in screen and "event 00" not in screen, screen
+    assert screen.rstrip().endswith("> /ask where"), screen

@@ -70,15 +70,28 @@ class StatusView:
         mode = "done" if rt.state.done else rt.state.mode
         color = {"action": "green", "paused": "yellow", "done": "cyan"}[mode]
         panel = Panel(grid, title=f"steerable run · sim · [{color}]{mode}[/{color}]", title_align="left")
-        # Keep the newest events on screen: Live would crop the bottom of a display taller than the terminal.
-        console = self.console
-        room = console.size.height - len(console.render_lines(panel, console.options)) - 4
-        with self.lock:
-            shown = list(self.events)[-max(room, 2):]
-            log = Text("\n").join(Text(line, style=style) for line, style in shown)
-            typed = self.typed
         hint = Text("plain text = interjection · /task /ask /pause /resume /reset /status /help /quit", style="dim")
-        return Group(panel, log, hint, Text(f"> {typed}", style="bold"))
+        with self.lock:
+            events = list(self.events)
+            typed = self.typed
+        prompt = Text(f"> {typed}", style="bold")
+        return Group(panel, self._log_tail(events, [panel, hint, prompt]), hint, prompt)
+
+    def _log_tail(self, events: list[tuple[str, str]], fixed: list[Any]) -> Text:
+        """The newest event lines that fit beside `fixed` in the terminal, counted as wrapped rows.
+
+        Live crops a display taller than the terminal at the bottom (the newest events, the prompt),
+        so the log gives way: its oldest rows are dropped first.
+        """
+        console = self.console
+        options = console.options
+        room = console.size.height - 1 - sum(len(console.render_lines(part, options)) for part in fixed)
+        rows: list[Text] = []
+        for line, style in reversed(events):
+            if len(rows) >= room:
+                break
+            rows[:0] = Text(line, style=style).wrap(console, options.max_width)
+        return Text("\n").join(rows[-room:] if room > 0 else [])
 
 
 def _keys(fd: int, stop: threading.Event) -> Any:
