@@ -99,6 +99,7 @@ def test_ray_writes_what_local_writes(cluster: Any, source: Path, local_run: tup
     assert _shape(summary) == _shape(local)
     assert summary.vlm is not None and local.vlm is not None
     assert summary.vlm.calls == local.vlm.calls  # the workers' counters, summed on the driver
+    assert summary.vlm.in_flight == 0 and summary.vlm.succeeded == local.vlm.succeeded
 
 
 def _finished(staging: Path) -> dict[int, dict[str, tuple[int, int]]]:

@@ -117,7 +117,7 @@ class _RaySession:
 
     async def _spawn(self, seat: _Seat) -> WorkerInfo:
         ray = _ray()
-        actor = ray.remote(EpisodeWorker).options(
+        actor = _actor_class(ray).options(
             num_cpus=self._config.worker_cpus, num_gpus=self._config.worker_gpus, max_restarts=0
         )
         seat.handle = actor.remote(seat.job)
@@ -155,6 +155,10 @@ class _RaySession:
                     "re-run the same command to resume)"
                 )
             await asyncio.gather(*(self._serve(seat, pending, results, progress) for seat in seats))
+        for seat in self._seats:  # final counters (those streamed with results lag behind)
+            if seat.handle is not None:
+                with contextlib.suppress(_ray().exceptions.RayActorError):
+                    seat.counters = await seat.handle.counters.remote()
         return [results[i] for i in indices]
 
     async def _serve(
@@ -202,6 +206,16 @@ class _RaySession:
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
         return False
+
+
+_ACTOR: list[Any] = []
+
+
+def _actor_class(ray: Any) -> Any:
+    """`EpisodeWorker` as a Ray actor class, made once per process."""
+    if not _ACTOR:
+        _ACTOR.append(ray.remote(EpisodeWorker))
+    return _ACTOR[0]
 
 
 def _cause(exc: Any) -> BaseException:

@@ -61,6 +61,10 @@ class EpisodeWorker:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
+    def counters(self) -> dict[str, Any]:
+        """This actor's VLM counters now (the driver reads them once more at the end of a run)."""
+        return self._counters()
+
     async def close(self) -> None:
         await self._stack.aclose()
         self._pipeline = None
