@@ -104,6 +104,10 @@ class ModuleStage(Generic[S]):
     settings_type: ClassVar[type[ModuleSettings]]
     inputs: ClassVar[frozenset[Input]] = frozenset()
     needs_model: ClassVar[bool] = True  # a run without a VLM skips the module (with a note)
+    # The styles the module writes (None: tool-call rows such as `say`). Where it succeeds, a run
+    # replaces the episode's stored rows of these styles (and of any style it produced) and keeps
+    # every other style's rows: a motion-only run leaves plans and speech alone.
+    styles: ClassVar[frozenset[str | None]] = frozenset()
 
     def __init__(self, settings: S) -> None:
         self.settings = settings
@@ -115,6 +119,10 @@ class ModuleStage(Generic[S]):
         when those modules run.)
         """
         return {}
+
+    def replaces(self, running: Collection[str]) -> frozenset[str | None]:
+        """The stored styles this module's output replaces when the `running` modules run."""
+        return self.styles
 
     def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
         """Raise ConfigError for a setting this dataset cannot satisfy; runs before the first call.

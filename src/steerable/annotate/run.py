@@ -97,7 +97,8 @@ async def _annotate(
     }
     write_started = time.monotonic()
     checks = module_checks(stages, names)
-    report = _validate_and_write(ws, results, checks, names, producers(model_of, results))
+    replaces = {s.name: s.replaces(names) for s in stages if s.name in names}
+    report = _validate_and_write(ws, results, checks, replaces, producers(model_of, results))
     summary = _summary(ws, results, names, notes, report, stats, model_of)
     summary.timings = Timings(
         total_s=round(time.monotonic() - started, 3),
@@ -150,13 +151,17 @@ def _validate_and_write(
     ws: Workspace,
     results: list[EpisodeResult],
     checks: list[ModuleCheck],
-    modules: list[str],
+    replaces: dict[str, frozenset[str | None]],
     producers: dict[str, str],
 ) -> WriteReport | None:
     """Check every episode's surviving rows; write those without problems (problems are logged, all
-    of them, and the episode is marked failed with its first problem)."""
+    of them, and the episode is marked failed with its first problem).
+
+    `replaces`: module -> the stored styles its rows replace. An episode keeps its stored rows of
+    every style no module that succeeded on it writes."""
     from steerable.dataset.writer import EpisodeLanguage
 
+    modules = list(replaces)
     ds = ws.target
     updates: dict[int, EpisodeLanguage] = {}
     for result in results:
@@ -179,7 +184,11 @@ def _validate_and_write(
                 result.failures[name] = f"validation: {len(found)} problem(s), first: {found[0]}"
             result.outputs = {}
             continue
-        updates[result.episode_index] = EpisodeLanguage(persistent=rows.persistent, events=rows.events)
+        replaced = {style for name in result.outputs for style in replaces.get(name, ())}
+        replaced |= {row.get("style") for rs in staged for row in rs}
+        updates[result.episode_index] = EpisodeLanguage(
+            persistent=rows.persistent, events=rows.events, replaces=frozenset(replaced)
+        )
     if not updates:
         return None
     return ws.write(updates, producers=producers)

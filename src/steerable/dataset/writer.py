@@ -2,8 +2,9 @@
 
 Every rewritten shard gets both language columns in the canonical Arrow types, one row group per
 episode, and every other column, type, order and schema metadata as it was (a legacy
-`subtask_index` / `tools` column is dropped). Episodes not in the update keep their rows. A shard
-is rewritten when it holds an updated episode, or when it lacks the language columns: info.json
+`subtask_index` / `tools` column is dropped). Episodes not in the update keep their rows; an updated
+episode keeps its stored rows of every style its update does not replace (`EpisodeLanguage.replaces`).
+A shard is rewritten when it holds an updated episode, or when it lacks the language columns: info.json
 declares them for the whole dataset, and LeRobot's loader needs every shard to match it.
 
 The rewritten shards and info.json form one new version of the dataset folder, switched in at once
@@ -62,10 +63,15 @@ _LEGACY_COLUMNS = ("subtask_index", "tools")
 
 @dataclass(frozen=True)
 class EpisodeLanguage:
-    """One episode's language: persistent rows, and events as (emission time, row) pairs."""
+    """One episode's language: persistent rows, and events as (emission time, row) pairs.
+
+    `replaces`: None, these rows are the episode's whole language; otherwise they replace only the
+    stored rows of these styles (None stands for tool-call rows such as `say`) and the rest is kept.
+    """
 
     persistent: list[dict[str, Any]] = field(default_factory=list)
     events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    replaces: frozenset[str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,11 @@ def write_language(
     (one folder commit; `ds.info` is reloaded afterwards); `into` instead writes the changed files
     into a transaction the caller opened with `ds.root` as its base, and commits. `producers`
     (style -> model id or `heuristic:<module>`) is recorded in info.json under `PROVENANCE_KEY`.
+    An update whose `replaces` is set keeps the episode's stored rows of every other style.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     shards = _plan(ds, updates)
+    updates = _with_kept_rows(ds, shards, updates)
     _validate(ds, shards, updates)
     if into is not None:
         return _write(ds, shards, updates, into, producers)
@@ -165,6 +173,37 @@ def _read_shard(path: Path) -> _Shard:
             "whose episodes are contiguous (as LeRobot records them)"
         )
     return _Shard(path, timestamps, runs)
+
+
+def _with_kept_rows(
+    ds: LeRobotDataset,
+    shards: Sequence[_Shard],
+    updates: Mapping[int, EpisodeLanguage],
+) -> dict[int, EpisodeLanguage]:
+    """Each partial update (`replaces` set) plus its episode's stored rows of the styles it keeps."""
+    merged = dict(updates)
+    by_path = {shard.path: shard for shard in shards}
+    partial = [ep for ep, lang in updates.items() if lang.replaces is not None]
+    for path in sorted({ds.data_path(ds.episode(ep)) for ep in partial}):
+        names = file_metadata(path).schema.to_arrow_schema().names
+        if not all(column in names for column in LANGUAGE_COLUMNS):
+            continue
+        shard = by_path[path]
+        table = read_parquet(path, list(LANGUAGE_COLUMNS))
+        for ep, start, stop in shard.runs:
+            lang = updates.get(ep)
+            if lang is None or lang.replaces is None or stop == start:
+                continue
+            replaced = lang.replaces
+            stored = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(start, 1))[0]
+            cells = rows_from_arrow(table.column(LANGUAGE_EVENTS).slice(start, stop - start))
+            times = shard.timestamps[start:stop].tolist()
+            stored_events = [(t, r) for t, rows in zip(times, cells, strict=True) for r in rows]
+            merged[ep] = EpisodeLanguage(
+                persistent=[r for r in stored if r.get("style") not in replaced] + list(lang.persistent),
+                events=[(t, r) for t, r in stored_events if r.get("style") not in replaced] + list(lang.events),
+            )  # `replaces` cleared: the merged rows are the episode's whole language
+    return merged
 
 
 def _validate(ds: LeRobotDataset, shards: Sequence[_Shard], updates: Mapping[int, EpisodeLanguage]) -> None:

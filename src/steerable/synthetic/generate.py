@@ -26,6 +26,7 @@ from steerable.synthetic.world import sample_world
 
 __all__ = [
     "DEFAULT_INTERJECTION_RATE",
+    "ORACLE_PRODUCER",
     "ROBOT_TYPE",
     "STATE_NAMES",
     "camera_key",
@@ -40,6 +41,8 @@ logger = logging.getLogger(__name__)
 ROBOT_TYPE = "steerable_sim_tabletop"
 # ee.* in metres in the table frame; gripper.closure 0 = open .. 1 = closed (the name says which way).
 STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
+# Who wrote the oracle language rows, as recorded in meta/info.json.
+ORACLE_PRODUCER = "synthetic:oracle"
 # Share of episodes with a mid-placement redirect when oracle language is written.
 DEFAULT_INTERJECTION_RATE = 0.3
 # Purposes of the per-episode random streams besides the expert's own ([seed, episode]).
@@ -177,7 +180,13 @@ def _write_language(out: Path, seed: int, tasks: list[TaskSpec], truths: list[Ep
         )
         for task, t in zip(tasks, truths, strict=True)
     }
-    write_language(open_dataset(out), updates)
+    # Provenance as `steerable info` and the dataset card show it (style -> producer).
+    styles = {
+        str(row.get("style") or "tool_call")
+        for lang in updates.values()
+        for row in [*lang.persistent, *(r for _, r in lang.events)]
+    }
+    write_language(open_dataset(out), updates, producers={style: ORACLE_PRODUCER for style in styles})
 
 
 def _truth(ep: int, task: str, rec: Recording, cams: list[str], fps: int) -> EpisodeTruth:

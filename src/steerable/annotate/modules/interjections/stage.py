@@ -15,6 +15,8 @@ class InterjectionsStage(ModuleStage[InterjectionsConfig]):
     name: ClassVar[str] = "interjections"
     settings_type: ClassVar[type[ModuleSettings]] = InterjectionsConfig
     # No required inputs: it shows frames when there is a camera, and works from the labels otherwise.
+    # Its plan refreshes are written only beside the plan module's rows, which replace the plans.
+    styles: ClassVar[frozenset[str | None]] = frozenset({"interjection", None})
 
     def build(self, ctx: BuildContext) -> AnnotationModule:
         from steerable.annotate.modules.interjections.module import InterjectionsModule

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, ClassVar
 
 from steerable.annotate.module import AnnotationModule, BuildContext, Input, ModuleSettings, ModuleStage
@@ -20,6 +21,11 @@ class MotionStage(ModuleStage[MotionConfig]):
     settings_type: ClassVar[type[ModuleSettings]] = MotionConfig
     inputs: ClassVar[frozenset[Input]] = frozenset({"state"})
     needs_model: ClassVar[bool] = False
+    styles: ClassVar[frozenset[str | None]] = frozenset({"motion", "subtask"})
+
+    def replaces(self, running: Collection[str]) -> frozenset[str | None]:
+        # Heuristic subtasks only without the plan module, which then writes the subtasks itself.
+        return self.styles if "plan" not in running else frozenset({"motion"})
 
     def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
         from steerable.annotate.modules.motion.dims import find_dims

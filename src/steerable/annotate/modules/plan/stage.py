@@ -14,6 +14,7 @@ class PlanStage(ModuleStage[PlanConfig]):
     name: ClassVar[str] = "plan"
     settings_type: ClassVar[type[ModuleSettings]] = PlanConfig
     inputs: ClassVar[frozenset[Input]] = frozenset({"video"})
+    styles: ClassVar[frozenset[str | None]] = frozenset({"subtask", "plan", "memory", "task_aug"})
 
     def needs_modules(self) -> dict[str, str]:
         return {"motion": "--plan.snap_to_keystates"} if self.settings.snap_to_keystates else {}

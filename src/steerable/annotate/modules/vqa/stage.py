@@ -25,6 +25,7 @@ class VqaStage(ModuleStage[VqaConfig]):
     name: ClassVar[str] = "vqa"
     settings_type: ClassVar[type[ModuleSettings]] = VqaConfig
     inputs: ClassVar[frozenset[Input]] = frozenset({"video"})
+    styles: ClassVar[frozenset[str | None]] = frozenset({"vqa"})
 
     def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
         from steerable.annotate.modules.vqa.module import resolve_cameras
