@@ -159,7 +159,8 @@ def test_dataset_survives_pickling_for_spawned_workers(ds: LeRobotDataset, annot
 
 def test_dataloader_with_workers_batches_and_drops_none(ds: LeRobotDataset) -> None:
     data = RecipeDataset(ds, VQA_ONLY, fallback="none")
-    loader = DataLoader(data, batch_size=64, num_workers=2, collate_fn=collate)
+    # timeout: a worker that never delivers a batch fails the test (RuntimeError) instead of hanging it.
+    loader = DataLoader(data, batch_size=64, num_workers=2, collate_fn=collate, timeout=60)
     batches = [b for b in loader if b is not None]
     assert sum(len(b["messages"]) for b in batches) == 6  # one VQA pair per camera per episode
     for b in batches:
