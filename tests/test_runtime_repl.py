@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from annotate_helpers import REPO
+from annotate_helpers import REPO, steerable
 from runtime_helpers import recorded_language
 from steerable.runtime.repl import StatusView
 from steerable.runtime.session import Session, SessionOptions
@@ -111,3 +113,23 @@ def test_a_full_event_log_shows_the_newest_events_and_the_prompt_in_a_small_term
     assert len(lines) <= 24, screen
     assert "event 11" in screen and "event 00" not in screen, screen
     assert screen.rstrip().endswith("> /ask where"), screen
+
+
+def test_a_second_ctrl_c_while_the_recording_closes_does_not_lose_it(tmp_path: Path, capfd) -> None:
+    record = tmp_path / "rec"
+    session = Session(SessionOptions(task="put the red cube in the left bin", seed=7, record=record))
+    session.runtime.run(max_ticks=20)
+    recorder = session.recorder
+    assert recorder is not None
+    finish = recorder.close
+
+    def close_after_ctrl_c() -> Path | None:
+        os.kill(os.getpid(), signal.SIGINT)  # the operator presses Ctrl-C again while the videos are written
+        time.sleep(0.05)
+        return finish()
+
+    recorder.close = close_after_ctrl_c  # type: ignore[method-assign]
+    assert session.close() == record
+    assert "still closing the recording" in capfd.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "1 episodes, 20 frames" in steerable("info", str(record)).stdout

@@ -11,8 +11,12 @@ robot is idle again.
 from __future__ import annotations
 
 import re
+import signal
+import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -241,10 +245,32 @@ class Session:
         return report + (f"\nspoken replies: {len(wavs)} wav file(s) in {self.speech_dir}" if wavs else "")
 
     def close(self) -> Path | None:
-        """Stop the robot, close the env, finish the recording; returns the dataset written, if any."""
-        self.runtime.stop()
-        self.env.close()
-        return self.recorder.close() if self.recorder is not None else None
+        """Stop the robot, close the env, finish the recording; returns the dataset written, if any.
+
+        Ctrl-C while this runs (an impatient second press after the one that stopped the robot) is
+        answered with a note instead of interrupting: a half-written recording would be lost.
+        """
+        with _ctrl_c_deferred():
+            self.runtime.stop()
+            self.env.close()
+            return self.recorder.close() if self.recorder is not None else None
+
+
+@contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Ignore SIGINT (with a note on stderr) inside the block; only the main thread can do this."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: object) -> None:
+        sys.stderr.write("still closing the recording; it is done in a moment\n")
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def status_lines(rt: Runtime) -> list[str]:
