@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USER_ERROR_EXIT
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "pass_through", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _unrecognized(parser, args.command, extra)
     args.options = [*getattr(args, "options", []), *extra]
     args.debug = debug
     logging.basicConfig(
@@ -55,6 +55,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USER_ERROR_EXIT
     return run_command(args.func, args, debug=debug)  # the one error boundary: one line, exit 2
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
+    """Exit 2 naming the unknown flags, with the command's own usage and the closest known flag."""
+    import difflib
+
+    target = parser
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            target = choices[command]
+    known = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for flag in (e.split("=", 1)[0] for e in extra if e.startswith("-")):
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    target.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,22 @@
+"""What a new user hits on the command line: typos in flags, bad paths, closed pipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from annotate_helpers import steerable
+
+
+def test_a_typo_in_a_flag_names_the_command_and_the_flag_meant(tmp_path: Path) -> None:
+    made = steerable("make-dataset", "synthetic", "--out", str(tmp_path / "x"), "--episodse", "2")
+    assert made.returncode == 2
+    last = made.stderr.strip().splitlines()[-1]
+    assert last.startswith("steerable make-dataset: error: unrecognized arguments: --episodse 2"), last
+    assert "did you mean --episodes?" in last
+    assert "usage: steerable make-dataset" in made.stderr
+    assert not (tmp_path / "x").exists()
+    # A flag the command lacks is not "corrected" to an unrelated one.
+    info = steerable("info", str(tmp_path), "--episodes", "2")
+    assert info.returncode == 2
+    last = info.stderr.strip().splitlines()[-1]
+    assert last.startswith("steerable info: error: unrecognized arguments: --episodes 2") and "did you mean" not in last
