@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import wave
 from pathlib import Path
 
 import pytest
 
-from steerable.errors import ConfigError
+from steerable.errors import ConfigError, MissingExtraError
 from steerable.language.tools import SAY_TOOL
 from steerable.tools import SayTool, ToolRegistry, load_tools, make_backend
 
@@ -75,3 +76,9 @@ def test_say_with_espeak_writes_a_wav_of_plausible_length(tmp_path: Path) -> Non
 def test_unknown_tts_backend_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="choose one of text, espeak, pocket"):
         make_backend("festival")
+
+
+def test_pocket_without_its_extra_is_refused_before_the_run_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pocket_tts", None)  # not installed, whatever this machine has
+    with pytest.raises(MissingExtraError, match=r"steerable\[tts\]"):
+        load_tools({}, tts="pocket")

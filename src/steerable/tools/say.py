@@ -100,6 +100,12 @@ class PocketBackend:
     name = "pocket"
 
     def __init__(self, voice: str = "alba") -> None:
+        # Checked now, not at the first reply: a run must not start and then go mute mid-session.
+        try:
+            from pocket_tts import TTSModel
+        except ImportError as exc:
+            raise MissingExtraError("pocket-tts", "tts") from exc
+        self._model_class = TTSModel
         self.voice = voice
         self._model: Any = None
         self._voice_state: Any = None
@@ -107,11 +113,7 @@ class PocketBackend:
     def _load(self) -> None:
         if self._model is not None:
             return
-        try:
-            from pocket_tts import TTSModel
-        except ImportError as exc:
-            raise MissingExtraError("pocket-tts", "tts") from exc
-        self._model = TTSModel.load_model()
+        self._model = self._model_class.load_model()
         self._voice_state = self._model.get_state_for_audio_prompt(self.voice)
 
     def speak(self, text: str, wav: Path | None) -> Speech:
