@@ -147,6 +147,7 @@ def test_a_worker_killed_mid_run_loses_and_redoes_nothing(
     # Nothing lost: every episode annotated, the same rows as the local executor.
     assert summary.episodes_annotated == EPISODES and summary.failures == []
     assert _language(root) == _language(local_run[0])
+    assert _shape(summary) == _shape(local_run[1])  # the same summary as a run without faults
     # Nothing redone: the markers of episodes finished before the kill were never rewritten.
     after = _finished(staging)
     for episode, markers in seen["before"].items():
