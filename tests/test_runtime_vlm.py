@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from annotate_helpers import steerable
 from steerable.errors import ConfigError
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.prompts import RecipePrompts
@@ -108,3 +110,16 @@ def test_garbage_or_timeouts_hold_the_robot_still_tell_the_operator_and_the_loop
         rt.run(max_ticks=40)  # the server answers again: the robot moves
     assert rt.state.context["subtask"] == "pick up the red cube"
     assert not np.array_equal(rt.env.observe(render=False).state, start)
+
+
+def test_a_wrong_model_id_or_no_server_stops_before_the_robot_moves(tmp_path: Path) -> None:
+    with TestServer(responder=FakeVLM()) as server:
+        wrong = steerable("run", "--env", "sim", "--high_level", "vlm", "--vlm.base_url", server.url,
+                          "--vlm.model_id", "nope", "--task", TASK, "--record", str(tmp_path / "a"))
+    down = steerable("run", "--env", "sim", "--high_level", "vlm", "--vlm.base_url", "http://127.0.0.1:9/v1",
+                     "--vlm.model_id", "m", "--task", TASK, "--record", str(tmp_path / "b"))
+    for done, says in ((wrong, "fix --vlm.model_id"), (down, "cannot reach the VLM server")):
+        assert done.returncode == 2, done.stderr
+        assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "task:" not in done.stdout  # nothing ran
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -10,11 +10,13 @@ raises, and the runtime holds the robot still and tells the operator.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from steerable.errors import VLMUnavailableError
 from steerable.runtime.parsing import ParseError, parse_reply
 from steerable.runtime.prompts import Purpose, RecipePrompts
 from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
@@ -61,8 +63,26 @@ class VLMPlanner:
         fields = dict(options)
         timeout = float(fields.pop("timeout_s", 30.0))
         config = VLMConfig(**fields)
-        return cls(make_vlm(config), RecipePrompts.load(recipe), timeout_s=timeout,
-                   model_id=config.model_id or "vlm")
+        planner = cls(make_vlm(config), RecipePrompts.load(recipe), timeout_s=timeout,
+                      model_id=config.model_id or "vlm")
+        planner.check(", ".join(config.base_url))
+        return planner
+
+    def check(self, where: str | None = None) -> None:
+        """Ask the server once before the robot moves: a wrong URL or model id, or a server that
+        never answers, is a `VLMError` (one line), not a session of failed updates."""
+        try:
+            self._run(self.client.check())
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self.close()
+            if isinstance(exc, TimeoutError):
+                raise VLMUnavailableError(
+                    f"the VLM server at {where or 'the configured URL'} did not answer within {self.timeout_s:g} s; "
+                    "start it, wait for it, or raise --vlm.timeout_s"
+                ) from None
+            raise
+        self.name = f"VLM planner ({self.client.model_id or 'vlm'})"
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
