@@ -56,6 +56,14 @@ def test_live_language_context_and_events(run_rrd: tuple[Path, str]) -> None:
     assert memory[-1][1] == "The red cube is in the yellow bin."
 
 
+def test_a_cleared_subtask_ends_its_state_lane(run_rrd: tuple[Path, str]) -> None:
+    rows = frames(run_rrd[0], "/language/subtask")
+    cleared = [r for r in rows if r.get("/language/subtask:TextDocument:text") == [""]]
+    assert cleared, "the task ends with the subtask cleared"
+    for row in cleared:  # an empty state, not the previous subtask's lane running on
+        assert row.get("/language/subtask:StateChange:state") == [], row
+
+
 def test_cameras_state_action_and_rates_every_tick(run_rrd: tuple[Path, str]) -> None:
     path, _ = run_rrd
     cams = frames(path, "/cameras/**")

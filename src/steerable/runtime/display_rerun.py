@@ -148,7 +148,9 @@ class RerunDisplay:
         self._at(event.frame, event.time_s)
         if event.kind in _CONTEXT:
             text = event.text or ""
-            self.rec.log(f"language/{event.kind}", rr.TextDocument(text), rr.StateChange(state=text or None))
+            # A cleared value logs an empty state (the lane ends); `state=None` would log nothing at all.
+            state = rr.StateChange(state=text) if text else rr.StateChange.from_fields(clear_unset=True)
+            self.rec.log(f"language/{event.kind}", rr.TextDocument(text), state)
         elif event.kind in _LOGS:
             self.rec.log(f"language/{event.kind}", rr.TextLog(event.text, color=_LOGS[event.kind]))
         else:
