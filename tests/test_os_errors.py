@@ -64,6 +64,8 @@ COMMANDS: dict[str, Command] = {
     "export hf": lambda ds, out: [
         "export", str(ds), "--recipe", "subtask_mem", "--out", str(out), "--format", "hf", "--max_samples", "100",
     ],
+    "view --export": lambda ds, out: ["view", str(ds), "--export", str(out), "--episodes", "0"],
+    "eval --plot": lambda ds, out: ["eval", str(ds), "--plot", str(out)],
 }
 
 

@@ -6,12 +6,14 @@ they differ, red when unmatched; gold segments alternate two blues. Needs matplo
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from steerable.errors import MissingExtraError, WriteError
+from steerable.dataset.atomic import atomic_write_bytes
+from steerable.errors import MissingExtraError, WriteError, explain_os_error, os_cause
 from steerable.eval.gold import EpisodeSegments, Segment
 from steerable.eval.metrics import segment_matches
 from steerable.eval.report import EvalReport
@@ -55,11 +57,14 @@ def plot_report(
     key = "predicted: green = matched at IoU >= 0.5 with the label, yellow = matched, other label, red = unmatched"
     fig.suptitle(f"{title}\n{key}" if title else key, fontsize=9)
     path = Path(path)
+    png = io.BytesIO()
+    fig.savefig(png, format=path.suffix[1:].lower() or "png", dpi=90, bbox_inches="tight")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=90, bbox_inches="tight")
+        atomic_write_bytes(path, png.getvalue(), durable=False)  # never a truncated PNG
     except OSError as exc:
-        raise WriteError(f"cannot write the plot {path}: {exc}") from exc
+        reason = explain_os_error(os_cause(exc) or exc, paths=False)
+        raise WriteError(f"could not write the plot {path}: {reason}") from exc
     finally:
         plt.close(fig)
     return path

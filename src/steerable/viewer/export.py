@@ -17,6 +17,7 @@ from typing import Any
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset, open_dataset
 from steerable.dataset.atomic import atomic_write_bytes
+from steerable.dataset.commit import commit_folder
 from steerable.errors import ConfigError, VideoNotFoundError
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import cut_clip
@@ -53,6 +54,13 @@ def export_site(
     out = Path(out_dir).expanduser()
     _check_out_dir(out, ds.root)
     data = ViewerData(ds, episodes=episodes, recipes=recipes)
+    # Built beside `out` and switched in whole: a failed export (full disk...) leaves `out` as it was.
+    with commit_folder(out, durable=False) as tx:
+        _write_site(ds, data, tx.root)
+    return out / "index.html"
+
+
+def _write_site(ds: LeRobotDataset, data: ViewerData, out: Path) -> None:
     for folder in ("data", "assets"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     for name in ASSET_NAMES:
@@ -79,6 +87,4 @@ def export_site(
         )
         logger.info("exported episode %d", ep.episode_index)
     _script(out / "data" / "dataset.js", "window.STEERABLE_EXPORT", {"dataset": summary, "episodes": {}})
-    index = out / "index.html"
-    atomic_write_bytes(index, index_html(("data/dataset.js",)).encode(), durable=False)
-    return index
+    atomic_write_bytes(out / "index.html", index_html(("data/dataset.js",)).encode(), durable=False)
