@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,17 @@ def test_display_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert main(["run", "--env", "sim", "--task", "put the red cube in the left bin", *args]) == 2, args
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_spawning_without_a_display_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    started = time.monotonic()
+    assert main(["run", "--env", "sim", "--task", "put the red cube in the left bin", "--display", "rerun"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a display" in err and "--display_to FILE.rrd" in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - started < 10  # not the SDK's connection retries
 
 
 def test_without_rerun_sdk_the_flag_names_the_extra(tmp_path: Path) -> None:

@@ -202,6 +202,19 @@ def test_bad_rerun_targets_are_one_line_exit_2(viewer_ds: Path, tmp_path: Path) 
     assert not (tmp_path / "x.rrd").exists()
 
 
+def test_spawning_without_a_display_is_one_line(viewer_ds: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from steerable.cli.main import main
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    started = time.monotonic()
+    assert main(["view", str(viewer_ds), "--rerun"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a display" in err and "--rerun FILE.rrd" in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - started < 10  # not the SDK's connection retries
+
+
 def test_without_rerun_sdk_the_flag_names_the_extra(viewer_ds: Path, tmp_path: Path) -> None:
     blocked = tmp_path / "blocked" / "rerun"
     blocked.mkdir(parents=True)

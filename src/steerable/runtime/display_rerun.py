@@ -17,7 +17,9 @@ action (`frame_hooks`) and every event (`listeners`). Timelines: `frame_index` (
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -58,8 +60,24 @@ def _check_reachable(url: str) -> None:
         ) from None
 
 
+def _check_can_spawn() -> None:
+    """A display, or a viewer already on the default port (spawn joins it); else one line now."""
+    if not sys.platform.startswith("linux") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    try:
+        with socket.create_connection(("127.0.0.1", 9876), timeout=0.5):
+            return
+    except OSError:
+        pass
+    raise ConfigError(
+        "spawning the Rerun viewer needs a display (DISPLAY and WAYLAND_DISPLAY are not set): write a file "
+        "with --display_to FILE.rrd, or send to a viewer with --display_to rerun+http://HOST:9876/proxy"
+    )
+
+
 def _spawn(rr: Any, rec: Any) -> None:
     """Start the native viewer that ships with the SDK (or connect to the one already on its port)."""
+    _check_can_spawn()
     try:
         import rerun_cli
 

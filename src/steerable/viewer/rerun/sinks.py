@@ -23,6 +23,7 @@ from steerable.viewer.rerun.layout import episode_blueprint
 
 __all__ = [
     "RerunTarget",
+    "check_can_spawn",
     "check_reachable",
     "import_rerun",
     "log_dataset",
@@ -34,6 +35,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
+_DEFAULT_PORT = 9876  # where a spawned viewer listens
 
 
 def import_rerun() -> ModuleType:
@@ -132,8 +134,24 @@ def log_dataset(
     return logs
 
 
+def check_can_spawn(instead: str) -> None:
+    """Spawning a viewer needs a display, or a viewer already on the default port (spawn joins it).
+
+    Without either, the SDK's viewer dies and the logger retries for seconds: one line now instead.
+    """
+    if not sys.platform.startswith("linux") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    try:
+        with socket.create_connection(("127.0.0.1", _DEFAULT_PORT), timeout=0.5):
+            return
+    except OSError:
+        pass
+    raise ConfigError(f"spawning the Rerun viewer needs a display (DISPLAY and WAYLAND_DISPLAY are not set): {instead}")
+
+
 def _spawn(rr: ModuleType, rec: object, blueprint: object) -> None:
     """Start the native viewer shipped with the SDK (or connect to the one already on its port)."""
+    check_can_spawn("write a file with --rerun FILE.rrd, or send to a viewer with --rerun rerun+http://HOST:9876/proxy")
     try:
         rr.sinks.spawn(executable_path=rerun_executable(), default_blueprint=blueprint, recording=rec)
     except RuntimeError as exc:
