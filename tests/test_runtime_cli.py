@@ -121,3 +121,14 @@ def test_direct_task_mode_runs_the_operators_words(tmp_path: Path, capsys: pytes
     assert "done: pick up the red cube" in out and "done: place it in the right bin" in out
     assert "cannot parse command 'dance'" in out
     assert "The red cube is in the yellow bin." in out
+
+
+def test_a_record_folder_that_cannot_be_written_stops_before_the_run(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    args = ["run", "--env", "sim", "--seed", "7", "--task", "put the red cube in the left bin", "--max_seconds", "2",
+            "--record", str(tmp_path / "afile" / "rec")]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert "afile is a file, not a folder" in err and len(err.strip().splitlines()) == 1, err
+    assert "task:" not in out  # refused before the robot moved, not after the session was lost

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from steerable.dataset.atomic import check_writable
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
@@ -65,6 +66,8 @@ class Recorder:
         camera: str | None = None,
     ) -> None:
         self.root = Path(root)
+        # Now, not when the first episode is written: a session must not be recorded into nowhere.
+        check_writable(self.root, inside=True, hint="record into a folder you can write")
         if self.root.exists() and any(self.root.iterdir()):
             raise DatasetError(f"--record {self.root}: the folder is not empty; record into a new folder")
         self.fps = fps
