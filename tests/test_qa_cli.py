@@ -20,3 +20,19 @@ def test_a_typo_in_a_flag_names_the_command_and_the_flag_meant(tmp_path: Path) -
     assert info.returncode == 2
     last = info.stderr.strip().splitlines()[-1]
     assert last.startswith("steerable info: error: unrecognized arguments: --episodes 2") and "did you mean" not in last
+
+
+def test_eval_of_a_dataset_without_motion_rows_scores_no_gripper_events(tmp_path: Path) -> None:
+    """Oracle language has no motion rows: there is nothing to score, not a gripper F1 of 0."""
+    import json
+
+    from steerable.synthetic import generate_synthetic
+
+    root = generate_synthetic(tmp_path / "oracle", episodes=2, cameras=("top",), seed=2, with_language=True)
+    scored = steerable("eval", str(root), "--json")
+    assert scored.returncode == 0, scored.stderr
+    report = json.loads(scored.stdout)
+    assert report["metrics"]["seg_f1_50"] == 1.0
+    assert "gripper_events" not in report
+    table = steerable("eval", str(root))
+    assert table.returncode == 0 and "gripper events" not in table.stdout

@@ -33,6 +33,7 @@ class GroundTruthReport:
     event_f1: float
     predicted_subtasks: int
     true_subtasks: int
+    motion_rows: int = 0  # 0: no motion rows were written, so the event scores mean nothing
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -49,7 +50,7 @@ def evaluate_against_ground_truth(ds: LeRobotDataset, *, event_tolerance_s: floa
     matched = n_pred = n_true = 0
     ev_matched = ev_pred = ev_true = 0
     errors: list[float] = []
-    episodes = 0
+    episodes = motion_rows = 0
     for episode, rows, end in persistent_rows(ds):
         gt = truth.get(episode)
         segments = subtask_segments(rows, end)
@@ -62,6 +63,7 @@ def evaluate_against_ground_truth(ds: LeRobotDataset, *, event_tolerance_s: floa
         matched += seg.matched
         n_pred += len(pred_spans)
         n_true += len(true_spans)
+        motion_rows += sum(1 for r in rows if r.get("style") == "motion")
         errors.append(boundary_mae([s.start for s in segments[1:]], [s.start for s in gt.subtasks[1:]]))
         for kind in ("close", "open"):
             pred = [
@@ -89,6 +91,7 @@ def evaluate_against_ground_truth(ds: LeRobotDataset, *, event_tolerance_s: floa
         event_f1=_f1(ep_, er),
         predicted_subtasks=n_pred,
         true_subtasks=n_true,
+        motion_rows=motion_rows,
     )
 
 

@@ -84,12 +84,13 @@ def evaluate_dataset(
         from steerable.eval.ground_truth import evaluate_against_ground_truth
 
         r = evaluate_against_ground_truth(ds, event_tolerance_s=event_tolerance_s)
-        events = {
-            "precision": round(r.event_precision, 4),
-            "recall": round(r.event_recall, 4),
-            "f1": round(r.event_f1, 4),
-            "tolerance_s": event_tolerance_s,
-        }
+        if r.motion_rows:  # without motion rows (oracle language, a VLM-only run) there is nothing to score
+            events = {
+                "precision": round(r.event_precision, 4),
+                "recall": round(r.event_recall, 4),
+                "f1": round(r.event_f1, 4),
+                "tolerance_s": event_tolerance_s,
+            }
     return Evaluation(str(ds.root), source, predicted, report, events)
 
 
