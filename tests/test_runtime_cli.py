@@ -40,6 +40,8 @@ def test_eval_json_reports_success_overall_and_by_group() -> None:
     assert data["high_level"] == "scripted" and data["by_interjection"]["with"]["episodes"] == 6
     table = steerable("run", "--eval_episodes", "4", "--workers", "2")
     assert table.returncode == 0 and "overall" in table.stdout and "without interjection" in table.stdout
+    title = " ".join(table.stdout.split())  # the title wraps at the table's width
+    assert "scripted planner (test double) · low level scripted controller (test double) · easy tasks" in title
 
 
 def test_bad_input_is_one_line_with_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,8 +12,9 @@ __all__ = ["eval_table"]
 def eval_table(report: EvalReport) -> Table:
     """Success overall, per task kind and with/without interjection."""
     n = len(report.episodes)
-    title = (f"steerable run --eval_episodes {n}: high level {report.high_level}, low level {report.low_level} "
-             f"{report.difficulty} tasks ({report.wall_seconds:.1f} s)")
+    title = (f"steerable run --eval_episodes {n}: high level {_named(report.high_level, 'planner')} · "
+             f"low level {_named(report.low_level, 'controller')} · {report.difficulty} tasks "
+             f"({report.wall_seconds:.1f} s)")
     table = Table(title=title, title_justify="left")
     for column in ("group", "episodes", "successes", "success rate"):
         table.add_column(column, justify="left" if column == "group" else "right")
@@ -25,3 +26,8 @@ def eval_table(report: EvalReport) -> Table:
     for key, (s, m) in groups["interjection"].items():
         table.add_row(f"{key} interjection", str(m), str(s), f"{s / m:.1%}")
     return table
+
+
+def _named(level: str, role: str) -> str:
+    """The simulator's scripted models are test doubles, and every output says so."""
+    return f"scripted {role} (test double)" if level == "scripted" else level
