@@ -36,3 +36,17 @@ def test_eval_of_a_dataset_without_motion_rows_scores_no_gripper_events(tmp_path
     assert "gripper_events" not in report
     table = steerable("eval", str(root))
     assert table.returncode == 0 and "gripper events" not in table.stdout
+
+
+def test_annotate_refuses_an_output_dir_inside_the_dataset(tmp_path: Path) -> None:
+    """The copy would be built inside the tree it copies, leaving the source changed."""
+    from annotate_helpers import file_hashes, make_synthetic
+
+    root = make_synthetic(tmp_path / "ds", episodes=1)
+    before = file_hashes(root, skip_work_dir=False)
+    run = steerable("annotate", str(root), "--output_dir", str(root / "annotated"))
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("steerable: error: --output_dir") and "inside" in last, last
+    assert file_hashes(root, skip_work_dir=False) == before
+    assert sorted(p.name for p in root.iterdir()) == ["data", "meta", "videos"]

@@ -91,6 +91,11 @@ def open_workspace(cfg: AnnotateConfig) -> Workspace:
             )
         return Workspace(source, source, source.root)
     out = Path(cfg.output_dir).expanduser().resolve()
+    if out.is_relative_to(source.root):
+        raise ConfigError(
+            f"--output_dir {out} is inside the dataset {source.root}, which the copy would then contain; "
+            "choose a folder outside it"
+        )
     check_writable(out, hint="choose another --output_dir")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--output_dir {out} is a file; pass a folder path")
