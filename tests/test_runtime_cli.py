@@ -134,3 +134,14 @@ def test_a_record_folder_that_cannot_be_written_stops_before_the_run(tmp_path: P
     out, err = capsys.readouterr()
     assert "afile is a file, not a folder" in err and len(err.strip().splitlines()) == 1, err
     assert "task:" not in out  # refused before the robot moved, not after the session was lost
+
+
+def test_a_recording_says_who_wrote_its_language(tmp_path: Path) -> None:
+    commands = tmp_path / "cmds.txt"
+    commands.write_text("/task put the red cube in the left bin\n@2.5s no, the right bin\n")
+    record = tmp_path / "rec"
+    assert main(["run", "--env", "sim", "--seed", "7", "--commands", str(commands), "--record", str(record)]) == 0
+    producers = json.loads((record / "meta" / "info.json").read_text())["steerable"]["producers"]
+    assert producers["interjection"] == "operator" and producers["task_aug"] == "operator"
+    for style in ("subtask", "plan", "memory", "tool_call"):
+        assert producers[style] == "steerable run: scripted planner (test double)", producers

@@ -81,6 +81,7 @@ class Recorder:
         self._cameras: dict[str, tuple[int, int]] = {}
         self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
         self.closed = False
+        self.producers: dict[str, str] = {}  # style -> who wrote it (meta/info.json, `steerable info`)
 
     # -- runtime hooks -----------------------------------------------------------------------------
     def on_event(self, event: RuntimeEvent) -> None:
@@ -192,5 +193,5 @@ class Recorder:
         if self._truths and len(self._truths) == len(self._language):
             write_ground_truth(self._builder.build_dir, self.fps, self._cameras, self._truths)
         self._builder.finalize()
-        write_language(LeRobotDataset(self.root), self._language)
+        write_language(LeRobotDataset(self.root), self._language, producers=self.producers or None)
         return self.root

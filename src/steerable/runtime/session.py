@@ -170,6 +170,9 @@ class Session:
             render=True if self.recorder is not None else None, on_reset=self.reset,
         )
         if self.recorder is not None:
+            model = f"steerable run: {high.name}" if high is not None else "operator"  # direct task: the words typed
+            self.recorder.producers = {"task_aug": "operator", "interjection": "operator", "subtask": model,
+                                       "plan": model, "memory": model, "tool_call": model, "vqa": model}
             self.runtime.listeners.append(self.recorder.on_event)
             self.runtime.frame_hooks.append(self.recorder.on_frame)
         self.quit = False
