@@ -23,12 +23,17 @@ def seeded_rng(seed: int, episode_index: int, purpose: str) -> np.random.Generat
 
 
 class FrameCache:
-    """Decodes an episode's frames in one sequential pass per request, off the event loop.
+    """Decodes an episode's frames off the event loop, one pass for every request made meanwhile.
 
     Decoding runs in a worker thread (PyAV releases the GIL) so the event loop keeps the VLM busy.
-    With `retain` (off by default) decoded frames are kept for later requests; off, each module
-    holds only the frames it asked for, and only as long as it needs them: frames dominate the
-    memory of a run (a VGA frame is 0.9 MB), while a second decode pass costs little CPU.
+    Requests that arrive while a pass for the same camera waits for a decode slot, or is running,
+    share it: modules that start together (plan and vqa) ask for overlapping times, and one pass
+    over the union costs about as much as the largest of them. A delivered frame is shared by every
+    requester, so callers must not edit frames in place.
+
+    With `retain` (off by default) decoded frames are kept for later requests; off, the cache holds
+    a frame only until it is delivered, so each module keeps only the frames it asked for, and only
+    as long as it needs them: frames dominate the memory of a run (a VGA frame is 0.9 MB).
     """
 
     def __init__(
@@ -46,25 +51,63 @@ class FrameCache:
         # (each decode holds its frames and the codec's buffers), not speed.
         self._gate = gate or asyncio.Semaphore(1)
         self._frames: dict[tuple[str, float], np.ndarray] = {}
-        self._lock = asyncio.Lock()
+        self._pending: dict[tuple[str, float], asyncio.Future[np.ndarray]] = {}  # queued or decoding
+        self._queued: dict[str, set[float]] = {}  # per camera: times no pass has taken yet
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.passes = 0  # decode passes made (one per camera and batch of requests)
 
     async def get(self, camera: str, timestamps: Sequence[float]) -> list[np.ndarray]:
+        """The frames shown at `timestamps` (stored times), in request order."""
         wanted = sorted({float(t) for t in timestamps})
-        if not self._retain:
-            decoded = await self._decode(camera, wanted)
-            by_time = dict(zip(wanted, decoded, strict=True))
-            return [by_time[float(t)] for t in timestamps]
-        async with self._lock:
-            missing = [t for t in wanted if (camera, t) not in self._frames]
-            if missing:
-                decoded = await self._decode(camera, missing)
-                for t, frame in zip(missing, decoded, strict=True):
-                    self._frames[(camera, t)] = frame
-        return [self._frames[(camera, float(t))] for t in timestamps]
+        new = [t for t in wanted if (camera, t) not in self._frames and (camera, t) not in self._pending]
+        if new:
+            loop = asyncio.get_running_loop()
+            for t in new:
+                self._pending[(camera, t)] = loop.create_future()
+            if camera not in self._queued:
+                self._queued[camera] = set()
+                task = loop.create_task(self._pass(camera))
+                self._tasks.add(task)  # the loop keeps only weak references to tasks
+                task.add_done_callback(self._tasks.discard)
+            self._queued[camera].update(new)
+        by_time = {t: self._frames[(camera, t)] for t in wanted if (camera, t) in self._frames}
+        waits = {t: self._pending[(camera, t)] for t in wanted if t not in by_time}
+        if waits:
+            done = await asyncio.gather(*waits.values())
+            by_time.update(zip(waits, done, strict=True))
+        return [by_time[float(t)] for t in timestamps]
 
-    async def _decode(self, camera: str, times: list[float]) -> list[np.ndarray]:
-        async with self._gate:
-            return await asyncio.to_thread(self._dataset.decode_frames, self._episode.episode_index, camera, times)
+    async def _pass(self, camera: str) -> None:
+        """One decode pass over every time queued for `camera` by the time a decode slot is free."""
+        times: list[float] = []
+        try:
+            async with self._gate:
+                await asyncio.sleep(0)  # let requests made in the same loop turn join this pass
+                times = sorted(self._queued.pop(camera))
+                self.passes += 1
+                frames = await asyncio.to_thread(
+                    self._dataset.decode_frames, self._episode.episode_index, camera, times
+                )
+        except BaseException as exc:
+            times = times or sorted(self._queued.pop(camera, ()))
+            for t in times:
+                future = self._pending.pop((camera, t))
+                if future.done():
+                    continue
+                if isinstance(exc, Exception):
+                    future.set_exception(exc)
+                    future.exception()  # a requester that gave up must not leave it unretrieved
+                else:
+                    future.cancel()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for t, frame in zip(times, frames, strict=True):
+            if self._retain:
+                self._frames[(camera, t)] = frame
+            future = self._pending.pop((camera, t))
+            if not future.done():
+                future.set_result(frame)
 
     def release(self) -> None:
         self._frames.clear()

@@ -2,11 +2,14 @@
 
 JPEG at a bounded size instead of full-resolution PNG cuts request bytes (and server-side decode
 time) several-fold; the image tokens a model spends depend on pixels, not on the container.
+Encoding uses simplejpeg (libjpeg-turbo, straight from the array, without the GIL, so encoder
+threads run on every core) and falls back to PIL's encoder when it is not installed.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +20,7 @@ from PIL import Image
 from steerable.errors import VLMError
 from steerable.vlm.protocol import Message
 
-__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url", "map_image_blocks"]
+__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url", "image_jpeg", "map_image_blocks"]
 
 
 def as_pil(image: Any) -> Image.Image:
@@ -34,7 +37,8 @@ def as_pil(image: Any) -> Image.Image:
             array = array[:, :, 0]
         if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (3, 4)):
             raise VLMError(f"cannot read an image from an array of shape {image.shape}; expected HxWx3")
-        return Image.fromarray(np.ascontiguousarray(array)).convert("RGB")
+        pil = Image.fromarray(np.ascontiguousarray(array))
+        return pil if pil.mode == "RGB" else pil.convert("RGB")
     raise VLMError(f"image blocks need a PIL image or a numpy array, got {type(image).__name__}")
 
 
@@ -49,11 +53,38 @@ def fit_image(image: Any, max_side: int) -> Image.Image:
     return pil.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
 
 
+def image_jpeg(image: Any, *, max_side: int = 768, quality: int = 85) -> bytes:
+    """JPEG bytes (4:2:0, as PIL writes them) of a PIL image or uint8 array, downscaled to `max_side`."""
+    turbo = _simplejpeg()
+    if turbo is None:
+        buffer = io.BytesIO()
+        fit_image(image, max_side).save(buffer, format="JPEG", quality=quality)
+        return buffer.getvalue()
+    if _is_rgb_array(image) and max(image.shape[:2]) <= max_side:
+        array = np.ascontiguousarray(image)  # a decoded frame: no PIL round trip
+    else:
+        array = np.asarray(fit_image(image, max_side))
+    return bytes(turbo.encode_jpeg(array, quality=quality, colorspace="RGB", colorsubsampling="420"))
+
+
 def image_data_url(image: Any, *, max_side: int = 768, quality: int = 85) -> str:
     """`data:image/jpeg;base64,...` for a PIL image or uint8 array, downscaled to `max_side`."""
-    buffer = io.BytesIO()
-    fit_image(image, max_side).save(buffer, format="JPEG", quality=quality)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    jpeg = image_jpeg(image, max_side=max_side, quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+
+
+@functools.cache
+def _simplejpeg() -> Any:
+    """The simplejpeg module, or None (PIL encodes instead)."""
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def _is_rgb_array(image: Any) -> bool:
+    return isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
 
 
 def map_image_blocks(

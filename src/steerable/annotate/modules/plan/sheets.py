@@ -111,12 +111,19 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
 
 def _draw_badge(tile: Image.Image, text: str) -> None:
     """White text on a solid black box in the top-left corner, sized to the tile."""
-    font = _font(max(_MIN_FONT_PX, round(tile.height * _BADGE_FONT_RATIO)))
-    draw = ImageDraw.Draw(tile)
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    tile.paste(_badge(text, max(_MIN_FONT_PX, round(tile.height * _BADGE_FONT_RATIO))), (0, 0))
+
+
+@functools.lru_cache(maxsize=4096)
+def _badge(text: str, font_px: int) -> Image.Image:
+    """The badge as its own small image: the box is opaque, so pasting it equals drawing on the tile.
+    Sampled times recur across episodes (same fps, same sampling), and rendering text holds the GIL."""
+    font = _font(font_px)
+    left, top, right, bottom = (int(v) for v in font.getbbox(text))
     pad = max(2, round((bottom - top) * 0.25))
-    draw.rectangle((0, 0, right - left + 2 * pad, bottom - top + 2 * pad), fill=(0, 0, 0))
-    draw.text((pad - left, pad - top), text, font=font, fill=(255, 255, 255))
+    badge = Image.new("RGB", (right - left + 2 * pad + 1, bottom - top + 2 * pad + 1))
+    ImageDraw.Draw(badge).text((pad - left, pad - top), text, font=font, fill=(255, 255, 255))
+    return badge
 
 
 def _grid(tiles: list[Image.Image], columns: int) -> Image.Image:
