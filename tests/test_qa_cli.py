@@ -50,3 +50,18 @@ def test_annotate_refuses_an_output_dir_inside_the_dataset(tmp_path: Path) -> No
     assert last.startswith("steerable: error: --output_dir") and "inside" in last, last
     assert file_hashes(root, skip_work_dir=False) == before
     assert sorted(p.name for p in root.iterdir()) == ["data", "meta", "videos"]
+
+
+def test_annotate_takes_episode_ranges_like_every_command(tmp_path: Path) -> None:
+    from annotate_helpers import make_synthetic, summary_of
+
+    root = make_synthetic(tmp_path / "ds", episodes=3)
+    out = tmp_path / "out"
+    run = steerable("annotate", str(root), "--output_dir", str(out), "--episodes", "1-2")
+    assert run.returncode == 0, run.stderr
+    assert summary_of(out)["episodes_selected"] == 2
+    bad = steerable("annotate", str(root), "--output_dir", str(out), "--episodes=1-x")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "steerable: error: --episodes takes episode indices and ranges like 0,3,7-9, got '1-x'"
+    )
