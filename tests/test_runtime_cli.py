@@ -87,6 +87,17 @@ def test_piped_lines_drive_a_run(tmp_path: Path) -> None:
     assert "answer: The pink cube is in the blue bin." in done.stdout
 
 
+def test_bad_piped_lines_are_named_by_line_before_anything_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "steerable.cli.main", "run", "--seed", "7"],
+        input="/task put the pink cube in the blue bin\n/dance\n@x no\n",
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert "stdin:2: unknown command /dance" in done.stderr and "stdin:3: bad time prefix" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
 def test_ctrl_c_stops_the_robot_and_closes_the_recording_so_it_loads(tmp_path: Path) -> None:
     commands = tmp_path / "c.txt"
     commands.write_text("@60s /status\n")
@@ -128,7 +139,8 @@ def test_direct_task_mode_runs_the_operators_words(tmp_path: Path, capsys: pytes
 def test_a_record_folder_that_cannot_be_written_stops_before_the_run(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "afile").write_text("not a folder")
-    args = ["run", "--env", "sim", "--seed", "7", "--task", "put the red cube in the left bin", "--max_seconds", "2",
+    (tmp_path / "cmds.txt").write_text("/task put the red cube in the left bin\n")
+    args = ["run", "--env", "sim", "--seed", "7", "--commands", str(tmp_path / "cmds.txt"),
             "--record", str(tmp_path / "afile" / "rec")]
     assert main(args) == 2
     out, err = capsys.readouterr()

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_episodes is not None:
         return _evaluate(args, spec)
     from steerable.runtime.loop import LoopRates
-    from steerable.runtime.session import Session, SessionOptions, read_commands
+    from steerable.runtime.session import Session, SessionOptions, parse_commands, read_commands
     from steerable.runtime.sim.search import seed_for_task
 
     lines = read_commands(args.commands) if args.commands is not None else None
@@ -108,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
         realtime=args.realtime or interactive, max_seconds=args.max_seconds or 300.0,
     )
     display = _display(args)
-    session = Session(options)
-    if display is not None:
-        display.attach(session.runtime)
     try:
+        if lines is None and not interactive:  # piped stdin: read like a commands file, before anything runs
+            lines = parse_commands(sys.stdin.read(), "stdin")
+        session = Session(options)
+        if display is not None:
+            display.attach(session.runtime)
         return _drive(session, lines, interactive)
     finally:
         if display is not None:
@@ -131,10 +133,8 @@ def _drive(session: Any, lines: Any, interactive: bool) -> int:
         from steerable.runtime.repl import run_repl
 
         return run_repl(session)
-    from steerable.runtime.session import TimedLine, format_event, parse_line
+    from steerable.runtime.session import format_event
 
-    if lines is None:  # piped stdin: every line once the robot is idle
-        lines = [TimedLine(None, parse_line(raw), n) for n, raw in enumerate(sys.stdin.read().splitlines(), 1)]
     rt = session.runtime
     print(f"high level: {rt.high.name if rt.high else 'none (direct task)'} · low level: {rt.low.name}")
     print(session.describe_scene())

@@ -38,6 +38,7 @@ __all__ = [
     "SessionOptions",
     "TimedLine",
     "format_event",
+    "parse_commands",
     "parse_line",
     "read_commands",
     "status_lines",
@@ -98,6 +99,14 @@ def read_commands(path: Path) -> list[TimedLine]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--commands {path}: cannot read it ({exc.strerror or exc})") from exc
+    out = parse_commands(text, str(path))
+    if not out:
+        raise ConfigError(f"--commands {path}: the file holds no commands")
+    return out
+
+
+def parse_commands(text: str, source: str) -> list[TimedLine]:
+    """Commands text (a file, or piped stdin): every bad line is reported at once (`source:line`)."""
     out: list[TimedLine] = []
     problems: list[str] = []
     for number, raw in enumerate(text.splitlines(), 1):
@@ -109,16 +118,14 @@ def read_commands(path: Path) -> list[TimedLine]:
         if match:
             at, body = float(match.group(1)), match.group(2)
         elif raw.strip().startswith("@"):
-            problems.append(f"{path}:{number}: bad time prefix (write e.g. '@2.5s no, the right bin')")
+            problems.append(f"{source}:{number}: bad time prefix (write e.g. '@2.5s no, the right bin')")
             continue
         try:
             out.append(TimedLine(at, parse_line(body), number))
         except ConfigError as exc:
-            problems.append(f"{path}:{number}: {exc}")
+            problems.append(f"{source}:{number}: {exc}")
     if problems:
         raise ConfigError("; ".join(problems))
-    if not out:
-        raise ConfigError(f"--commands {path}: the file holds no commands")
     return out
 
 
