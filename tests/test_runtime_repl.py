@@ -51,7 +51,7 @@ def test_repl_in_a_terminal(tmp_path: Path) -> None:
     try:
         screen = _wait_for(name, "steerable run · sim · paused")
         assert "(not set)" in screen and "scripted planner (test double)" in screen
-        _tmux("send-keys", "-t", name, "/dance", "Enter")
+        _tmux("send-keys", "-t", name, "oops, not this", "C-w", "C-u", "/dance", "Enter")  # Ctrl-W, Ctrl-U edit
         _wait_for(name, "unknown command /dance")
         _tmux("send-keys", "-t", name, "/task put the red cube in the left bin", "Enter")
         screen = _wait_for(name, "subtask      pick up the red cube")

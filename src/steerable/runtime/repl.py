@@ -116,6 +116,12 @@ def _keys(fd: int, stop: threading.Event) -> Any:
             i += 1
 
 
+def _drop_word(text: str) -> str:
+    """The line without its last word (Ctrl-W), keeping the space before it."""
+    head = text.rstrip()
+    return head[: head.rfind(" ") + 1]
+
+
 def run_repl(session: Session) -> int:
     """Run the interactive session until /quit, Ctrl-D or Ctrl-C; returns the exit status."""
     console = Console(highlight=False)
@@ -156,6 +162,9 @@ def run_repl(session: Session) -> int:
                 elif key in "\x7f\b":
                     with view.lock:
                         view.typed = view.typed[:-1]
+                elif key in "\x15\x17":  # Ctrl-U: the whole line; Ctrl-W: the last word
+                    with view.lock:
+                        view.typed = "" if key == "\x15" else _drop_word(view.typed)
                 elif key.isprintable():
                     with view.lock:
                         view.typed += key
