@@ -65,3 +65,30 @@ def test_annotate_takes_episode_ranges_like_every_command(tmp_path: Path) -> Non
     assert bad.stderr.strip().splitlines()[-1] == (
         "steerable: error: --episodes takes episode indices and ranges like 0,3,7-9, got '1-x'"
     )
+
+
+def test_info_prints_task_text_with_brackets_verbatim(tmp_path: Path) -> None:
+    """Dataset text is data, not terminal markup: '[red]' is shown, '[/x]' does not crash."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from annotate_helpers import make_synthetic
+
+    root = make_synthetic(tmp_path / "ds [v2]", episodes=1)
+    table = pq.read_table(root / "meta" / "tasks.parquet")
+    task = "pick the [red] cube [/x] now"
+    table = table.set_column(table.schema.names.index("task"), "task", pa.array([task]))
+    pq.write_table(table, root / "meta" / "tasks.parquet")
+    shown = steerable("info", str(root))
+    assert shown.returncode == 0, shown.stderr
+    assert f"  - {task}" in shown.stdout
+    assert str(root) in shown.stdout
+
+
+def test_eval_prints_a_dataset_path_with_brackets_verbatim(tmp_path: Path) -> None:
+    from steerable.synthetic import generate_synthetic
+
+    root = generate_synthetic(tmp_path / "run [v2]", episodes=1, cameras=("top",), seed=2, with_language=True)
+    shown = steerable("eval", str(root))
+    assert shown.returncode == 0, shown.stderr
+    assert f"dataset: {root}" in shown.stdout

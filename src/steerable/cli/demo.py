@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["register"]
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     for sample in itertools.islice(renderer.episode_samples(0, range(0, ds.episode(0).length, 25)), 4):
         msgs = sample.sample.messages if sample.sample else []
         text = " | ".join(f"{m['role']}: {m.get('content', '')}" for m in msgs)
-        console.print(f"   frame {sample.frame_index:>3} [{sample.component}] {text}")
+        console.print(f"   frame {sample.frame_index:>3} {escape(f'[{sample.component}]')} {escape(text)}")
     renderer.stats = RenderStats()  # count the full pass only, not the preview above
     for _ in renderer.samples():
         pass

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         "resamples": args.resamples,
         "seed": args.seed,
     }
-    console = Console(highlight=False, soft_wrap=True)
+    # No markup: paths and labels are printed as they are ('runs/[v2]' is a folder, not a style).
+    console = Console(highlight=False, soft_wrap=True, markup=False)
     if not console.is_terminal:
         console.width = max(console.width, 100)  # piped or logged: room for the whole table
     if args.compare is not None:

@@ -34,36 +34,38 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_human(s: DatasetSummary) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from steerable.dataset.summary import index_ranges
 
-    console = Console(highlight=False)
-    console.print(f"[bold]{s.root}[/bold]  ({s.codebase_version}, robot: {s.robot_type or '?'})")
+    # Dataset text (paths, tasks, feature names) is escaped: a '[red]' in it is data, not markup.
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"[bold]{escape(str(s.root))}[/bold]  ({s.codebase_version}, robot: {escape(s.robot_type or '?')})")
     console.print(
         f"{s.total_episodes} episodes, {s.total_frames} frames at {s.fps} fps "
         f"({s.total_frames / max(s.fps, 1):.1f} s), {s.total_tasks} task(s)"
     )
     cams = Table("camera", "codec", "size", "video files", title="Cameras", title_justify="left")
     for key, c in s.cameras.items():
-        cams.add_row(key, str(c.codec), f"{c.width}x{c.height}", f"{c.files_present}/{c.files_expected or '?'}")
+        cams.add_row(escape(key), escape(str(c.codec)), f"{c.width}x{c.height}", f"{c.files_present}/{c.files_expected or '?'}")
     console.print(cams)
     for key, c in s.cameras.items():
         if c.missing_episodes:
             console.print(
-                f"[yellow]missing videos:[/yellow] {key}: episode(s) {index_ranges(c.missing_episodes)} "
+                f"[yellow]missing videos:[/yellow] {escape(key)}: episode(s) {index_ranges(c.missing_episodes)} "
                 "have no video file",
                 soft_wrap=True,
             )
     if s.video_folder_hint:
-        console.print(f"[yellow]hint:[/yellow] {s.video_folder_hint}", soft_wrap=True)
+        console.print(f"[yellow]hint:[/yellow] {escape(s.video_folder_hint)}", soft_wrap=True)
     feats = Table("feature", "dtype", "shape", title="Features", title_justify="left")
     for name, f in s.features.items():
-        feats.add_row(name, str(f.dtype), str(tuple(f.shape)))
+        feats.add_row(escape(name), escape(str(f.dtype)), str(tuple(f.shape)))
     console.print(feats)
     console.print("[bold]Tasks[/bold]")
     for task in s.tasks[:20]:
-        console.print(f"  - {task}")
+        console.print(f"  - {escape(task)}")
     if len(s.tasks) > 20:
         console.print(f"  ... and {len(s.tasks) - 20} more")
     lang = s.language
@@ -73,7 +75,7 @@ def _print_human(s: DatasetSummary) -> None:
     table = Table("column", "style", "rows", "written by", title="Language", title_justify="left")
     for column, counts in (("persistent", lang.persistent), ("events", lang.events)):
         for style, n in counts.items():
-            table.add_row(column, style, str(n), s.producers.get(style, "?"))
+            table.add_row(column, escape(style), str(n), escape(s.producers.get(style, "?")))
     console.print(table)
-    console.print(f"Tools: {', '.join(lang.tools)}")
+    console.print(f"Tools: {escape(', '.join(lang.tools))}")
 
