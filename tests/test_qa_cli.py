@@ -92,3 +92,18 @@ def test_eval_prints_a_dataset_path_with_brackets_verbatim(tmp_path: Path) -> No
     shown = steerable("eval", str(root))
     assert shown.returncode == 0, shown.stderr
     assert f"dataset: {root}" in shown.stdout
+
+
+def test_render_prints_streams_and_annotation_text_verbatim(tmp_path: Path) -> None:
+    from steerable.dataset import open_dataset
+    from steerable.dataset.writer import EpisodeLanguage, write_language
+    from steerable.synthetic import generate_synthetic
+
+    root = generate_synthetic(tmp_path / "ds", episodes=1, cameras=("top",), seed=2)
+    row = {"role": "assistant", "content": "pick the [red] cube [/x]", "style": "subtask", "timestamp": 0.0,
+           "camera": None, "tool_calls": None}  # fmt: skip
+    write_language(open_dataset(root), {0: EpisodeLanguage(persistent=[row])})
+    shown = steerable("render", str(root), "--recipe", "subtask", "--episode", "0", "--frame", "0")
+    assert shown.returncode == 0, shown.stderr
+    assert "pick the [red] cube [/x]" in shown.stdout
+    assert "[low_level]" in shown.stdout or "[high_level" in shown.stdout

@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_sample(console: Console, sample: Any) -> None:
+    from rich.markup import escape
+
     head = f"[bold]episode {sample.episode_index} frame {sample.frame_index}[/bold] (index {sample.index}, t={sample.timestamp:.3f}s)"
     if sample.sample is None:
         console.print(f"{head}  [dim]nothing to render ({sample.component or 'recipe'})[/dim]")
@@ -88,7 +90,8 @@ def _print_sample(console: Console, sample: Any) -> None:
         calls = message.get("tool_calls")
         if calls:
             content = f"{content or ''} {json.dumps(calls, ensure_ascii=False)}".strip()
-        console.print(f"  {message['role']:>9} [{stream}{target}] {content}")
+        # Escaped: annotation text is data, and '[/x]' in it is not markup.
+        console.print(f"  {message['role']:>9} {escape(f'[{stream}{target}]')} {escape(str(content))}")
 
 
 def _print_stats(console: Console, stats: dict[str, Any]) -> None:
