@@ -107,3 +107,16 @@ def test_render_prints_streams_and_annotation_text_verbatim(tmp_path: Path) -> N
     assert shown.returncode == 0, shown.stderr
     assert "pick the [red] cube [/x]" in shown.stdout
     assert "[low_level]" in shown.stdout or "[high_level" in shown.stdout
+
+
+def test_recipes_lint_prints_a_path_with_brackets_verbatim(tmp_path: Path) -> None:
+    import shutil
+
+    from annotate_helpers import REPO, make_synthetic
+
+    root = make_synthetic(tmp_path / "ds", episodes=1)
+    folder = tmp_path / "r [x]"
+    folder.mkdir()
+    shutil.copy(REPO / "src/steerable/recipes/builtin/subtask.yaml", folder / "my.yaml")
+    linted = steerable("recipes", "lint", str(folder / "my.yaml"), "--dataset", str(root))
+    assert "r [x]/my.yaml" in linted.stdout, linted.stdout + linted.stderr

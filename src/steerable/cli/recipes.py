@@ -51,7 +51,7 @@ def run_lint(args: argparse.Namespace) -> int:
     from steerable.recipes import load_recipe
     from steerable.train.lint import lint_against_dataset
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, markup=False)  # paths and row text, verbatim
     if args.dataset is None:
         recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
         console.print(f"{args.recipe}: valid ({len(recipe.components())} component(s))")
