@@ -112,9 +112,10 @@ def test_render_prints_streams_and_annotation_text_verbatim(tmp_path: Path) -> N
 def test_recipes_lint_prints_a_path_with_brackets_verbatim(tmp_path: Path) -> None:
     import shutil
 
-    from annotate_helpers import REPO, make_synthetic
+    from annotate_helpers import REPO
+    from steerable.synthetic import generate_synthetic
 
-    root = make_synthetic(tmp_path / "ds", episodes=1)
+    root = generate_synthetic(tmp_path / "ds", episodes=1, cameras=("top",), seed=2, with_language=True)
     folder = tmp_path / "r [x]"
     folder.mkdir()
     shutil.copy(REPO / "src/steerable/recipes/builtin/subtask.yaml", folder / "my.yaml")
