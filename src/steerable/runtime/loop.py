@@ -10,6 +10,14 @@ Each tick (one control period) runs, in order:
 5. frame hooks (recording) with the tick's observation and action.
 A failing high-level model (garbage, timeout) is reported, the queue is dropped and the robot holds
 still until an update succeeds; the loop goes on.
+
+With the real-time clock (`realtime=True`: the REPL, `--realtime`) high-level calls run on a
+background thread (`steerable.runtime.high_level`), at most one in flight: ticks, dispatch, pause and
+quit go on while the model thinks, and its reply is applied at the start of the first tick after it
+arrived. A reply computed against an older revision (task, context or mode changed meanwhile; an
+interjection bumps the revision) is discarded like a stale chunk; requests made while a call is in
+flight (interjections, questions) wait for it. With the virtual clock every call is made inside the
+tick, so scripted runs, tests and evaluation stay deterministic.
 """
 
 from __future__ import annotations
@@ -25,11 +33,10 @@ from typing import Any, Literal
 import numpy as np
 
 from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
+from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
 from steerable.runtime.protocols import (
     Environment,
     HighLevelModel,
-    HighLevelRequest,
-    HighLevelUpdate,
     LowLevelController,
     Observation,
     RequestKind,
@@ -81,11 +88,12 @@ class LoopStats:
     chunks: int = 0
     high_level_calls: int = 0
     high_level_failures: int = 0
+    high_level_discarded: int = 0  # replies that came back for an older revision
     tick_seconds: list[float] = field(default_factory=list)  # work per tick
     lateness: list[float] = field(default_factory=list)  # how late each tick started (wall clock)
 
 
-class Runtime:
+class Runtime(HighLevelCalls):
     """Runs `low` (and `high`, when given: the hierarchical adapter; None: direct-task) on `env`."""
 
     def __init__(
@@ -122,6 +130,11 @@ class Runtime:
         self._inferred_revision = -1
         self._warned_revision = -1
         self._answered = -1  # revision after the last high-level update
+        # realtime: calls run on a worker thread; requests made while it is busy wait in `_waiting`
+        self._worker = HighLevelWorker(high) if high is not None and realtime else None
+        self._waiting: deque[tuple[RequestKind, str | None]] = deque()
+        self._resume_after_ask = False
+        self._reset_high = False  # reset the high level once its call in flight is over
         self._obs: Observation | None = None
         # When ticks, chunk inferences and high-level calls happened (loop time), for measured rates.
         self._recent: dict[str, deque[float]] = {"ctrl_hz": deque(), "chunk_hz": deque(), "high_level_hz": deque()}
@@ -139,7 +152,8 @@ class Runtime:
         """No work left: paused, no task, task done, or a command the controller cannot run."""
         st = self.state
         with st.lock:
-            return not st.queue and (not st.busy or st.hold)
+            thinking = self._worker is not None and (self._worker.busy or bool(self._waiting))
+            return not st.queue and (not st.busy or st.hold) and not thinking
 
     # -- events --------------------------------------------------------------------------------
     def emit(self, kind: EventKind, text: str) -> None:
@@ -157,14 +171,14 @@ class Runtime:
     def _apply_input(self, op: OperatorInput) -> None:
         st = self.state
         text = op.text.strip()
+        if op.kind in ("task", "pause", "resume", "reset"):
+            self._resume_after_ask = False  # the operator decides the mode now
         if op.kind == "task":
             if not text:
                 self.emit("warn", "empty task: say what to do, e.g. /task put the red cube in the blue bin")
                 return
             st.set_task(text)
-            self.low.reset()
-            if self.high is not None:
-                self.high.reset()
+            self.reset_models()
             st.set_mode("action")
             self._high_gate.rearm()
             self.emit("task", text)
@@ -198,6 +212,8 @@ class Runtime:
                 st.set_context("subtask", text)
             self.emit("subtask", text)
             return
+        if self._worker is not None:
+            st.invalidate()  # a reply in flight was computed without these words: discard it
         self._high_level("interjection", text)
 
     def _ask(self, question: str) -> None:
@@ -211,71 +227,12 @@ class Runtime:
         self.emit("question", question)
         was = st.mode
         st.set_mode("paused")  # the policy is free, and any chunk in flight is invalidated
+        if self._worker is not None:  # resumed when the answer arrives
+            self._resume_after_ask = was == "action"
+            self._high_level("ask", question)
+            return
         self._high_level("ask", question)
         st.set_mode(was)
-
-    # -- high level ---------------------------------------------------------------------------------
-    def _high_level(self, kind: RequestKind, user_text: str | None = None) -> None:
-        assert self.high is not None
-        st = self.state
-        obs = self._observe()
-        self.stats.high_level_calls += 1
-        self._recent["high_level_hz"].append(self.clock.now())
-        try:
-            messages = self.prompts(kind, st, obs, user_text) if self.prompts is not None else []
-            request = HighLevelRequest(
-                kind=kind,
-                context=st.snapshot(),
-                observation=obs,
-                messages=messages,
-                user_text=user_text,
-                controller_done=st.controller_done,
-                controller_error=st.controller_error,
-            )
-            update = self.high.update(request)
-        except Exception as exc:  # any model failure: hold still, tell the operator, go on
-            self.stats.high_level_failures += 1
-            with st.lock:
-                first = not st.hold
-                st.hold = True
-                st.queue.clear()
-            if first or kind != "update":
-                self.emit("warn", f"{self.high.name} failed ({type(exc).__name__}: {exc}); holding still")
-            return
-        with st.lock:
-            st.hold = False
-        self._apply_update(update)
-
-    def _apply_update(self, update: HighLevelUpdate) -> None:
-        st = self.state
-        for key in ("subtask", "plan", "memory"):
-            value = getattr(update, key)
-            if value is not None and st.set_context(key, value):
-                self.emit(key, value)
-                if key == "subtask" and value and not update.task_done:
-                    st.done = False  # e.g. an interjection gave a finished task more to do
-        if update.speech:
-            self._call_tool("say", {"text": update.speech})
-        for call in update.tool_calls:
-            self._call_tool(call.name, call.arguments)
-        if update.answer is not None:
-            st.last_answer = update.answer
-            self.emit("answer", update.answer)
-        if update.task_done and not st.done:
-            with st.lock:
-                st.done = True
-                st.queue.clear()
-            self.emit("done", "task complete")
-
-    def _call_tool(self, name: str, arguments: Any) -> None:
-        outcome = self.tools.dispatch(name, arguments)
-        if name == "say" and outcome.ok:
-            self.state.last_speech = str(arguments["text"])
-            self.emit("speech", self.state.last_speech)
-        elif not outcome.ok:
-            self.emit("warn", outcome.message)
-        else:
-            self.emit("tool", f"{name}({dict(arguments)})")
 
     # -- one tick -------------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -285,10 +242,12 @@ class Runtime:
         st = self.state
         while not self._inputs.empty():
             self._apply_input(self._inputs.get())
+        self._poll_high_level()
         recording = bool(self.frame_hooks)
         obs = self._observe() if recording else None
 
-        if self.high is not None and st.mode == "action" and st.task and not st.done:
+        thinking = self._worker is not None and self._worker.busy
+        if self.high is not None and st.mode == "action" and st.task and not st.done and not thinking:
             if st.hold:  # the last call failed: retry at the high-level rate
                 due = self._high_gate.due(now)
             elif st.controller_done or ("subtask" not in st.context and self._answered != st.revision):
@@ -297,10 +256,6 @@ class Runtime:
                 due = not st.queue and self._high_gate.due(now)
             if due:
                 self._high_level("update")
-                with st.lock:
-                    # Same context again: let the controller run (and report) the command anew.
-                    st.controller_done = False
-                    self._answered = st.revision
 
         revision = st.revision
         if st.busy and not st.hold and not st.queue and not st.controller_done and (
@@ -372,6 +327,12 @@ class Runtime:
     def stop(self) -> None:
         """Stop the robot now: paused, nothing queued."""
         self.state.set_mode("paused")
+
+    def close(self) -> None:
+        """Stop the robot and let the high-level thread end (a call still hanging is not waited for)."""
+        self.stop()
+        if self._worker is not None:
+            self._worker.close()
 
     def measured_rates(self, window_s: float = 5.0) -> dict[str, float]:
         """Ticks, chunk inferences and high-level calls per second over the last `window_s` of loop

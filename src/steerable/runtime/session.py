@@ -200,9 +200,7 @@ class Session:
             self.runtime.emit("warn", f"/reset takes an optional integer seed, got {text!r}")
             return
         self.env.reset(self.seed, "")
-        self.runtime.low.reset()
-        if self.runtime.high is not None:
-            self.runtime.high.reset()
+        self.runtime.reset_models()
         self.runtime.state.set_task("")
         self.runtime.state.set_mode("paused")
         if self.recorder is not None:
@@ -261,7 +259,7 @@ class Session:
         answered with a note instead of interrupting: a half-written recording would be lost.
         """
         with _ctrl_c_deferred():
-            self.runtime.stop()
+            self.runtime.close()
             self.env.close()
             return self.recorder.close() if self.recorder is not None else None
 

@@ -80,6 +80,12 @@ class RuntimeState:
             self._bump()
             return True
 
+    def invalidate(self) -> None:
+        """Bump the revision without changing anything (e.g. an interjection): what is queued or in
+        flight for the old revision is discarded."""
+        with self.lock:
+            self._bump()
+
     def snapshot(self) -> LanguageContext:
         with self.lock:
             return LanguageContext(

@@ -1,0 +1,165 @@
+"""A slow or hung high-level model does not block the real-time control loop (issue 10, item 2).
+
+The stub model blocks on an Event for many control periods; meanwhile the loop must keep ticking and
+dispatching at its rate, apply `/pause` at once, and discard a reply that comes back for an older
+revision (after a pause or an interjection), exactly as a stale action chunk is discarded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
+from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.tools import SayTool, ToolRegistry
+
+CTRL_HZ = 50.0
+
+
+class Env:
+    fps = 50
+    action_dim = 2
+    state_names: tuple[str, ...] = ("a", "b")
+    camera_keys: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.sent: list[np.ndarray] = []
+
+    def observe(self, *, render: bool = True) -> Observation:
+        return Observation(state=np.zeros(2, dtype=np.float32))
+
+    def send_action(self, action: np.ndarray) -> None:
+        self.sent.append(action)
+
+    def close(self) -> None:
+        pass
+
+
+class Controller:
+    name = "chunk controller"
+    wants_images = False
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        return ActionChunk(np.zeros((4, 2), dtype=np.float32))
+
+    def reset(self) -> None:
+        pass
+
+
+class HangingPlanner:
+    """Answers the first update at once; later updates block until `release` is set (a hung VLM)."""
+
+    name = "hanging planner (test double)"
+    wants_images = False
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.requests: list[HighLevelRequest] = []
+        self.threads: set[str] = set()
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        self.requests.append(request)
+        self.threads.add(threading.current_thread().name)
+        if request.kind == "interjection":
+            return HighLevelUpdate(subtask="place it in the right bin", speech="OK, the right bin.")
+        if len(self.requests) == 1:
+            return HighLevelUpdate(subtask="pick up the red cube")
+        self.entered.set()
+        assert self.release.wait(10)
+        return HighLevelUpdate(subtask="a reply nobody should see")
+
+    def reset(self) -> None:
+        pass
+
+
+def _wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out waiting for the loop"
+        time.sleep(0.005)
+
+
+@contextmanager
+def _running(rt: Runtime) -> Iterator[None]:
+    stop = threading.Event()
+    loop = threading.Thread(target=rt.run, kwargs={"until": stop.is_set}, daemon=True)
+    loop.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        loop.join(5)
+        rt.close()
+        assert not loop.is_alive()
+
+
+def _setup() -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
+    env, planner = Env(), HangingPlanner()
+    rates = LoopRates(ctrl_hz=CTRL_HZ, chunk_hz=CTRL_HZ, high_level_hz=5.0)
+    tools = ToolRegistry([SayTool(on_speech=lambda s: None)])
+    rt = Runtime(env, Controller(), planner, tools=tools, rates=rates, realtime=True)
+    events: list[RuntimeEvent] = []
+    rt.listeners.append(events.append)
+    rt.submit("task", "put the red cube in the left bin")
+    return rt, env, planner, events
+
+
+def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
+    rt, env, planner, events = _setup()
+    with _running(rt):
+        assert planner.entered.wait(5), "the periodic update never came"
+        assert rt.state.snapshot().subtask == "pick up the red cube"
+        ticks, sent = rt.stats.ticks, len(env.sent)
+        time.sleep(20 / CTRL_HZ)  # 20 control periods with the model hanging
+        # The loop kept its rate and the robot kept executing the current command.
+        assert rt.stats.ticks - ticks >= 10 and len(env.sent) - sent >= 10
+        assert not planner.release.is_set() and not rt.idle  # a call in flight is work left
+        rt.submit("pause")
+        _wait_for(lambda: rt.state.mode == "paused")  # applied while the model still hangs
+        held = len(env.sent)
+        ticks = rt.stats.ticks
+        time.sleep(10 / CTRL_HZ)
+        assert len(env.sent) == held and rt.stats.ticks - ticks >= 5  # still ticking, holding still
+        planner.release.set()
+        _wait_for(lambda: rt.stats.high_level_discarded == 1)  # computed before the pause: dropped
+        assert rt.state.snapshot().subtask == "pick up the red cube"
+    assert "steerable-high-level" in planner.threads  # the model ran off the control thread
+    assert [e.text for e in events if e.kind == "mode"] == ["paused: robot holding still"]
+    assert all(e.text != "a reply nobody should see" for e in events)
+
+
+def test_a_reply_in_flight_is_discarded_after_an_interjection_and_the_interjection_answered() -> None:
+    rt, env, planner, events = _setup()
+    with _running(rt):
+        assert planner.entered.wait(5)
+        rt.submit("interject", "no, the right bin")
+        _wait_for(lambda: any(e.kind == "interjection" for e in events))
+        time.sleep(5 / CTRL_HZ)
+        # At most one call in flight: the interjection waits for the hung call.
+        assert [r.kind for r in planner.requests] == ["update", "update"]
+        assert rt.state.snapshot().subtask == "pick up the red cube"
+        planner.release.set()
+        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        _wait_for(lambda: rt.state.last_speech == "OK, the right bin.")
+        sent = len(env.sent)
+        _wait_for(lambda: len(env.sent) > sent)  # and the robot moves on the new subtask
+    assert [r.kind for r in planner.requests][:3] == ["update", "update", "interjection"]
+    interjection = planner.requests[2]
+    assert interjection.user_text == "no, the right bin"
+    assert rt.stats.high_level_discarded == 1
+    assert all(e.text != "a reply nobody should see" for e in events)
+
+
+def test_quit_is_not_held_up_by_a_hung_call() -> None:
+    rt, env, planner, events = _setup()
+    started = time.monotonic()
+    with _running(rt):
+        assert planner.entered.wait(5)
+    # The loop stopped and closed while the model still hangs (its daemon thread is abandoned).
+    assert time.monotonic() - started < 5 and not planner.release.is_set()
+    planner.release.set()
