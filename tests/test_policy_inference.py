@@ -130,7 +130,7 @@ def test_a_half_written_checkpoint_is_never_the_latest(built: Any, tmp_path: Pat
 
 
 def test_runtime_adapters_follow_the_protocols(checkpoint: Path, built: Any) -> None:
-    from steerable.policy.runtime import load_high_level, load_low_level
+    from steerable.runtime.policy_adapter import load_high_level, load_low_level
     from steerable.runtime.protocols import (
         HighLevelModel,
         HighLevelRequest,
@@ -188,7 +188,7 @@ def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
 
 def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpoint: Path, built: Any) -> None:
     from steerable.policy.generation import ParsedReply
-    from steerable.policy.runtime import PolicyHighLevel, load_low_level
+    from steerable.runtime.policy_adapter import PolicyHighLevel, load_low_level
     from steerable.runtime.protocols import HighLevelRequest, LanguageContext, Observation
 
     asked: list[list[dict[str, Any]]] = []

@@ -1,9 +1,8 @@
 """The trained policy as the runtime's high level and/or low level (`steerable run --high_level
 policy --low_level policy --policy.path CKPT`).
 
-This is the one policy module that imports `steerable.runtime` (for its protocol dataclasses):
-the runtime imports it lazily, and nothing else in `steerable.policy` imports it, so the layers
-still point runtime -> policy.
+It lives in the runtime, which imports the policy package (torch, transformers) only through this
+module, and only when a run asks for the policy (`runtime.stack` imports it lazily).
 
 High level (the `hierarchical` recipe's components): without a plan it writes one from the task;
 when the controller reports its command done, it writes the memory and the remaining plan after

@@ -1,7 +1,7 @@
 """The runtime's adapter contracts: what a high-level model, a low-level controller and an env provide.
 
 Everything here is plain data plus `typing.Protocol`s, so an adapter (ours, a LeRobot policy
-wrapper, `steerable.policy.runtime`) implements them without importing the rest of the runtime.
+wrapper, `steerable.runtime.policy_adapter`) implements them without importing the rest of the runtime.
 
 - A `HighLevelModel` reads the rendered prompt (`HighLevelRequest.messages`, laid out by the recipe
   the model was trained with), the live language context and the latest observation, and returns a

@@ -1,14 +1,13 @@
 """Build the high-level model and low-level controller a run asks for, by name.
 
 `scripted` (test doubles for the simulator), `vlm` (any OpenAI-compatible server), `policy` (a
-trained hierarchical policy checkpoint, through `steerable.policy.runtime`, imported lazily), and
+trained hierarchical policy checkpoint, through `steerable.runtime.policy_adapter`, imported lazily), and
 `none` for the high level (direct-task: the controller executes the task or the operator's words).
 A `StackSpec` is plain data so evaluation workers can rebuild the same stack in their process.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,12 +45,13 @@ class StackSpec:
 
 def _policy_runtime() -> Any:
     try:
-        return importlib.import_module("steerable.policy.runtime")
+        from steerable.runtime import policy_adapter
     except ImportError as exc:
         raise ConfigError(
-            "the trained-policy adapters (steerable.policy.runtime) are not available in this install "
+            "the trained-policy adapters (steerable.runtime.policy_adapter) are not available in this install "
             f"({exc}); use --high_level scripted|vlm and --low_level scripted, or install steerable[train]"
         ) from exc
+    return policy_adapter
 
 
 def build_high(spec: StackSpec) -> HighLevelModel | None:
