@@ -57,7 +57,8 @@ class HangingPlanner:
     name = "hanging planner (test double)"
     wants_images = False
 
-    def __init__(self) -> None:
+    def __init__(self, hang_from: int = 2) -> None:
+        self.hang_from = hang_from  # the first update call that hangs (1-based)
         self.entered, self.release = threading.Event(), threading.Event()
         self.requests: list[HighLevelRequest] = []
         self.threads: set[str] = set()
@@ -67,7 +68,9 @@ class HangingPlanner:
         self.threads.add(threading.current_thread().name)
         if request.kind == "interjection":
             return HighLevelUpdate(subtask="place it in the right bin", speech="OK, the right bin.")
-        if len(self.requests) == 1:
+        if request.kind == "ask":
+            return HighLevelUpdate(answer="The red cube is in the gripper.")
+        if len(self.requests) < self.hang_from:
             return HighLevelUpdate(subtask="pick up the red cube")
         self.entered.set()
         assert self.release.wait(10)
@@ -98,8 +101,8 @@ def _running(rt: Runtime) -> Iterator[None]:
         assert not loop.is_alive()
 
 
-def _setup() -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
-    env, planner = Env(), HangingPlanner()
+def _setup(hang_from: int = 2) -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
+    env, planner = Env(), HangingPlanner(hang_from)
     rates = LoopRates(ctrl_hz=CTRL_HZ, chunk_hz=CTRL_HZ, high_level_hz=5.0)
     tools = ToolRegistry([SayTool(on_speech=lambda s: None)])
     rt = Runtime(env, Controller(), planner, tools=tools, rates=rates, realtime=True)
@@ -163,3 +166,31 @@ def test_quit_is_not_held_up_by_a_hung_call() -> None:
     # The loop stopped and closed while the model still hangs (its daemon thread is abandoned).
     assert time.monotonic() - started < 5 and not planner.release.is_set()
     planner.release.set()
+
+
+def test_without_a_first_subtask_the_robot_holds_still_while_the_model_thinks() -> None:
+    rt, env, planner, events = _setup(hang_from=1)
+    with _running(rt):
+        assert planner.entered.wait(5)
+        ticks = rt.stats.ticks
+        time.sleep(10 / CTRL_HZ)
+        # Ticking, but the raw task is never handed to the controller as a command.
+        assert rt.stats.ticks - ticks >= 5 and env.sent == [] and rt.stats.chunks == 0
+        planner.release.set()
+        _wait_for(lambda: len(env.sent) > 0)
+    assert rt.state.snapshot().subtask == "a reply nobody should see"  # nothing changed: applied
+    assert not [e for e in events if e.kind == "warn"]
+
+
+def test_a_question_pauses_the_robot_until_the_answer_arrives_then_it_resumes() -> None:
+    rt, env, planner, events = _setup(hang_from=99)
+    with _running(rt):
+        _wait_for(lambda: len(env.sent) > 0)
+        rt.submit("ask", "where is the red cube?")
+        _wait_for(lambda: rt.state.last_answer == "The red cube is in the gripper.")
+        _wait_for(lambda: rt.state.mode == "action")
+        sent = len(env.sent)
+        _wait_for(lambda: len(env.sent) > sent)
+    kinds = [e.kind for e in events]
+    assert kinds.index("question") < kinds.index("answer")
+    assert rt.stats.high_level_discarded == 0

@@ -180,6 +180,9 @@ class HighLevelCalls:
             if kind == "ask" and isinstance(result, HighLevelUpdate) and result.answer is not None:
                 st.last_answer = result.answer  # an answer is still the answer to the question asked
                 self.emit("answer", result.answer)
+            elif isinstance(result, Exception) and not st.hold:  # the operator is still told
+                self.stats.high_level_failures += 1
+                self.emit("warn", f"{self.high.name} failed ({type(result).__name__}: {result})")
             return
         if kind == "ask" and self._resume_after_ask:
             self._resume_after_ask = False

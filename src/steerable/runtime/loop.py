@@ -258,7 +258,9 @@ class Runtime(HighLevelCalls):
                 self._high_level("update")
 
         revision = st.revision
-        if st.busy and not st.hold and not st.queue and not st.controller_done and (
+        # No subtask yet and the high level is still thinking: hold still rather than run the raw task.
+        first = self._worker is not None and self._worker.busy and "subtask" not in st.context
+        if st.busy and not st.hold and not st.queue and not st.controller_done and not first and (
             revision != self._inferred_revision or self._chunk_gate.due(now)
         ):
             self._infer(revision)
