@@ -107,3 +107,24 @@ def test_grey_and_channels_first_arrays_still_encode() -> None:
     chw = np.zeros((3, 48, 64), np.uint8)
     for array in (grey, chw):
         assert _decoded(images.image_data_url(array)).size == (64, 48)
+
+
+def test_a_frozen_image_is_encoded_once_and_forgotten_when_collected(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    encoded: list[int] = []
+    real = images._encode_jpeg
+    monkeypatch.setattr(images, "_encode_jpeg", lambda im, side, q: encoded.append(id(im)) or real(im, side, q))
+    sheet = images.freeze_image(Image.new("RGB", (1128, 508), (10, 20, 30)))
+    first = images.image_data_url(sheet, max_side=768)
+    assert images.image_data_url(sheet, max_side=768) == first and len(encoded) == 1
+    images.image_data_url(sheet, max_side=512)  # other settings: their own encoding
+    assert len(encoded) == 2
+    loose = Image.new("RGB", (64, 48))  # not frozen: may be edited, so encoded every time
+    images.image_data_url(loose)
+    loose.paste((255, 0, 0), (0, 0, 64, 48))
+    assert _decoded(images.image_data_url(loose)).getpixel((32, 24))[0] > 200 and len(encoded) == 4
+    key = id(sheet)
+    del sheet
+    gc.collect()
+    assert not any(k[0] == key for k in images._FROZEN)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +22,7 @@ from PIL import Image
 from steerable.errors import VLMError
 from steerable.vlm.protocol import Message
 
-__all__ = ["as_pil", "encode_messages", "fit_image", "image_data_url", "image_jpeg", "map_image_blocks"]
+__all__ = ["as_pil", "encode_messages", "fit_image", "freeze_image", "image_data_url", "image_jpeg", "map_image_blocks"]
 
 
 def as_pil(image: Any) -> Image.Image:
@@ -53,8 +55,47 @@ def fit_image(image: Any, max_side: int) -> Image.Image:
     return pil.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
 
 
+# Encodings of frozen images, by (id, max_side, quality); an entry goes when its image is collected.
+_FROZEN: dict[tuple[int, int, int], bytes] = {}
+_FROZEN_IDS: set[int] = set()
+_FROZEN_LOCK = threading.Lock()
+
+
+def freeze_image(image: Image.Image) -> Image.Image:
+    """Promise that `image` will not be edited again, so its encodings may be reused: a contact sheet
+    shown in several prompts (describe, then segment) is downscaled and encoded once. Returns it."""
+    key = id(image)
+    with _FROZEN_LOCK:
+        if key in _FROZEN_IDS:
+            return image
+        _FROZEN_IDS.add(key)
+    weakref.finalize(image, _forget, key)
+    return image
+
+
+def _forget(key: int) -> None:
+    with _FROZEN_LOCK:
+        _FROZEN_IDS.discard(key)
+        for cached in [k for k in _FROZEN if k[0] == key]:
+            del _FROZEN[cached]
+
+
 def image_jpeg(image: Any, *, max_side: int = 768, quality: int = 85) -> bytes:
     """JPEG bytes (4:2:0, as PIL writes them) of a PIL image or uint8 array, downscaled to `max_side`."""
+    key = (id(image), max_side, quality)
+    with _FROZEN_LOCK:
+        frozen = key[0] in _FROZEN_IDS and isinstance(image, Image.Image)
+        if frozen and key in _FROZEN:
+            return _FROZEN[key]
+    jpeg = _encode_jpeg(image, max_side, quality)
+    if frozen:
+        with _FROZEN_LOCK:
+            if key[0] in _FROZEN_IDS:
+                _FROZEN[key] = jpeg
+    return jpeg
+
+
+def _encode_jpeg(image: Any, max_side: int, quality: int) -> bytes:
     turbo = _simplejpeg()
     if turbo is None:
         buffer = io.BytesIO()

@@ -90,6 +90,9 @@ class SampledVideo:
         self.times = [float(t) for t in times]
         self._frames: dict[float, np.ndarray] = dict(zip(self.times, frames, strict=True))
         self._tiles: dict[float, Image.Image] = {}  # badged tiles, made once per time
+        # Sheets by the times they show: describe, segment and the overview often show the same
+        # ones, and the same sheet objects let the VLM client reuse their encoding.
+        self._sheets: dict[tuple[float, ...], list[ContactSheet]] = {}
         self._config = config
 
     async def prepare(self) -> None:
@@ -116,14 +119,17 @@ class SampledVideo:
         """Contact sheets of the given sampled times (tiled off the event loop)."""
         c = self._config
         times = [float(t) for t in times]
-        await self._make_tiles(times)
-        return sheets_from_tiles(
-            [self._tiles[t] for t in times],
-            times,
-            columns=c.contact_sheet_columns,
-            per_sheet=c.contact_sheet_frames_per_sheet,
-            quality=c.contact_sheet_quality,
-        )
+        key = tuple(times)
+        if key not in self._sheets:
+            await self._make_tiles(times)
+            self._sheets[key] = sheets_from_tiles(
+                [self._tiles[t] for t in times],
+                times,
+                columns=c.contact_sheet_columns,
+                per_sheet=c.contact_sheet_frames_per_sheet,
+                quality=c.contact_sheet_quality,
+            )
+        return list(self._sheets[key])
 
     def guide(self, sheets: Sequence[ContactSheet]) -> str:
         """The how-to-read-the-sheets preamble for these sheets."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from steerable.vlm.images import freeze_image
+
 __all__ = ["ContactSheet", "badge_text", "badged_tile", "build_contact_sheets", "sheets_from_tiles"]
 
 _GAP = 2  # black pixels between tiles, so neighbouring frames never read as one picture
@@ -26,9 +28,12 @@ _MIN_FONT_PX = 12
 class ContactSheet:
     """One grid image, the frame time of each tile (row-major), and its JPEG encoding."""
 
-    image: Image.Image
+    image: Image.Image  # frozen: never edited after the sheet is made, so its request encoding is reused
     times: list[float]
     quality: int = field(default=84, repr=False)
+
+    def __post_init__(self) -> None:
+        freeze_image(self.image)
 
     @functools.cached_property
     def jpeg(self) -> bytes:
