@@ -16,6 +16,7 @@ import numpy as np
 
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.runtime.session import status_lines
 from steerable.tools import SayTool, ToolRegistry
 
 CTRL_HZ = 50.0
@@ -122,6 +123,7 @@ def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
         # The loop kept its rate and the robot kept executing the current command.
         assert rt.stats.ticks - ticks >= 10 and len(env.sent) - sent >= 10
         assert not planner.release.is_set() and not rt.idle  # a call in flight is work left
+        assert "(thinking for " in "\n".join(status_lines(rt))  # /status tells the operator
         rt.submit("pause")
         _wait_for(lambda: rt.state.mode == "paused")  # applied while the model still hangs
         held = len(env.sent)

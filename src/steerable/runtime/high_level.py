@@ -54,19 +54,21 @@ class HighLevelWorker:
         self._results: queue.SimpleQueue[HighLevelOutcome] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.in_flight: HighLevelRequest | None = None
+        self.started_at = 0.0
 
     @property
     def busy(self) -> bool:
         """A call was started and its outcome not yet collected by `poll()`."""
         return self.in_flight is not None
 
-    def start(self, request: HighLevelRequest) -> None:
+    def start(self, request: HighLevelRequest, now: float = 0.0) -> None:
+        """Start a call; `now` (the loop's clock) is kept as `started_at`."""
         if self.in_flight is not None:
             raise RuntimeError("a high-level call is already in flight")
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="steerable-high-level", daemon=True)
             self._thread.start()
-        self.in_flight = request
+        self.in_flight, self.started_at = request, now
         self._requests.put(request)
 
     def poll(self) -> HighLevelOutcome | None:
@@ -112,6 +114,13 @@ class HighLevelCalls:
     _reset_high: bool
     _answered: int
 
+    @property
+    def high_level_waiting_s(self) -> float | None:
+        """How long the high-level call in flight has been running (loop seconds), or None."""
+        if self._worker is None or self._worker.in_flight is None:
+            return None
+        return max(self.clock.now() - self._worker.started_at, 0.0)
+
     def emit(self, kind: EventKind, text: str) -> None:
         raise NotImplementedError
 
@@ -154,7 +163,7 @@ class HighLevelCalls:
                 controller_error=st.controller_error,
             )
             if worker is not None:
-                worker.start(request)
+                worker.start(request, self.clock.now())
                 return
             result = self.high.update(request)
         except Exception as exc:

@@ -285,6 +285,8 @@ def status_lines(rt: Runtime) -> list[str]:
     ctx = rt.state.snapshot()
     rates = rt.measured_rates()
     high = rt.high.name if rt.high is not None else "none (direct task)"
+    if (waiting := rt.high_level_waiting_s) is not None:
+        high += f" (thinking for {waiting:.1f} s)"
     return [
         f"mode: {rt.state.mode}{' (task done)' if rt.state.done else ''}   time: {rt.clock.now():.1f}s",
         f"task: {ctx.task or '(not set)'}",
