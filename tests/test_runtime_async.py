@@ -58,8 +58,9 @@ class HangingPlanner:
     name = "hanging planner (test double)"
     wants_images = False
 
-    def __init__(self, hang_from: int = 2) -> None:
+    def __init__(self, hang_from: int = 2, hang_once: str | None = None) -> None:
         self.hang_from = hang_from  # the first update call that hangs (1-based)
+        self.hang_once = hang_once  # or: the first call of this kind hangs
         self.entered, self.release = threading.Event(), threading.Event()
         self.requests: list[HighLevelRequest] = []
         self.threads: set[str] = set()
@@ -67,6 +68,9 @@ class HangingPlanner:
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         self.requests.append(request)
         self.threads.add(threading.current_thread().name)
+        if request.kind == self.hang_once and not self.entered.is_set():
+            self.entered.set()
+            assert self.release.wait(10)
         if request.kind == "interjection":
             return HighLevelUpdate(subtask="place it in the right bin", speech="OK, the right bin.")
         if request.kind == "ask":
@@ -102,8 +106,8 @@ def _running(rt: Runtime) -> Iterator[None]:
         assert not loop.is_alive()
 
 
-def _setup(hang_from: int = 2) -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
-    env, planner = Env(), HangingPlanner(hang_from)
+def _setup(hang_from: int = 2, hang_once: str | None = None) -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
+    env, planner = Env(), HangingPlanner(hang_from, hang_once)
     rates = LoopRates(ctrl_hz=CTRL_HZ, chunk_hz=CTRL_HZ, high_level_hz=5.0)
     tools = ToolRegistry([SayTool(on_speech=lambda s: None)])
     rt = Runtime(env, Controller(), planner, tools=tools, rates=rates, realtime=True)
@@ -196,3 +200,34 @@ def test_a_question_pauses_the_robot_until_the_answer_arrives_then_it_resumes() 
     kinds = [e.kind for e in events]
     assert kinds.index("question") < kinds.index("answer")
     assert rt.stats.high_level_discarded == 0
+
+
+def test_an_interjection_whose_reply_went_stale_is_asked_again_not_lost() -> None:
+    rt, env, planner, events = _setup(hang_from=99, hang_once="interjection")
+    with _running(rt):
+        _wait_for(lambda: len(env.sent) > 0)
+        rt.submit("interject", "no, the right bin")
+        assert planner.entered.wait(5)
+        rt.submit("pause")  # the reply in flight is now stale
+        _wait_for(lambda: rt.state.mode == "paused")
+        planner.release.set()
+        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+    asked = [r.user_text for r in planner.requests if r.kind == "interjection"]
+    assert asked == ["no, the right bin", "no, the right bin"] and rt.stats.high_level_discarded == 1
+    assert rt.state.mode == "paused"  # the operator's pause stands
+
+
+def test_a_question_interrupted_by_an_interjection_still_gets_its_answer_and_the_robot_resumes() -> None:
+    rt, env, planner, events = _setup(hang_from=99, hang_once="ask")
+    with _running(rt):
+        _wait_for(lambda: len(env.sent) > 0)
+        rt.submit("ask", "where is the red cube?")
+        assert planner.entered.wait(5)
+        rt.submit("interject", "no, the right bin")
+        _wait_for(lambda: any(e.kind == "interjection" for e in events))
+        planner.release.set()
+        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        _wait_for(lambda: rt.state.mode == "action")
+        sent = len(env.sent)
+        _wait_for(lambda: len(env.sent) > sent)
+    assert rt.state.last_answer == "The red cube is in the gripper."

@@ -176,11 +176,23 @@ class HighLevelCalls:
             return
         outcome = self._worker.poll()
         if outcome is not None:
-            self._finish_high_level(outcome.request.kind, outcome.request.context.revision, outcome.result)
+            asked, st = outcome.request, self.state
+            if asked.kind == "interjection" and asked.context.revision != st.revision and asked.context.task == st.task:
+                # The operator's words must not be lost with the stale reply: ask again, first in line.
+                self._waiting.appendleft(("interjection", asked.user_text))
+            self._finish_high_level(asked.kind, asked.context.revision, outcome.result)
         if self._waiting and not self._worker.busy:
             self._high_level(*self._waiting.popleft())
 
     def _finish_high_level(self, kind: RequestKind, revision: int, result: HighLevelUpdate | Exception) -> None:
+        # The robot was paused for a question (real-time): resume once the last question waiting is answered.
+        resume = kind == "ask" and self._resume_after_ask and not any(k == "ask" for k, _ in self._waiting)
+        self._settle(kind, revision, result)
+        if resume:
+            self._resume_after_ask = False
+            self.state.set_mode("action")
+
+    def _settle(self, kind: RequestKind, revision: int, result: HighLevelUpdate | Exception) -> None:
         assert self.high is not None
         st = self.state
         if revision != st.revision:  # asked before the task/context/mode changed: too late to apply
@@ -193,9 +205,6 @@ class HighLevelCalls:
                 self.stats.high_level_failures += 1
                 self.emit("warn", f"{self.high.name} failed ({type(result).__name__}: {result})")
             return
-        if kind == "ask" and self._resume_after_ask:
-            self._resume_after_ask = False
-            st.set_mode("action")
         if kind == "update":
             with st.lock:
                 # Same context again: let the controller run (and report) the command anew.

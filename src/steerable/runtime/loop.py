@@ -228,7 +228,7 @@ class Runtime(HighLevelCalls):
         was = st.mode
         st.set_mode("paused")  # the policy is free, and any chunk in flight is invalidated
         if self._worker is not None:  # resumed when the answer arrives
-            self._resume_after_ask = was == "action"
+            self._resume_after_ask = self._resume_after_ask or was == "action"
             self._high_level("ask", question)
             return
         self._high_level("ask", question)
