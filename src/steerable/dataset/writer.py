@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,7 +158,8 @@ def _plan(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> list[_S
         names = file_metadata(path).schema.to_arrow_schema().names
         if not all(column in names for column in LANGUAGE_COLUMNS):
             targets.add(path)
-    return [_read_shard(path) for path in sorted(targets)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # parquet reads drop the GIL
+        return list(pool.map(_read_shard, sorted(targets)))
 
 
 def _read_shard(path: Path) -> _Shard:
