@@ -66,6 +66,9 @@ class StatusView:
         grid.add_row("rates", f"control {rates['ctrl_hz']:.0f} Hz · chunks {rates['chunk_hz']:.1f} Hz · "
                               f"high level {rates['high_level_hz']:.2f} Hz · t={rt.clock.now():.1f}s")
         high = rt.high.name if rt.high is not None else "none (direct task)"
+        waiting = rt.high_level_waiting_s
+        if waiting is not None and waiting >= 0.5:  # a slow model's call in flight (no flicker for fast ones)
+            high += f" (thinking {waiting:.0f} s)"
         grid.add_row("models", f"{high} / {rt.low.name}")
         mode = "done" if rt.state.done else rt.state.mode
         color = {"action": "green", "paused": "yellow", "done": "cyan"}[mode]
