@@ -9,6 +9,13 @@ repeats) and recording-loop stalls (a control tick is missing: the state jumps, 
 regular, as in a LeRobot recording that overran), a hand passing over the table in the top
 camera, camera jitter and lighting changes. None of them moves a true subtask boundary: a
 re-grasp stays inside "pick up X", a correction inside "place X ...".
+
+`hard` adds what proprioception alone cannot fully tell apart: a re-grip while carrying (the
+gripper loosens and closes again inside "place X ..."), a long stop mid-transport, a nudge after
+the release (re-grasp, slide into place, release again: two more gripper events inside the
+place), subtasks chained with no pause (the release or grasp flows into one smooth arc toward the
+next target), and a gripper sensor that sticks at its last reading or drops out to 0 for a
+stretch (the true events come from the real closure).
 """
 
 from __future__ import annotations
@@ -36,10 +43,18 @@ class Difficulty:
     wrong_reach_rate: float = 0.0  # per pick: head toward another cube first, then turn
     failed_grasp_rate: float = 0.0  # per pick: close beside the cube, open, re-align, grasp
     correction_rate: float = 0.0  # per place: stop above a wrong spot, shift, then lower
+    # Only `hard` sets these (they are what proprioception alone cannot fully tell apart).
+    regrip_rate: float = 0.0  # per place: loosen the grip part way (stays held) and close again
+    transport_pause_rate: float = 0.0  # per place: stop part way for `transport_pause_seconds`
+    transport_pause_seconds: tuple[float, float] = (2.5, 5.0)
+    nudge_rate: float = 0.0  # per place in a receptacle: release off the spot, re-grasp, slide, release
+    chain_rate: float = 0.0  # per boundary: no pause, one smooth arc into the next subtask
     # Recording.
     state_noise: tuple[float, float] = (0.0, 0.0)  # std on ee.x/y/z (m) and on gripper.closure
     dropped_frame_rate: float = 0.0  # per frame and camera: the previous image is repeated
     stall_rate: float = 0.0  # per frame: the tick is not recorded (state jumps; time stays regular)
+    gripper_glitch_rate: float = 0.0  # mean stretches per episode of a stuck or dropped-out gripper reading
+    gripper_glitch_seconds: tuple[float, float] = (0.5, 2.0)
     # Cameras.
     distractor_rate: float = 0.0  # per episode: a hand passes over the table in the top camera
     jitter_px: int = 0  # camera shake: image shift up to this many pixels
@@ -80,9 +95,14 @@ HARD = Difficulty(
     wrong_reach_rate=0.25,
     failed_grasp_rate=0.4,
     correction_rate=0.4,
+    regrip_rate=0.35,
+    transport_pause_rate=0.3,
+    nudge_rate=0.3,
+    chain_rate=0.4,
     state_noise=(0.003, 0.03),
     dropped_frame_rate=0.03,
     stall_rate=0.03,
+    gripper_glitch_rate=1.0,
     distractor_rate=0.7,
     jitter_px=3,
     lighting=0.25,

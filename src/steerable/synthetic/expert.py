@@ -5,7 +5,9 @@ steps the world every frame, so what it records is what the world did. The comma
 frame i (the pose planned for frame i+1) is the `action`; the pose reached is the `observation.state`.
 Above `easy` it also behaves like a human teleoperator (see `steerable.synthetic.difficulty`):
 uneven speed, hesitations, idle stretches, a reach toward the wrong cube, failed grasps and
-re-grasps, corrections during placement; and it pushes cubes and follows redirects.
+re-grasps, corrections during placement; and it pushes cubes and follows redirects. At `hard` it
+also re-grips while carrying, stops long mid-transport, nudges a released cube into place, and
+chains subtasks with no pause in one smooth arc.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class Expert:
         self.noise = np.zeros(3)
         self.demo = Demo()
         self.state = state
+        self._arc_next = False  # the next move is one smooth arc (a chained subtask boundary)
         self._record(start)
 
     @property
@@ -117,12 +120,28 @@ class Expert:
             self._record(start + (target - start) * s)
         self.plan = target
 
+    def _arc(self, target: np.ndarray, seconds: float) -> None:
+        """Rise early and travel at once: z reaches its target in the first 40 % of the move."""
+        n = max(1, int(round(seconds * self.fps)))
+        start = self.plan
+        s = np.arange(1, n + 1) / n
+        sxy, sz = _min_jerk(s), _min_jerk(np.minimum(1.0, s / 0.4))
+        for a, b in zip(sxy, sz, strict=True):
+            point = start + (target - start) * a
+            point[2] = start[2] + (target[2] - start[2]) * b
+            self._record(point)
+        self.plan = target
+
     def move(self, x: float, y: float, z: float, seconds: float | None = None) -> None:
         target = np.array([x, y, z, self.plan[3]])
         if seconds is None:
             seconds = float(np.linalg.norm(target[:3] - self.plan[:3])) / self.speed + 0.4
         if self.difficulty.speed_sigma > 0:
             seconds *= float(np.exp(self.rng.normal(0.0, self.difficulty.speed_sigma)))
+        if self._arc_next:
+            self._arc_next = False
+            self._arc(target, seconds)
+            return
         if self._chance(self.difficulty.hesitation_rate):
             # Stop part way, as an operator does when unsure, then go on.
             f = float(self.rng.uniform(0.3, 0.7))
@@ -148,7 +167,11 @@ class Expert:
     def _descent(self) -> float:
         return float(self.rng.uniform(0.45, 0.6))
 
-    def pick(self, cube: str) -> None:
+    def chain(self) -> bool:
+        """Whether the coming subtask boundary is chained (no lift and pause first, one smooth arc)."""
+        return self._chance(self.difficulty.chain_rate)
+
+    def pick(self, cube: str, chain: bool = False) -> None:
         i = self.state.scene.cube_index(cube)
         if self._chance(self.difficulty.wrong_reach_rate):
             self._wrong_reach(i)
@@ -171,6 +194,9 @@ class Expert:
         else:
             self.move(x, y, z + size / 2, self._descent())
         self.grip(1.0)
+        if chain:
+            self._arc_next = True  # the place starts at once, lifting on the way
+            return
         self.move(x, y, self.travel_z, self._descent())
         self.maybe_pause()
 
@@ -184,11 +210,13 @@ class Expert:
         self.move(float(px), float(py), self.travel_z)
         self.hold(float(self.rng.uniform(0.2, 0.6)))
 
-    def place(self, target: Step) -> None:
+    def place(self, target: Step, chain: bool = False) -> None:
         x, y = place_position(self.state, target)
         size = self.state.scene.cubes[self.state.scene.cube_index(target.cube)].size
         if target.redirect is not None:
             x, y = self._redirected(target, target.redirect, x, y)
+        else:
+            self._interrupted_transport(x, y)
         self.move(x, y, self.travel_z)
         self.maybe_pause()
         bottom = support_height(self.state, x, y, exclude=self.state.held)
@@ -201,9 +229,39 @@ class Expert:
             self.move(wx, wy, bottom + size + float(self.rng.uniform(0.02, 0.04)), self._descent())
             self.hold(float(self.rng.uniform(0.2, 0.5)))
             self.move(x, y, self.plan[2], 0.5)
-        self.move(x, y, bottom + size / 2 + 0.002, self._descent())
+        nudge = not target.stack and self._chance(self.difficulty.nudge_rate)
+        rx, ry = x, y
+        if nudge:
+            angle = float(self.rng.uniform(0, 2 * np.pi))
+            off = float(self.rng.uniform(0.008, 0.015))
+            rx, ry = x + off * np.cos(angle), y + off * np.sin(angle)
+        self.move(rx, ry, bottom + size / 2 + 0.002, self._descent())
         self.grip(0.0)
+        if nudge:
+            # Released off the spot: look, grasp it again, slide it over, let go.
+            self.hold(float(self.rng.uniform(0.2, 0.5)))
+            self.grip(1.0)
+            self.move(x, y, self.plan[2], float(self.rng.uniform(0.5, 0.8)))
+            self.grip(0.0)
+        if chain:
+            self._arc_next = True  # the next subtask starts at once, lifting on the way
+            return
         self.move(x, y, self.travel_z, self._descent())
+
+    def _interrupted_transport(self, x: float, y: float) -> None:
+        """On the way to (x, y): maybe loosen the grip and close it again, maybe stop a long while."""
+        regrip = self._chance(self.difficulty.regrip_rate)
+        pause = self._chance(self.difficulty.transport_pause_rate)
+        if not (regrip or pause):
+            return
+        f = float(self.rng.uniform(0.3, 0.7))
+        self.move(self.plan[0] + (x - self.plan[0]) * f, self.plan[1] + (y - self.plan[1]) * f, self.travel_z)
+        if regrip:  # still above the grasp threshold: the cube stays held
+            self._segment(np.array([*self.plan[:3], float(self.rng.uniform(0.55, 0.7))]), 0.3)
+            self.hold(float(self.rng.uniform(0.1, 0.4)))
+            self._segment(np.array([*self.plan[:3], 1.0]), 0.3)
+        if pause:
+            self.hold(float(self.rng.uniform(*self.difficulty.transport_pause_seconds)))
 
     def _redirected(self, target: Step, new_target: str, x: float, y: float) -> tuple[float, float]:
         """Head for the original receptacle; part way the person redirects, the expert turns."""
@@ -248,17 +306,20 @@ def demonstrate(
     """Perform `task` from `state`; subtask starts are frame indices, the first one is frame 0."""
     expert = Expert(state, rng, fps, difficulty)
     expert.hold(float(rng.uniform(0.3, 0.8)))
-    for step_ in task.steps:
-        if expert.demo.subtasks:
+    chained = False  # the previous place ended in a chained boundary: no idle stretch
+    for n, step_ in enumerate(task.steps):
+        if expert.demo.subtasks and not chained:
             expert.maybe_idle()  # the tail of the previous subtask: nothing new has started yet
         start = expert.frame if expert.demo.subtasks else 0
         if step_.push:
             expert.demo.subtasks.append((start, step_.place_text))
             expert.push(step_)
+            chained = False
             continue
         expert.demo.subtasks.append((start, step_.pick_text))
-        expert.pick(step_.cube)
+        expert.pick(step_.cube, chain=step_.redirect is None and expert.chain())
         expert.demo.subtasks.append((expert.frame, step_.place_text))
-        expert.place(step_)
+        chained = n + 1 < len(task.steps) and expert.chain()
+        expert.place(step_, chain=chained)
     expert.hold(float(rng.uniform(0.3, 0.7)))
     return expert.demo

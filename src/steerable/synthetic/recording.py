@@ -5,7 +5,8 @@ it, like a real LeRobot recording: a stalled control loop loses a tick (the stat
 timestamps stay `frame_index / fps`, so the file stays a valid v3 dataset), the state carries
 sensor noise, a camera sometimes delivers its previous image again (a dropped frame), the top
 camera shakes by a pixel or a few, the room lighting drifts and switches, and a person's hand
-may pass over the table. Boxes follow the image that is actually stored.
+may pass over the table. At `hard` the gripper sensor also sticks at its last reading or drops out
+to 0 for stretches (`true_closure` stays the real one). Boxes follow the image that is actually stored.
 """
 
 from __future__ import annotations
@@ -112,10 +113,24 @@ def record(
     xyz_std, closure_std = difficulty.state_noise
     state[:, :3] += rng.normal(0.0, xyz_std, size=(len(ticks), 3))
     state[:, 3] = np.clip(state[:, 3] + rng.normal(0.0, closure_std, size=len(ticks)), 0.0, 1.0)
+    if difficulty.gripper_glitch_rate > 0:
+        _gripper_glitches(state[:, 3], difficulty, rng, fps)
     rec = Recording(demo, ticks, state.astype(np.float32), actions[ticks], true_obs[ticks, 3].copy())
     for cam in cameras:
         rec.cameras[camera_name(cam)] = _camera_effects(camera_name(cam), len(ticks), difficulty, rng, fps)
     return rec
+
+
+def _gripper_glitches(
+    closure: np.ndarray, difficulty: Difficulty, rng: np.random.Generator, fps: int
+) -> None:
+    """In place: stretches where the reading sticks at its last value, or drops out to 0."""
+    n = len(closure)
+    for _ in range(int(rng.poisson(difficulty.gripper_glitch_rate))):
+        length = max(1, int(rng.uniform(*difficulty.gripper_glitch_seconds) * fps))
+        start = int(rng.integers(1, max(2, n - 1)))
+        stuck = bool(rng.random() < 0.5)
+        closure[start : start + length] = closure[start - 1] if stuck else 0.0
 
 
 def _camera_effects(
