@@ -7,17 +7,23 @@ revision (after a pause or an interjection), exactly as a stale action chunk is 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
+from annotate_helpers import steerable
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.runtime.session import status_lines
+from steerable.testing.server import TestServer
+from steerable.testing.server.faults import FaultPlan
 from steerable.tools import SayTool, ToolRegistry
+from test_runtime_vlm import TASK, FakeVLM
 
 CTRL_HZ = 50.0
 
@@ -231,3 +237,21 @@ def test_a_question_interrupted_by_an_interjection_still_gets_its_answer_and_the
         sent = len(env.sent)
         _wait_for(lambda: len(env.sent) > sent)
     assert rt.state.last_answer == "The red cube is in the gripper."
+
+
+def test_cli_a_hung_vlm_server_keeps_the_control_rate_and_pause_applies_at_once(tmp_path: Path) -> None:
+    """QA's report: with a VLM that hangs, `/status` showed control 0 Hz until the call timed out."""
+    commands = tmp_path / "commands.txt"
+    commands.write_text("@1.5s /status\n@2s /pause\n@2.2s /status\n@2.5s /quit\n")
+    plan = FaultPlan(script=["timeout"], timeout_s=3.0)  # the first call hangs past the whole run
+    with TestServer(responder=FakeVLM(), faults=plan) as server:
+        started = time.monotonic()
+        done = steerable("run", "--env", "sim", "--high_level", "vlm", "--vlm.base_url", server.url,
+                         "--vlm.model_id", "test-model", "--vlm.timeout_s", "30", "--task", TASK,
+                         "--realtime", "--commands", str(commands), timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    rates = [float(x) for x in re.findall(r"rates: control ([0-9.]+) Hz", done.stdout)]
+    assert len(rates) == 2 and min(rates) >= 10, done.stdout  # 15 Hz while the model hangs
+    assert "thinking for" in done.stdout and "mode: paused" in done.stdout
+    assert took < 25, took  # /quit did not wait for the 30 s timeout
