@@ -11,7 +11,9 @@ stores them): coarse heuristic subtasks scored with `steerable.eval` (segment F1
 0.25/0.5/0.75 with optimal matching, boundary F1 within +-0.5 s, boundary error, over-segmentation)
 for keystates alone ("keys") and keystates plus the hand's path ("path", the annotator's default),
 side by side. The path thresholds were tuned on `realistic` with the TUNE seeds; the HELD-OUT
-seeds, and every `hard` row, were not looked at while tuning. Ends with a RESULT line.
+seeds, and every `hard` row, were not looked at while tuning. "hard-basic" is `hard` without its
+hard-only nuisances (re-grips, long transport stops, nudges, chained subtasks, gripper sensor
+glitches), to show what they cost. Ends with a RESULT line.
 
     .venv/bin/python benchmarks/motion.py [--episodes 20] [--seeds 0 1] [--jitter 0.6] [--tolerance 0.6]
         [--level_episodes 20] [--tune_seeds 0 1 2] [--heldout_seeds 100 101 102 103 104]
@@ -23,7 +25,7 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ from steerable.eval.labels import make_label_matcher
 from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
 from steerable.eval.report import evaluate_segments
 from steerable.synthetic import generate_synthetic, read_ground_truth, record_episode
+from steerable.synthetic.difficulty import HARD, Difficulty
 from steerable.synthetic.generate import STATE_NAMES
 
 EVENT_TOLERANCE_S = 0.25
@@ -216,11 +219,24 @@ LEVEL_METRICS = (
     ("boundary_error_s", "bound err s"),
     ("over_segmentation", "over-seg"),
 )
+# `hard` without its hard-only nuisances (re-grips while carrying, long transport stops, nudges after
+# release, chained subtasks, gripper sensor glitches): what `hard` was before them, for the comparison.
+HARD_BASIC = replace(
+    HARD,
+    name="hard-basic",
+    regrip_rate=0.0,
+    transport_pause_rate=0.0,
+    nudge_rate=0.0,
+    chain_rate=0.0,
+    gripper_glitch_rate=0.0,
+)
+EXTRA_LEVELS: dict[str, Difficulty] = {HARD_BASIC.name: HARD_BASIC}
 # (level, seed set, share of episodes with a spoken redirect mid-placement)
 LEVEL_ROWS = (
     ("easy", "tune", 0.0),
     ("realistic", "tune", 0.0),
     ("realistic", "held-out", 0.0),
+    ("hard-basic", "held-out", 0.0),
     ("hard", "held-out", 0.0),
     ("realistic", "held-out", 0.5),
 )
@@ -237,7 +253,7 @@ def level_scores(
     matched = predicted = true = 0
     for seed in seeds:
         for ep in range(episodes):
-            task, rec, truth = record_episode(seed, ep, 15, level, redirects)
+            task, rec, truth = record_episode(seed, ep, 15, EXTRA_LEVELS.get(level, level), redirects)
             ts = (np.arange(len(rec.ticks)) / 15).astype(np.float32)
             state = rec.state.astype(np.float64)
             keystates = detect_keystates(ts, state, dims, config)
@@ -274,7 +290,7 @@ def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: l
         for metric, _ in LEVEL_METRICS:
             line += [f"{scores['keys'][metric]:.3f}", f"{scores['path'][metric]:.3f}"]
         lines.append(line)
-        tag = f"{level}_{which.replace('-', '')}" + ("_redirects" if redirects else "")
+        tag = f"{level.replace('-', '_')}_{which.replace('-', '')}" + ("_redirects" if redirects else "")
         for method in ("keys", "path"):
             for metric in ("seg_f1_50", "boundary_f1", "boundary_error_s"):
                 result[f"{tag}_{metric}_{method}"] = scores[method][metric]
