@@ -255,3 +255,18 @@ def test_cli_a_hung_vlm_server_keeps_the_control_rate_and_pause_applies_at_once(
     assert len(rates) == 2 and min(rates) >= 10, done.stdout  # 15 Hz while the model hangs
     assert "thinking for" in done.stdout and "mode: paused" in done.stdout
     assert took < 25, took  # /quit did not wait for the 30 s timeout
+
+
+def test_a_correction_still_waiting_when_the_task_changes_is_dropped_with_the_old_task() -> None:
+    rt, env, planner, events = _setup()
+    with _running(rt):
+        assert planner.entered.wait(5)  # the periodic update hangs
+        rt.submit("interject", "no, the right bin")
+        rt.submit("task", "put the orange cube in the right bin")
+        _wait_for(lambda: rt.state.task == "put the orange cube in the right bin")
+        planner.release.set()
+        _wait_for(lambda: len(planner.requests) >= 3)
+        _wait_for(lambda: rt.state.snapshot().subtask is not None)
+    assert [r.kind for r in planner.requests][:3] == ["update", "update", "update"]
+    assert planner.requests[2].context.task == "put the orange cube in the right bin"
+    assert not any(r.kind == "interjection" for r in planner.requests)

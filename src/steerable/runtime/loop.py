@@ -173,6 +173,8 @@ class Runtime(HighLevelCalls):
         text = op.text.strip()
         if op.kind in ("task", "pause", "resume", "reset"):
             self._resume_after_ask = False  # the operator decides the mode now
+        if op.kind in ("task", "reset"):  # corrections still waiting were meant for the old task
+            self._waiting = deque(w for w in self._waiting if w[0] != "interjection")
         if op.kind == "task":
             if not text:
                 self.emit("warn", "empty task: say what to do, e.g. /task put the red cube in the blue bin")
