@@ -47,3 +47,11 @@ def test_user_errors_are_one_line_with_status_2_and_debug_shows_the_traceback(tm
     assert plain.stderr.strip().count("\n") == 0 and "does not exist" in plain.stderr
     debug = steerable("--debug", "info", missing)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_make_dataset_range_errors_name_their_flag(tmp_path: Path) -> None:
+    for flags, named in ((["--episodes", "0"], "--episodes"), (["--fps", "500"], "--fps"),
+                         (["--interjection_rate", "2"], "--interjection_rate"), (["--cameras", "side"], "--cameras")):
+        result = steerable("make-dataset", "synthetic", "--out", str(tmp_path / "ds"), *flags)
+        assert result.returncode == 2 and named in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "ds").exists()

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy.device", dest="policy_device", default="cpu", help="device for the policy")
     p.add_argument("--vlm.base_url", dest="vlm_base_url", help="OpenAI-compatible server for --high_level vlm")
     p.add_argument("--vlm.model_id", dest="vlm_model_id", help="model name on that server")
-    p.add_argument("--vlm.timeout_s", dest="vlm_timeout_s", type=float, default=30.0, help="deadline per reply")
+    p.add_argument("--vlm.timeout_s", "--vlm.request_timeout_s", dest="vlm_timeout_s", type=float, default=30.0, help="deadline per reply")
     p.add_argument("--recipe", help="recipe (builtin name or YAML) laying out the high-level prompt")
     p.add_argument("--task", help="the task to start with")
     p.add_argument("--seed", type=int, help="scene seed (default: the first scene where --task fits, else 0)")

@@ -67,15 +67,15 @@ def synthetic_features(cameras: Sequence[str]) -> dict[str, dict]:
 
 def _check(episodes: int, cameras: Sequence[str], fps: int, interjection_rate: float) -> list[str]:
     if episodes < 1:
-        raise ConfigError(f"episodes must be at least 1, got {episodes}")
+        raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     if not 1 <= fps <= 120:
-        raise ConfigError(f"fps must be between 1 and 120, got {fps}")
+        raise ConfigError(f"--fps must be between 1 and 120, got {fps}")
     if not 0.0 <= interjection_rate <= 1.0:
-        raise ConfigError(f"interjection rate must be between 0 and 1, got {interjection_rate}")
+        raise ConfigError(f"--interjection_rate must be between 0 and 1, got {interjection_rate}")
     cams = list(dict.fromkeys(cameras))
     unknown = [c for c in cams if c not in CAMERAS]
     if unknown or not cams:
-        raise ConfigError(f"unknown camera(s) {unknown or cams}: choose from {', '.join(CAMERAS)}")
+        raise ConfigError(f"--cameras: unknown camera(s) {unknown or cams}: choose from {', '.join(CAMERAS)}")
     return cams
 
 
