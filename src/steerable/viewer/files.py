@@ -54,8 +54,10 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | bool:
             return False
         return max(0, size - n), size - 1
     start = int(first)
+    if last and int(last) < start:
+        return None  # not a valid range at all: ignored, the whole file is sent (RFC 9110 14.2)
     end = size - 1 if not last else min(int(last), size - 1)
-    if start >= size or start > end:
+    if start >= size:
         return False
     return start, end
 
