@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from steerable.annotate.module import ModuleSettings, ModuleStage
 from steerable.annotate.registry import MODULES
@@ -67,7 +67,9 @@ class AnnotateConfig(BaseModel):
     seed: int = Field(1729, description="seed of every random choice (per episode and purpose)")
     force: bool = Field(False, description="redo staged work instead of resuming it")
     allow_failures: bool = Field(False, description="exit 0 even when some episodes failed (default: exit 1)")
-    staging_dir: Path | None = Field(None, description="staging folder (default: <dataset>/.steerable/staging)")
+    staging_dir: Path | str | None = Field(
+        None, description="staging folder or fsspec URL, e.g. s3://bucket/run (default: <dataset>/.steerable/staging)"
+    )
     summary_path: Path | None = Field(
         None, description="run summary JSON (default: <dataset>/.steerable/run_summary.json)"
     )
@@ -83,6 +85,14 @@ class AnnotateConfig(BaseModel):
         """The settings section of `module` (a registry name)."""
         value = getattr(self, module)
         assert isinstance(value, ModuleSettings)
+        return value
+
+    @field_validator("staging_dir", mode="after")
+    @classmethod
+    def _staging_location(cls, value: Path | str | None) -> Path | str | None:
+        """A URL (`proto://...`) stays a string for fsspec; anything else is a local path."""
+        if isinstance(value, str) and "://" not in value:
+            return Path(value)
         return value
 
     def stages(self) -> list[ModuleStage[Any]]:

@@ -46,7 +46,7 @@ class EpisodeJob:
 
     cfg: AnnotateConfig
     root: Path  # the dataset the modules read
-    staging_root: Path
+    staging_root: Path | str  # a local path or an fsspec URL
     camera: str | None
     debug: bool = False
 

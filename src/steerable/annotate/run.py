@@ -54,9 +54,11 @@ def annotate(
     (default: this process; `steerable.distributed.RayExecutor` for a Ray cluster).
     """
     started = time.monotonic()
+    # A staging URL is checked first (protocol known, its package installed): before any download.
+    chosen = Staging(cfg.staging_dir) if cfg.staging_dir is not None else None
     ws = open_workspace(cfg)
     episodes = _select(ws.target, cfg.only_episodes)
-    staging = Staging(cfg.staging_dir or ws.work_dir / "staging")
+    staging = chosen or Staging(ws.work_dir / "staging")
     return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm, executor or LocalExecutor()))
 
 
