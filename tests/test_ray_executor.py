@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.run import annotate
 from steerable.annotate.summary import RunSummary
 from steerable.distributed import RayExecutor
-from steerable.distributed.ray_executor import endpoints_for
+from steerable.distributed.ray_executor import endpoints_for, replica_settings
 from steerable.testing.server import TestServer
 from steerable.testing.server.plausible import plausible_responder
 
@@ -31,9 +33,38 @@ EPISODES = 6
 MODULES = 4
 
 
+# A fake `vllm serve MODEL --port P ...`: records (port, pid, CUDA_VISIBLE_DEVICES), then serves the test server.
+FAKE_VLLM = """#!{python}
+import os, sys
+args = sys.argv[1:]
+port = args[args.index("--port") + 1]
+with open({record!r}, "a") as fh:
+    fh.write(f"{{port}} {{os.getpid()}} {{os.environ.get('CUDA_VISIBLE_DEVICES', '')}}\\n")
+os.execv(sys.executable, [sys.executable, "-m", "steerable.testing.server", "--port", port,
+                          "--model", args[1], "--responder", "plausible"])
+"""
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Any:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+def fake_vllm_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the fake `vllm` (on the PATH the local cluster's workers inherit) records its launches."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    record = bin_dir / "launches.txt"
+    script = bin_dir / "vllm"
+    script.write_text(FAKE_VLLM.format(python=sys.executable, record=str(record)))
+    script.chmod(0o755)
+    return record
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_vllm_record: Path) -> Any:
+    path = os.environ["PATH"]
+    os.environ["PATH"] = f"{fake_vllm_record.parent}{os.pathsep}{path}"  # the workers inherit it
+    try:
+        # Two logical GPUs: an actor reserving one gets CUDA_VISIBLE_DEVICES from Ray.
+        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    finally:
+        os.environ["PATH"] = path
     yield ray
     ray.shutdown()
 
@@ -100,6 +131,60 @@ def test_ray_writes_what_local_writes(cluster: Any, source: Path, local_run: tup
     assert summary.vlm is not None and local.vlm is not None
     assert summary.vlm.calls == local.vlm.calls  # the workers' counters, summed on the driver
     assert summary.vlm.in_flight == 0 and summary.vlm.succeeded == local.vlm.succeeded
+
+
+def test_staging_on_a_file_url(cluster: Any, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path) -> None:
+    root = copy_dataset(source, tmp_path / "ds")
+    staging = tmp_path / "shared" / "staging"
+    with TestServer(responder=plausible_responder) as server:
+        cfg = _cfg(root, server.url, backend="ray", workers=2).model_copy(update={"staging_dir": staging.as_uri()})
+        summary = annotate(cfg, executor=RayExecutor(cfg.executor))
+    assert summary.episodes_annotated == EPISODES and summary.failures == []
+    assert _language(root) == _language(local_run[0])
+    assert len(list(staging.glob("episode_*/*.done.json"))) == EPISODES * MODULES  # the actors staged there
+    assert not (root / ".steerable" / "staging").exists()
+
+
+def test_each_actor_launches_its_own_vllm_replica(
+    cluster: Any, fake_vllm_record: Path, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path
+) -> None:
+    root = copy_dataset(source, tmp_path / "ds")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        base = probe.getsockname()[1]
+    vlm = {"backend": "vllm", "model_id": "test-model", "serve_port": base, "serve_ready_timeout_s": 60.0,
+           "log_dir": tmp_path / "logs", "backoff_base_s": 0.01}
+    cfg = AnnotateConfig(root=root, vlm=vlm, executor={"progress": False, "backend": "ray", "workers": 2, "worker_gpus": 1})
+    fake_vllm_record.unlink(missing_ok=True)
+    summary = annotate(cfg, executor=RayExecutor(cfg.executor))
+    launches = sorted(line.split() for line in fake_vllm_record.read_text().splitlines())
+    assert [int(port) for port, _, _ in launches] == [base, base + 1]  # one replica per actor, own port
+    assert sorted(gpu for _, _, gpu in launches) == ["0", "1"]  # each on the GPU Ray gave its actor
+    assert sorted(p.parent.name for p in (tmp_path / "logs").glob("*/vllm-replica-0.log")) == ["worker-0", "worker-1"]
+    assert summary.episodes_annotated == EPISODES and summary.failures == []
+    assert _language(root) == _language(local_run[0])
+    for _, pid, _ in launches:  # each actor stopped its replica at the end of the run
+        deadline = time.monotonic() + 10
+        while _alive(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(int(pid)), f"replica {pid} still running"
+
+
+def test_replica_ports_do_not_collide() -> None:
+    from steerable.vlm.config import VLMConfig
+
+    vlm = VLMConfig(backend="vllm", model_id="m", serve_port=9000, log_dir=Path("/logs"))
+    assert replica_settings(vlm, 0, 1) == {"serve_port": 9000, "log_dir": Path("/logs/worker-0")}
+    assert replica_settings(vlm, 1, 2)["serve_port"] == 9002  # two GPUs each: one replica per GPU
+    assert replica_settings(vlm.model_copy(update={"parallel_servers": 1, "log_dir": None}), 3, 4) == {"serve_port": 9003}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _finished(staging: Path) -> dict[int, dict[str, tuple[int, int]]]:

@@ -31,9 +31,10 @@ from steerable.errors import ConfigError, MissingExtraError, SteerableError
 
 if TYPE_CHECKING:
     from steerable.dataset import EpisodeMeta, LeRobotDataset
+    from steerable.vlm.config import VLMConfig
     from steerable.vlm.protocol import VLMClient, VLMStats
 
-__all__ = ["BATCHES_IN_FLIGHT", "RayExecutor", "WorkersLost", "endpoints_for"]
+__all__ = ["BATCHES_IN_FLIGHT", "RayExecutor", "WorkersLost", "endpoints_for", "replica_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,19 @@ def endpoints_for(urls: Sequence[str], worker: int, workers: int) -> list[str]:
     if len(urls) >= workers:
         return [u for j, u in enumerate(urls) if j % workers == worker]
     return [urls[worker % len(urls)]]
+
+
+def replica_settings(vlm: VLMConfig, worker: int, worker_gpus: float) -> dict[str, Any]:
+    """Actor `worker`'s own vLLM ports and log folder, so that actors sharing a node never collide.
+
+    Its replicas listen from `serve_port + worker * k` on, k being the replicas one actor starts
+    (`--vlm.parallel_servers`, else `--vlm.num_gpus`, else one per GPU it reserves).
+    """
+    per_actor = vlm.parallel_servers or vlm.num_gpus or max(1, math.ceil(worker_gpus))
+    update: dict[str, Any] = {"serve_port": vlm.serve_port + worker * per_actor}
+    if vlm.log_dir is not None:
+        update["log_dir"] = vlm.log_dir / f"worker-{worker}"
+    return update
 
 
 @dataclass
@@ -107,10 +121,11 @@ class _RaySession:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        urls = self._job.cfg.vlm.base_url
+        cfg = self._job.cfg
         for i in range(self._count):
-            cfg = self._job.cfg
-            vlm = cfg.vlm.model_copy(update={"base_url": endpoints_for(urls, i, self._count)})
+            vlm = cfg.vlm.model_copy(update={"base_url": endpoints_for(cfg.vlm.base_url, i, self._count)})
+            if cfg.vlm.backend == "vllm":
+                vlm = vlm.model_copy(update=replica_settings(vlm, i, self._config.worker_gpus))
             self._seats.append(_Seat(i, replace(self._job, cfg=cfg.model_copy(update={"vlm": vlm}))))
         infos = await asyncio.gather(*(self._spawn(seat) for seat in self._seats))
         self._info = infos[0]

@@ -164,6 +164,7 @@ class VLLMLauncher:
                     stderr=subprocess.STDOUT,
                     env=env,
                     start_new_session=True,  # own process group: stop() reaches vLLM's workers too
+                    preexec_fn=_default_sigint if _sigint_disabled() else None,
                 )
             except OSError as exc:
                 raise VLMError(f"cannot start vLLM replica {plan.index} ({plan.argv[0]}): {exc}") from exc
@@ -219,6 +220,19 @@ class VLLMLauncher:
     def _kill_now(self) -> None:
         for proc in self._procs:
             _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _sigint_disabled() -> bool:
+    """Whether SIGINT is ignored or blocked here (as in a Ray worker): a replica would inherit that."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    return ignored or signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _default_sigint() -> None:
+    """In the replica, before exec: SIGINT handled and unblocked again. Both the ignored disposition
+    and the blocked mask pass through exec, and the replica would then stop only when killed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
