@@ -148,6 +148,6 @@ def test_same_seed_same_dataset_other_seed_other_one(realistic: Path, tmp_path: 
 def test_unknown_difficulty_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown difficulty 'insane'"):
         generate_synthetic(tmp_path / "x", episodes=1, difficulty="insane")
-    with pytest.raises(ConfigError, match="interjection rate"):
+    with pytest.raises(ConfigError, match="--interjection_rate must be between 0 and 1"):
         generate_synthetic(tmp_path / "y", episodes=1, interjection_rate=1.5)
     assert REALISTIC.name == "realistic"
