@@ -37,3 +37,11 @@ def writable_copy(tmp_path: Path):
         return dst
 
     return copy
+
+
+@pytest.fixture(scope="module")
+def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The annotated synthetic dataset of the viewer and Rerun tests (built once per session)."""
+    from viewer_data import session_viewer_dataset
+
+    return session_viewer_dataset(tmp_path_factory.getbasetemp())

@@ -31,14 +31,8 @@ from viewer_data import (
     VQA_FRAME,
     WRIST,
     WRIST_POINT,
-    session_viewer_dataset,
     steerable,
 )
-
-
-@pytest.fixture(scope="module")
-def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return session_viewer_dataset(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")

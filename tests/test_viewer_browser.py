@@ -19,7 +19,7 @@ from PIL import Image
 
 from steerable.dataset import LeRobotDataset
 from steerable.viewer import export_site
-from viewer_data import TOP, TOP_BOX, WRIST, session_viewer_dataset, start_view
+from viewer_data import TOP, TOP_BOX, WRIST, start_view
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -30,11 +30,6 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-
-
-@pytest.fixture(scope="module")
-def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return session_viewer_dataset(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")

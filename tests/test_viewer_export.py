@@ -15,12 +15,7 @@ from steerable.recipes import load_recipe
 from steerable.train.samples import DatasetRenderer
 from steerable.viewer import export_site
 from steerable.viewer.clips import cut_clip, remux_clip
-from viewer_data import TOP, WRIST, session_viewer_dataset, steerable
-
-
-@pytest.fixture(scope="module")
-def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return session_viewer_dataset(tmp_path_factory.getbasetemp())
+from viewer_data import TOP, WRIST, steerable
 
 
 @pytest.fixture(scope="module")
