@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max_seconds", type=float, help="simulated time limit of a run (300) or of each eval episode (90)")
     p.add_argument("--eval_episodes", type=int, metavar="N", help="evaluate N seeded episodes, no person")
     p.add_argument("--eval_interjections", action="store_true", help="interject a target change mid-way")
-    p.add_argument("--eval_difficulty", default="easy", help="task mix: easy | realistic | hard (as make-dataset)")
+    p.add_argument("--eval_difficulty", default=None,
+                   help="task mix: easy | realistic | hard (as make-dataset; default: the mix a --policy.path "
+                        "policy was trained on, else easy)")
     p.add_argument("--workers", type=int, help="evaluation processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="with --eval_episodes: print one JSON object")
     p.add_argument("--display", default="none", choices=("none", "rerun"),
@@ -153,6 +155,18 @@ def _drive(session: Any, lines: Any, interactive: bool) -> int:
     return code
 
 
+def _eval_difficulty(args: argparse.Namespace, spec: Any) -> str:
+    """`--eval_difficulty`, else the task mix of the synthetic data the policy learned from, else easy:
+    a policy is scored on held-out seeds of the distribution it was trained on."""
+    if args.eval_difficulty:
+        return str(args.eval_difficulty)
+    if "policy" in (spec.high_level, spec.low_level) and spec.policy_path:
+        from steerable.policy.checkpoint import trained_on
+
+        return str(trained_on(spec.policy_path).get("synthetic_difficulty") or "easy")
+    return "easy"
+
+
 def _evaluate(args: argparse.Namespace, spec: Any) -> int:
     from rich.console import Console
 
@@ -160,7 +174,7 @@ def _evaluate(args: argparse.Namespace, spec: Any) -> int:
     from steerable.runtime.report import eval_table
 
     report = evaluate(spec, args.eval_episodes, seed=args.seed or 0, interjections=args.eval_interjections,
-                      workers=args.workers, difficulty=args.eval_difficulty,
+                      workers=args.workers, difficulty=_eval_difficulty(args, spec),
                       max_seconds=args.max_seconds or 90.0)
     if args.json:
         data = report.to_json()

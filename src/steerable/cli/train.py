@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--save_every", type=int, default=250, help="steps between checkpoints")
     parser.add_argument("--eval_fraction", type=float, default=0.1, help="share of episodes held out")
     parser.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes")
+    parser.add_argument("--event_repeat", type=int, default=16,
+                        help="extra samples per event frame (interjection, spoken reply) for the components "
+                             "that read events (default 16; 0: none)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: 1 for the tiny backbone, torch's default otherwise)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no_progress", action="store_true", help="no progress bar")
     parser.add_argument("--push_to_hub", metavar="REPO_ID", help="upload the final checkpoint to this Hub model repo")
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         dataset=args.dataset, output_dir=args.output_dir, recipe=args.recipe, policy=overrides, steps=args.steps,
         batch_size=args.batch_size, lr=args.lr, device=args.device, eval_every=args.eval_every,
         save_every=args.save_every, eval_fraction=args.eval_fraction, num_workers=args.num_workers, seed=args.seed,
-        progress=not args.no_progress,
+        event_repeat=args.event_repeat, threads=args.threads, progress=not args.no_progress,
     )
     summary = train(cfg)
     m = summary["metrics"]

@@ -31,6 +31,7 @@ from steerable.policy.tokenizer import load_tokenizer
 
 __all__ = [
     "LoadedPolicy", "latest_checkpoint", "load_optimizer", "load_policy", "read_training_state", "save_checkpoint",
+    "trained_on",
 ]
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class LoadedPolicy:
 def save_checkpoint(
     output_dir: Path, step: int, model: HierarchicalPolicy, processor: Processor, recipe_text: str,
     *, optimizer: torch.optim.Optimizer | None = None, trainer_state: Mapping[str, Any] | None = None,
-    keep: int = 2,
+    keep: int = 2, trained_on: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `output_dir/checkpoints/step_XXXXXXXX` atomically, point `latest` at it, prune old ones."""
     from safetensors.torch import save_model
@@ -66,6 +67,8 @@ def save_checkpoint(
     try:
         save_model(model, str(tmp / "model.safetensors"))
         config = {"format": FORMAT, "policy": model.cfg.to_dict(), "image_size": processor.image_size}
+        if trained_on:
+            config["trained_on"] = dict(trained_on)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         stats = {"normalizer": processor.normalizer.to_dict(), "tools": processor.tools}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
@@ -135,6 +138,19 @@ def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedP
     processor = Processor(cfg, tokenizer, Normalizer(**stats["normalizer"]), int(config.get("image_size", size)),
                           stats.get("tools"))
     return LoadedPolicy(model, processor, (where / "recipe.yaml").read_text(encoding="utf-8"), where)
+
+
+def trained_on(path: Path | str) -> dict[str, Any]:
+    """What the checkpoint at `path` was trained on ({"dataset": ..., "synthetic_difficulty": ...}); {} if unknown."""
+    where = latest_checkpoint(Path(path).expanduser())
+    if where is None:
+        return {}
+    try:
+        config = json.loads((where / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = config.get("trained_on")
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def read_training_state(checkpoint: Path) -> dict[str, Any]:

@@ -4,6 +4,10 @@ Built on `steerable.train.RecipeDataset` (the recipe decides streams and targets
 the action chunk starting at its frame with a mask that is False past the episode's end (those
 steps repeat the last action and never enter the loss), and every configured camera at the policy's image
 size. An episode's frames are decoded once, resized, and kept (small at policy resolution).
+
+Events (an interjection and its spoken reply) sit on single frames, so a blend component that reads
+them (the interjection reply) would be drawn on a handful of samples per run. `event_repeat` adds
+each event frame that many more times, rendered through each such component alone.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
 
-__all__ = ["PolicyDataset", "fit_normalizer", "split_episodes"]
+__all__ = ["PolicyDataset", "event_components", "fit_normalizer", "split_episodes"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,25 +59,38 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
     """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`."""
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
-                 episodes: Sequence[int] | None = None, cache_episodes: int = 256) -> None:
+                 episodes: Sequence[int] | None = None, cache_episodes: int = 256, event_repeat: int = 0) -> None:
         self.frames = RecipeDataset(dataset, recipe, features=(cfg.state_key, cfg.action_key), decode_images=False)
         self.dataset = dataset
         self.cfg = cfg
         self.image_size = image_size
         wanted = set(episodes) if episodes is not None else None
         self.positions = [i for i, ep in enumerate(_episode_of_each_frame(dataset)) if wanted is None or ep in wanted]
+        # (frame position, blend component) items added on event frames.
+        self.extra: list[tuple[int, str]] = []
+        components = event_components(recipe) if event_repeat > 0 else []
+        if components:
+            chosen = [e.episode_index for e in dataset.episodes if wanted is None or e.episode_index in wanted]
+            for ep in chosen:
+                for pos in self.frames.event_frames(ep):
+                    self.extra += [(pos, name) for name in components for _ in range(event_repeat)]
         self.cache_episodes = cache_episodes
         self._actions: dict[int, np.ndarray] = {}
         self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self.positions)
+        return len(self.positions) + len(self.extra)
 
     def __getitem__(self, i: int) -> dict[str, Any] | None:
-        item = self.frames[self.positions[i]]
+        if i < len(self.positions):
+            position = self.positions[i]
+            item = self.frames[position]
+        else:
+            position, component = self.extra[i - len(self.positions)]
+            item = self.frames.item(position, component)
         if item is None:
             return None
-        episode, row = item["episode_index"], self.frames.locate(self.positions[i])[1]
+        episode, row = item["episode_index"], self.frames.locate(position)[1]
         actions = self._episode_actions(episode)
         chunk = actions[row: row + self.cfg.chunk_size]
         real = len(chunk)
@@ -115,6 +132,18 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             self._images.popitem(last=False)
         logger.debug("episode %d: %d frames decoded per camera", episode, len(timestamps))
         return frames
+
+
+def event_components(recipe: Recipe) -> list[str]:
+    """The blend components of `recipe` whose bindings read event rows (interjection, speech)."""
+    if not recipe.is_blend:
+        return []
+    found = []
+    for name, component in recipe.components():
+        names = [n for n in component.referenced_binding_names() if n != "task"]
+        if any(component.binding(n).reads_events for n in names):
+            found.append(name)
+    return found
 
 
 def _episode_of_each_frame(dataset: LeRobotDataset) -> list[int]:

@@ -43,8 +43,11 @@ def subtask_prompt(task: str, plan: str | None = None, memory: str | None = None
     return chat
 
 
-def plan_prompt(task: str) -> Chat:
-    return [_user(task), _user("Write the plan.")]
+def plan_prompt(task: str, memory: str | None = None) -> Chat:
+    chat = [_user(task)]
+    if memory:
+        chat.append(_user(f"Memory: {memory}"))
+    return [*chat, _user("Write the plan.")]
 
 
 def plan_update_prompt(task: str, prior_plan: str | None, completed_subtask: str | None) -> Chat:

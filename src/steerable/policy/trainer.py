@@ -59,9 +59,15 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     num_workers: int = 0
+    event_repeat: int = 16
+    threads: int | None = None
     progress: bool = True
 
     def check(self) -> None:
+        if self.event_repeat < 0:
+            raise ConfigError(f"--event_repeat must be >= 0, got {self.event_repeat}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"--threads must be at least 1, got {self.threads}")
         for name in ("steps", "batch_size", "eval_every", "save_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 1, got {getattr(self, name)}")
@@ -98,7 +104,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
     model, processor = built.model.to(cfg.device), built.processor
     model.train()
-    train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes)
+    if cfg.threads is not None or model.cfg.is_tiny:
+        # A tiny model gains nothing from intra-op threads, and on a busy machine they spin-wait.
+        torch.set_num_threads(cfg.threads or 1)
+    train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
+                               event_repeat=int(built.state.get("event_repeat", cfg.event_repeat)))
+    train_data_repeat = int(built.state.get("event_repeat", cfg.event_repeat))
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
@@ -116,6 +127,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     scheduler.last_epoch = step
     for group in optimizer.param_groups:
         group["lr"] = cfg.lr * _lr_factor(step, cfg.warmup_steps, cfg.steps)
+    provenance = _trained_on(dataset)
     log_path = output / "logs.jsonl"
     eval_cases = text_cases((eval_data[i] for i in range(0, len(eval_data), 3)), limit=cfg.eval_text_cases)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.device.startswith("cuda"))
@@ -155,9 +167,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 bar.write(_eval_line(metrics))
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
-                         eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size)
+                         eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
+                         event_repeat=train_data_repeat)
             last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
-                                   trainer_state=state)
+                                   trainer_state=state, trained_on=provenance)
     if bar is not None:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
@@ -195,6 +208,21 @@ def _eval_line(m: dict[str, Any]) -> str:
     return (f"step {m['step']}: held-out text loss {m.get('eval_text_loss', float('nan')):.3f}, flow loss "
             f"{m.get('eval_flow_loss', float('nan')):.3f}, exact match {m.get('eval_exact_match', float('nan')):.2f} "
             f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)")
+
+
+def _trained_on(dataset: Any) -> dict[str, Any]:
+    """The dataset a checkpoint learned from, and the task mix of a synthetic one (what `steerable run
+    --eval_episodes` evaluates it on by default)."""
+    from steerable.dataset.layout import GROUND_TRUTH_PATH
+
+    out: dict[str, Any] = {"dataset": str(dataset.root)}
+    truth = Path(dataset.root) / GROUND_TRUTH_PATH
+    if truth.is_file():
+        try:
+            out["synthetic_difficulty"] = str(json.loads(truth.read_text(encoding="utf-8")).get("difficulty", "easy"))
+        except (OSError, ValueError):
+            logger.warning("cannot read %s: the task mix of this synthetic dataset is not recorded", truth)
+    return out
 
 
 def _log(path: Path, record: dict[str, Any]) -> None:

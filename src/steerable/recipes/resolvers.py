@@ -120,6 +120,10 @@ class EpisodeTimeline:
     def persistent_rows(self) -> list[Row]:
         return [row for _, row in self._rows]
 
+    def event_times(self) -> list[float]:
+        """The stored timestamps of the frames that carry event rows, in order."""
+        return sorted(t for t, rows in self._events.items() if rows)
+
     def is_empty_at(self, t: float) -> bool:
         """True when the frame at `t` has no language rows: no persistent rows and no events."""
         return not self._rows and not self._events.get(float(t))

@@ -2,14 +2,17 @@
 
 Episode i uses seed `seed + i`: the scene and task are drawn like the synthetic dataset's at a
 difficulty (easy: one or two pick-and-place steps or a stacking; realistic / hard: up to four steps,
-pushes among them). With interjections, the operator's correction ("no, the right bin") is sent the
-moment the cube of the first pick-and-place step is lifted, and success is checked against the
-corrected target.
+pushes among them). With interjections, the operator corrects the target of the first pick-and-place
+step while the robot carries its cube there (once the cube has travelled `CARRY_BEFORE_INTERJECTING`
+from where it was picked up), in one of the phrasings people use in the synthetic data's interjections
+("Wait, the red cube goes in the grey bin."), naming the new receptacle; success is checked against
+the corrected target.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import time
@@ -20,9 +23,9 @@ from typing import Any
 
 from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.sim.env import SimEnv, task_kind
-from steerable.runtime.sim.grammar import side_of
 from steerable.runtime.stack import StackSpec, build_high, build_low
 from steerable.synthetic.difficulty import get_difficulty
+from steerable.synthetic.oracle import INTERJECTION_PHRASES
 from steerable.synthetic.tasks import Step
 from steerable.synthetic.world import WorldState
 from steerable.tools import load_tools
@@ -30,6 +33,9 @@ from steerable.tools import load_tools
 __all__ = ["EpisodeResult", "EvalReport", "evaluate", "plan_interjection", "run_episode"]
 
 logger = logging.getLogger(__name__)
+
+# How far (metres, on the table) the held cube travels before the operator corrects its target.
+CARRY_BEFORE_INTERJECTING = 0.05
 
 
 @dataclass(frozen=True)
@@ -86,16 +92,12 @@ class EvalReport:
         }
 
 
-def _receptacle_ref(world: WorldState, name: str) -> str:
-    """How a person names a receptacle: by its side when that is unambiguous ("the right bin")."""
-    rec = world.scene.receptacle(name)
-    side = side_of(rec)
-    same = [r for r in world.scene.receptacles if side_of(r) == side and r.kind == rec.kind]
-    return f"the {side} {rec.kind}" if len(same) == 1 and side != "middle" else f"the {name}"
+def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -> tuple[int, str, str, bool] | None:
+    """(step index, what the operator says, new target, stack) for a target change, or None if none fits.
 
-
-def plan_interjection(world: WorldState, steps: Sequence[Step]) -> tuple[int, str, str, bool] | None:
-    """(step index, what the operator says, new target, stack) for a target change, or None if none fits."""
+    The first step that is not a push is corrected: a placement to another receptacle (the phrasing
+    drawn by `seed` from the synthetic data's interjections), a stacking onto an uninvolved cube.
+    """
     index = next((i for i, s in enumerate(steps) if not s.push), None)
     if index is None:
         return None
@@ -107,7 +109,8 @@ def plan_interjection(world: WorldState, steps: Sequence[Step]) -> tuple[int, st
     others = [r.name for r in world.scene.receptacles if r.name != step.target]
     if not others:
         return None
-    return index, f"no, {_receptacle_ref(world, others[0])}", others[0], False
+    phrase = INTERJECTION_PHRASES[seed % len(INTERJECTION_PHRASES)]
+    return index, phrase.format(cube=step.cube, old=step.target, new=others[0]), others[0], False
 
 
 def run_episode(
@@ -130,13 +133,19 @@ def run_episode(
     rt.listeners.append(lambda e: warnings.append(e.text) if e.kind == "warn" else None)
     rt.submit("task", drawn.text)
     world = env.observe(render=False).privileged
-    planned = plan_interjection(world, drawn.steps) if interject else None
+    planned = plan_interjection(world, drawn.steps, seed) if interject else None
     said: str | None = None
+    picked_at: tuple[float, float] | None = None
     limit = int(max_seconds * spec.fps)
     while rt.frame < limit:
         if planned is not None and said is None and env.world is not None:
             cube = env.world.scene.cube_index(drawn.steps[planned[0]].cube)
-            if env.world.held == cube:
+            x, y, _ = env.world.positions[cube]
+            if env.world.held != cube:
+                picked_at = None
+            elif picked_at is None:
+                picked_at = (x, y)
+            elif math.hypot(x - picked_at[0], y - picked_at[1]) >= CARRY_BEFORE_INTERJECTING:
                 said = planned[1]
                 rt.submit("interject", said)
                 env.change_target(planned[0], planned[2], planned[3])

@@ -99,7 +99,7 @@ class PolicyHighLevel:
         new_plan = new_memory = None
         finished = ctx.subtask if request.controller_done else None
         if not plan:
-            new_plan = plan = self._one(plan_prompt(ctx.task), obs).text or None
+            new_plan = plan = self._one(plan_prompt(ctx.task, memory), obs).text or None
         elif finished and _plan_steps(plan) == [_step(finished)]:
             # The plan lists the remaining steps: finishing the only one left finishes the task.
             return HighLevelUpdate(task_done=True)

@@ -24,7 +24,7 @@ from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
 from steerable.recipes import EpisodeTimeline, Recipe
-from steerable.recipes.render import RenderOptions
+from steerable.recipes.render import RenderOptions, render_sample
 from steerable.train.images import image_features
 from steerable.train.samples import DatasetRenderer, Fallback
 
@@ -103,12 +103,21 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         return self._episodes[pos], i - int(self._starts[pos])
 
     def __getitem__(self, i: int) -> dict[str, Any] | None:
+        return self.item(int(i))
+
+    def item(self, i: int, component: str | None = None) -> dict[str, Any] | None:
+        """Frame `i` rendered through the recipe, or through its blend `component` alone (no fallback:
+        None when that component has nothing to supervise there)."""
         episode_index, row = self.locate(int(i))
         ep = self._episode(episode_index)
         cols = ep.columns
         index, t = int(cols["index"][row]), float(cols["timestamp"][row])
         task = self.dataset.tasks.get(int(cols["task_index"][row]), "")
-        sample, _ = self.renderer.render(ep.timeline, t=t, index=index, task=task)
+        if component is None:
+            sample, _ = self.renderer.render(ep.timeline, t=t, index=index, task=task)
+        else:
+            sample = render_sample(self.component_recipe(component), ep.timeline, t=t, sample_idx=index, task=task,
+                                   options=self.renderer.options)
         if sample is None:
             return None
         item: dict[str, Any] = {
@@ -127,6 +136,19 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         for name, values in ep.features.items():
             item[name] = torch.from_numpy(values[row].copy())
         return item
+
+    def component_recipe(self, name: str) -> Recipe:
+        blend = self.renderer.recipe.blend or {}
+        if name not in blend:
+            raise ConfigError(f"the recipe has no blend component {name!r} (components: {sorted(blend)})")
+        return blend[name]
+
+    def event_frames(self, episode_index: int) -> list[int]:
+        """Global positions of the episode's frames that carry event rows (interjections, speech)."""
+        ep = self._episode(episode_index)
+        start = self._starts[self._episodes.index(episode_index)]
+        times = set(ep.timeline.event_times())
+        return [int(start) + r for r, t in enumerate(ep.columns["timestamp"]) if float(t) in times]
 
     def _episode(self, episode_index: int) -> _Episode:
         with self._lock:

@@ -116,10 +116,12 @@ class ScriptedPlanner:
         words = re.sub(r"[^a-z ]", " ", cleaned).split()
         found = None
         for n in (2, 1):  # prefer "right bin" over "right"
-            for k in range(len(words) - n + 1):
+            # The last place named wins ("no, not the blue bin, use the grey bin"), and never the one
+            # the step already has.
+            for k in reversed(range(len(words) - n + 1)):
                 ref = " ".join(words[k:k + n])
                 hit = resolve_target(ref, world.scene)
-                if hit is not None and hit[0] != step.cube:
+                if hit is not None and hit[0] not in (step.cube, step.target):
                     found = hit
                     break
             if found:
