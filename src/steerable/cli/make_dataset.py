@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default 0.3 with --with_language, else 0)",
     )
     parser.add_argument(
+        "--privileged_state",
+        action="store_true",
+        help="also write every object's true position (cube x, y, z, present per colour; receptacle centre "
+        "x, y, present per name) as observation.environment_state, for policies allowed privileged state",
+    )
+    parser.add_argument(
         "--overwrite", action="store_true", help="replace --out if it already holds a dataset"
     )
     parser.set_defaults(func=run)
@@ -72,12 +78,14 @@ def run(args: argparse.Namespace) -> int:
             difficulty=args.difficulty,
             with_language=args.with_language,
             interjection_rate=args.interjection_rate,
+            privileged_state=args.privileged_state,
         )
     info = load_info(out)
     print(
         f"{out}: {info.total_episodes} episodes, {info.total_frames} frames "
         f"({info.total_frames / info.fps:.1f} s at {info.fps} fps), {args.difficulty}"
-        f"{', with oracle language' if args.with_language else ''}, made in {time.perf_counter() - started:.1f} s"
+        f"{', with oracle language' if args.with_language else ''}"
+        f"{', with privileged state' if args.privileged_state else ''}, made in {time.perf_counter() - started:.1f} s"
     )
     return 0
 

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--high_level", default="scripted", help="scripted | vlm | policy | none (direct task)")
     p.add_argument("--low_level", default="scripted", help="scripted | policy")
     p.add_argument("--policy.path", dest="policy_path", help="a trained policy checkpoint (--*_level policy)")
+    p.add_argument("--observation", default="standard", choices=("standard", "privileged"),
+                   help="privileged (simulator only): a policy may read every object's true position "
+                        "(observation.environment_state), as trained with make-dataset --privileged_state")
     p.add_argument("--policy.device", dest="policy_device", default="cpu", help="device for the policy")
     p.add_argument("--vlm.base_url", dest="vlm_base_url", help="OpenAI-compatible server for --high_level vlm")
     p.add_argument("--vlm.model_id", dest="vlm_model_id", help="model name on that server")
@@ -70,6 +73,7 @@ def _spec(args: argparse.Namespace) -> Any:
     return StackSpec(
         high_level=args.high_level, low_level=args.low_level, policy_path=args.policy_path,
         device=args.policy_device, vlm=vlm, recipe=args.recipe, fps=int(round(args.ctrl_hz)),
+        observation=args.observation,
     )
 
 

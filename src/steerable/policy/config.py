@@ -27,7 +27,9 @@ class PolicyConfig:
     `state_mode`: `"bins"` puts the normalised state into the prefix as one token per dimension,
     discretised into `state_bins` bins over [-1, 1]; `"projector"` projects the state to one prefix
     token; `"none"` leaves it out. The action expert reads the outputs of the last `expert_layers`
-    backbone layers (one expert layer per backbone layer read).
+    backbone layers (one expert layer per backbone layer read). `state_key` names one state feature,
+    or several comma-separated (`observation.state,observation.environment_state`), concatenated in
+    that order into one state vector of `state_dim` values (`state_keys` lists them).
     """
 
     backbone: str = "tiny"
@@ -62,6 +64,8 @@ class PolicyConfig:
         self.validate()
 
     def validate(self) -> None:
+        if not self.state_keys:
+            raise ConfigError(f"policy.state_key names no feature: {self.state_key!r}")
         if self.state_mode not in ("bins", "projector", "none"):
             raise ConfigError(f"state_mode must be bins, projector or none, got {self.state_mode!r}")
         positive = ("chunk_size", "n_action_steps", "image_size", "state_bins", "expert_layers", "expert_hidden",
@@ -77,6 +81,11 @@ class PolicyConfig:
                               f"policy.expert_heads ({self.expert_heads})")
         if self.text_loss_weight < 0 or self.flow_loss_weight < 0:
             raise ConfigError("loss weights must be >= 0")
+
+    @property
+    def state_keys(self) -> list[str]:
+        """The state features, in the order they are concatenated (`state_key` split on commas)."""
+        return [k.strip() for k in self.state_key.split(",") if k.strip()]
 
     @property
     def is_tiny(self) -> bool:

@@ -49,18 +49,20 @@ def fit_normalizer(dataset: LeRobotDataset, cfg: PolicyConfig, episodes: Sequenc
     """State min/max and action mean/std over `episodes`."""
     states, actions = [], []
     for e in episodes:
-        table = dataset.read_episode(e, [cfg.state_key, cfg.action_key])
-        states.append(feature_matrix(table, cfg.state_key))
+        table = dataset.read_episode(e, [*cfg.state_keys, cfg.action_key])
+        states.append(np.concatenate([feature_matrix(table, k) for k in cfg.state_keys], axis=1))
         actions.append(feature_matrix(table, cfg.action_key))
     return Normalizer.fit(np.concatenate(states).astype(np.float64), np.concatenate(actions).astype(np.float64))
 
 
 class PolicyDataset(Dataset[dict[str, Any] | None]):
-    """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`."""
+    """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`
+    (the `state_keys` features concatenated)."""
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int = 256, event_repeat: int = 0) -> None:
-        self.frames = RecipeDataset(dataset, recipe, features=(cfg.state_key, cfg.action_key), decode_images=False)
+        features = (*cfg.state_keys, cfg.action_key)
+        self.frames = RecipeDataset(dataset, recipe, features=features, decode_images=False)
         self.dataset = dataset
         self.cfg = cfg
         self.image_size = image_size
@@ -102,7 +104,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         mask[:real] = True
         item["actions"] = torch.from_numpy(padded)
         item["action_mask"] = torch.from_numpy(mask)
-        item["state"] = item.pop(self.cfg.state_key)
+        # The state keys concatenated in their configured order (one key: its vector as it is).
+        item["state"] = torch.cat([item.pop(k).reshape(-1) for k in self.cfg.state_keys])
         item.pop(self.cfg.action_key, None)
         if self.cfg.cameras:
             frames = self._episode_images(episode)

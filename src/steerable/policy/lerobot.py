@@ -59,7 +59,7 @@ class SteerablePolicy(nn.Module):
 
     def _observation(self, batch: Mapping[str, Any]) -> dict[str, Any]:
         return {"images": {c: _frames(batch[c]) for c in self.config.cameras},
-                "state": torch.as_tensor(batch[self.config.state_key]).float().cpu()}
+                "state": self.runner.processor.state_from(batch).cpu()}
 
     @torch.no_grad()
     def predict_action_chunk(self, batch: Mapping[str, Any]) -> torch.Tensor:
@@ -89,7 +89,7 @@ class SteerablePolicy(nn.Module):
         """(loss, {"loss", "text_loss", "flow_loss"}) of a recipe-rendered training batch."""
         data = dict(batch)
         data["images"] = {c: _frames(batch[c]) for c in self.config.cameras}
-        data["state"] = batch[self.config.state_key]
+        data["state"] = self.runner.processor.state_from(batch)
         actions = torch.as_tensor(batch[self.config.action_key])
         if actions.ndim == 2:
             actions = actions[:, None]

@@ -103,16 +103,23 @@ class Processor:
         return out
 
     def observation(self, obs: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
-        """`images` (B, C, 3, S, S) and normalised `state` from a batch or an observation dict."""
+        """`images` (B, C, 3, S, S) and normalised `state` from a batch or an observation dict (its
+        `state`, else its `cfg.state_keys` features concatenated)."""
         out: dict[str, Any] = {}
         if self.cfg.cameras:
             frames = [torch.as_tensor(obs["images"][cam] if "images" in obs else obs[cam]) for cam in self.cfg.cameras]
             frames = [f[None] if f.ndim == 3 else f for f in frames]
             out["images"] = prepare_images(frames, self.image_size).to(device)
         if self.cfg.state_mode != "none" and self.cfg.state_dim:
-            state = torch.as_tensor(obs["state"] if "state" in obs else obs[self.cfg.state_key])
+            state = torch.as_tensor(obs["state"]) if "state" in obs else self.state_from(obs)
             out["state"] = self.normalizer.state(state[None] if state.ndim == 1 else state).to(device)
         return out
+
+    def state_from(self, features: Mapping[str, Any]) -> torch.Tensor:
+        """The state vector from a mapping holding each of `cfg.state_keys`, concatenated in that order
+        along the last dimension ((S,) or (B, S))."""
+        parts = [torch.as_tensor(features[k]).float() for k in self.cfg.state_keys]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def prompt(self, chats: Sequence[Sequence[Mapping[str, Any]]], *, generation: bool,
                device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

@@ -41,16 +41,17 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     missing = [c for c in cameras if c not in dataset.camera_keys]
     if missing:
         raise ConfigError(f"--policy.cameras {missing} not in the dataset (cameras: {dataset.camera_keys})")
-    dims = {}
-    for role, key in (("state", cfg.state_key), ("action", cfg.action_key)):
+    dims = {"state": 0, "action": 0}
+    for role, key in [*(("state", k) for k in cfg.state_keys), ("action", cfg.action_key)]:
         feature = dataset.features.get(key)
         if feature is None:
             numeric = [k for k, v in dataset.features.items() if v.get("dtype") not in ("video", "image", "string",
                                                                                           "language")]
             raise ConfigError(f"the dataset has no {role} feature {key!r} (numeric features: {numeric}); "
                               f"pass --policy.{role}_key")
-        dims[role] = int(torch.tensor(feature.get("shape") or [1]).prod())
-    return cfg.override(cameras=cameras, state_dim=dims["state"], action_dim=dims["action"])
+        dims[role] += int(torch.tensor(feature.get("shape") or [1]).prod())
+    return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"],
+                        action_dim=dims["action"])
 
 
 def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int) -> Built:

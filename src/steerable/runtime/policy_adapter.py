@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy
 from steerable.policy.generation import GenerationConfig
 from steerable.policy.inference import (
@@ -39,10 +40,13 @@ from steerable.runtime.protocols import (
     Observation,
     ToolCall,
 )
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 
 __all__ = ["PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level"]
 
 _RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
+# The state features the runtime can give a policy (see `_observation`).
+_STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
 
 
 def _runner(path: str | Path, device: str) -> PolicyRunner:
@@ -53,10 +57,39 @@ def _runner(path: str | Path, device: str) -> PolicyRunner:
     return _RUNNERS[key]
 
 
-def _observation(obs: Observation | None) -> dict[str, Any]:
+def _check_observation(runner: PolicyRunner, observation: str) -> PolicyRunner:
+    """`runner`, after checking that the run gives it every state feature its policy reads: the
+    environment state (object positions) only with `--observation privileged`."""
+    for key in runner.cfg.state_keys:
+        if key == ENVIRONMENT_STATE_FEATURE and observation != "privileged":
+            raise ConfigError(f"this policy reads {key} (object positions): run it in the simulator with "
+                              "--observation privileged")
+        if key not in _STATE_SOURCES:
+            raise ConfigError(f"this policy reads state feature {key!r}, which the runtime cannot build "
+                              f"(it builds {', '.join(_STATE_SOURCES)})")
+    return runner
+
+
+def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
+    """The policy's observation: cameras, and its state vector built from the runner's
+    `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
+    `obs.privileged`); a runner without a config (a test double) gets `obs.state`."""
     if obs is None:
         raise ValueError("the policy needs an observation (camera frames and state)")
-    return {"state": np.asarray(obs.state, dtype=np.float32), "images": dict(obs.images)}
+    state = np.asarray(obs.state, dtype=np.float32)
+    keys = getattr(getattr(runner, "cfg", None), "state_keys", None) or [_STATE_SOURCES[0]]
+    if keys != [_STATE_SOURCES[0]]:
+        parts = []
+        for key in keys:
+            if key == ENVIRONMENT_STATE_FEATURE:
+                if obs.privileged is None:
+                    raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
+                                      "gives: run it with --env sim --observation privileged")
+                parts.append(environment_state(obs.privileged))
+            else:
+                parts.append(state.reshape(-1))
+        state = np.concatenate(parts).astype(np.float32)
+    return {"state": state, "images": dict(obs.images)}
 
 
 def _step(text: str) -> str:
@@ -86,7 +119,7 @@ class PolicyHighLevel:
 
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         ctx = request.context
-        obs = _observation(request.observation)
+        obs = _observation(request.observation, self.runner)
         if request.kind == "interjection":
             reply = self._one(interjection_prompt(ctx.task, ctx.plan, request.user_text or ""), obs)
             calls = tuple(ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
@@ -126,15 +159,16 @@ class PolicyLowLevel:
         """Nothing to forget: each chunk is sampled from the current observation and command."""
 
     def act(self, observation: Observation, command: str) -> ActionChunk:
-        chunk = self.runner.act([command], _observation(observation))[0]
+        chunk = self.runner.act([command], _observation(observation, self.runner))[0]
         return ActionChunk(chunk[: self.n_action_steps].astype(np.float32))
 
 
-def load_high_level(path: str | Path, device: str = "cpu") -> PolicyHighLevel:
-    """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level."""
-    return PolicyHighLevel(_runner(path, device))
+def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyHighLevel:
+    """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level;
+    `observation` is the run's `--observation` (standard, or privileged in the simulator)."""
+    return PolicyHighLevel(_check_observation(_runner(path, device), observation))
 
 
-def load_low_level(path: str | Path, device: str = "cpu") -> PolicyLowLevel:
-    """The policy at `path` as the low-level controller."""
-    return PolicyLowLevel(_runner(path, device))
+def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyLowLevel:
+    """The policy at `path` as the low-level controller (`observation` as for `load_high_level`)."""
+    return PolicyLowLevel(_check_observation(_runner(path, device), observation))

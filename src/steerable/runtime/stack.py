@@ -14,12 +14,13 @@ from typing import Any, Literal
 from steerable.errors import ConfigError
 from steerable.runtime.protocols import HighLevelModel, LowLevelController
 
-__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "StackSpec", "build_high", "build_low"]
+__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "StackSpec", "build_high", "build_low"]
 
 HighKind = Literal["scripted", "vlm", "policy", "none"]
 LowKind = Literal["scripted", "policy"]
 HIGH_LEVELS: tuple[str, ...] = ("scripted", "vlm", "policy", "none")
 LOW_LEVELS: tuple[str, ...] = ("scripted", "policy")
+OBSERVATIONS: tuple[str, ...] = ("standard", "privileged")
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,12 @@ class StackSpec:
     vlm: dict[str, Any] = field(default_factory=dict)
     recipe: str | None = None
     fps: int = 15
+    # "privileged": a policy may read the simulator's object positions (its environment state).
+    observation: str = "standard"
 
     def __post_init__(self) -> None:
+        if self.observation not in OBSERVATIONS:
+            raise ConfigError(f"--observation {self.observation!r}: choose one of {', '.join(OBSERVATIONS)}")
         if self.high_level not in HIGH_LEVELS:
             raise ConfigError(f"--high_level {self.high_level!r}: choose one of {', '.join(HIGH_LEVELS)}")
         if self.low_level not in LOW_LEVELS:
@@ -65,7 +70,8 @@ def build_high(spec: StackSpec) -> HighLevelModel | None:
         from steerable.runtime.vlm_planner import VLMPlanner
 
         return VLMPlanner.from_config(spec.vlm, recipe=spec.recipe)
-    model: HighLevelModel = _policy_runtime().load_high_level(spec.policy_path, spec.device)
+    model: HighLevelModel = _policy_runtime().load_high_level(
+        spec.policy_path, spec.device, spec.observation)
     return model
 
 
@@ -74,5 +80,6 @@ def build_low(spec: StackSpec) -> LowLevelController:
         from steerable.runtime.sim.controller import ScriptedController
 
         return ScriptedController(spec.fps)
-    controller: LowLevelController = _policy_runtime().load_low_level(spec.policy_path, spec.device)
+    controller: LowLevelController = _policy_runtime().load_low_level(
+        spec.policy_path, spec.device, spec.observation)
     return controller

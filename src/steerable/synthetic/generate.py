@@ -19,6 +19,11 @@ from steerable.synthetic.ground_truth import (
     subtask_spans,
     write_ground_truth,
 )
+from steerable.synthetic.privileged import (
+    ENVIRONMENT_STATE_FEATURE,
+    ENVIRONMENT_STATE_NAMES,
+    environment_state,
+)
 from steerable.synthetic.recording import Recording, record
 from steerable.synthetic.render import CAMERAS
 from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task
@@ -53,12 +58,16 @@ def camera_key(camera: str) -> str:
     return f"observation.images.{camera}"
 
 
-def synthetic_features(cameras: Sequence[str]) -> dict[str, dict]:
-    """info.json features of the synthetic dataset for the chosen cameras."""
+def synthetic_features(cameras: Sequence[str], privileged_state: bool = False) -> dict[str, dict]:
+    """info.json features of the synthetic dataset for the chosen cameras (and the privileged state)."""
     features: dict[str, dict] = {
         "observation.state": {"dtype": "float32", "shape": [len(STATE_NAMES)], "names": list(STATE_NAMES)},
         "action": {"dtype": "float32", "shape": [len(STATE_NAMES)], "names": list(STATE_NAMES)},
     }
+    if privileged_state:
+        features[ENVIRONMENT_STATE_FEATURE] = {
+            "dtype": "float32", "shape": [len(ENVIRONMENT_STATE_NAMES)], "names": list(ENVIRONMENT_STATE_NAMES)
+        }
     for cam in cameras:
         width, height = CAMERAS[cam]
         features[camera_key(cam)] = {"dtype": "video", "shape": [height, width, 3]}
@@ -131,12 +140,15 @@ def generate_synthetic(
     difficulty: str | Difficulty = EASY,
     with_language: bool = False,
     interjection_rate: float | None = None,
+    privileged_state: bool = False,
 ) -> Path:
     """Write `episodes` scripted tabletop demonstrations to `out`; same arguments, same bytes.
 
     `difficulty`: "easy" (clean), "realistic" or "hard" (`steerable.synthetic.difficulty`).
     `with_language`: also write the ground truth as language columns (`steerable.synthetic.oracle`).
     `interjection_rate`: share of episodes with a redirect (default 0.3 with language, else 0).
+    `privileged_state`: also write every object's true position (`steerable.synthetic.privileged`)
+    as `observation.environment_state`.
     """
     level = get_difficulty(difficulty)
     rate = (
@@ -146,15 +158,21 @@ def generate_synthetic(
     )
     cams = _check(episodes, cameras, fps, rate)
     out = Path(out)
-    builder = DatasetBuilder(out, fps=fps, features=synthetic_features(cams), robot_type=ROBOT_TYPE)
+    features = synthetic_features(cams, privileged_state)
+    builder = DatasetBuilder(out, fps=fps, features=features, robot_type=ROBOT_TYPE)
     truths: list[EpisodeTruth] = []
     tasks: list[TaskSpec] = []
     with builder:
         for ep in range(episodes):
             task, rec, truth = record_episode(seed, ep, fps, level, rate, cams)
+            columns = {"observation.state": rec.state, "action": rec.action}
+            if privileged_state:
+                columns[ENVIRONMENT_STATE_FEATURE] = np.stack(
+                    [environment_state(rec.demo.states[int(t)]) for t in rec.ticks]
+                )
             builder.add_episode(
                 task.text,
-                {"observation.state": rec.state, "action": rec.action},
+                columns,
                 {camera_key(c): rec.frames(c) for c in cams},
             )
             truths.append(truth)
