@@ -5,10 +5,18 @@
 3. held-out subtask exact match (greedy) against the majority-class baseline (the most frequent
    subtask of the training episodes, predicted everywhere);
 4. `steerable run --eval_episodes N` with the policy as the high level over the scripted controller,
-   with and without `--eval_interjections`; optionally (--both_levels) the policy as both levels and
-   a behaviour-cloning baseline without language (trained here on the plain-task recipe).
+   with and without `--eval_interjections`.
+
+`--both_levels` (`--both_levels_only`: this part alone) adds the learned low level, with privileged
+state: on an easy `--privileged_state` dataset it trains the policy (recipe `hierarchical`) and a
+behaviour-cloning baseline without language (the plain task on the low-level stream) on the state
+keys `observation.state,observation.environment_state`, same model and steps (`--both_train` adds
+`steerable train` flags to both), then runs with `--observation privileged`: (a) scripted high /
+policy low, (b) BC (none / policy), (c) policy / policy; and a pick test: the low level alone, asked
+to pick up the first cube of the task (BC: given the task), grasps it within `--pick_seconds`.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim --both_levels_only
 
 Not part of `make test`: it trains for minutes.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -30,6 +39,9 @@ description: Task-conditioned actions only (no subtasks, no text targets).
 messages:
   - {role: user, content: "${task}", stream: low_level}
 """
+
+
+PRIVILEGED_KEYS = "observation.state,observation.environment_state"
 
 
 def _steerable(*args: str, timeout: float = 3600) -> str:
@@ -83,6 +95,74 @@ def _run_eval(checkpoint: Path, high: str, low: str, episodes: int, *extra: str)
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
+def pick_rate(checkpoint: Path, episodes: int, seconds: float, *, bc: bool) -> dict[str, float]:
+    """The learned low level alone in the sim (privileged observation), on held-out seeds: asked to
+    pick up the first cube of the task (BC: given the task), does it hold that cube within `seconds`?
+    Also the mean closest xy distance of the gripper to that cube."""
+    import numpy as np
+
+    from steerable.runtime.policy_adapter import load_low_level
+    from steerable.runtime.sim.env import SimEnv
+
+    low = load_low_level(checkpoint, observation="privileged")
+    env = SimEnv(cameras=tuple(c.rsplit(".", 1)[-1] for c in low.runner.cfg.cameras))
+    grasped, closest = 0, []
+    for seed in range(10_000, 10_000 + episodes):
+        spec = env.reset(seed, difficulty="easy")
+        cube = spec.steps[0].cube
+        assert env.world is not None
+        index = env.world.scene.cube_index(cube)
+        command = spec.text if bc else f"pick up the {cube}"
+        best = float("inf")
+        while env.steps_taken < seconds * env.fps:
+            for action in low.act(env.observe(), command).actions:
+                env.send_action(action)
+            world = env.world
+            x, y, _ = world.positions[index]
+            best = min(best, float(np.hypot(world.gripper.x - x, world.gripper.y - y)))
+            if world.held == index:
+                grasped += 1
+                break
+        closest.append(best)
+    return {"grasp_rate": grasped / episodes, "closest_cm": 100 * float(np.mean(closest))}
+
+
+def both_levels(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """The learned low level with privileged state, against the BC baseline (see the module docstring)."""
+    data = args.work / "data_privileged"
+    if not (data / "meta" / "info.json").is_file():
+        _steerable("make-dataset", "synthetic", "--out", str(data), "--episodes", str(args.episodes),
+                   "--difficulty", "easy", "--with_language", "--privileged_state")
+    flags = ("--policy.state_key", PRIVILEGED_KEYS, *shlex.split(args.both_train))
+    policy, bc = args.work / "policy_privileged", args.work / "bc_privileged"
+    (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
+    rows = [("train time, privileged policy", f"{_train(data, policy, *flags) / 60:.1f} min"),
+            ("train time, privileged BC", f"{_train(data, bc, '--recipe', str(args.work / 'bc.yaml'), *flags) / 60:.1f} min")]
+    if args.both_train:
+        rows.append(("extra train flags", args.both_train))
+    results: dict[str, Any] = {}
+    for name, path, is_bc in (("policy", policy, False), ("bc", bc, True)):
+        pick = pick_rate(path, args.both_episodes, args.pick_seconds, bc=is_bc)
+        rows.append((f"pick test, {name} low level", f"grasped {pick['grasp_rate']:.2f} of {args.both_episodes}, "
+                                                      f"closest {pick['closest_cm']:.1f} cm"))
+        results[f"pick_{name}"] = pick["grasp_rate"]
+    extra = ("--observation", "privileged", "--max_seconds", str(args.both_seconds), "--workers", "1")
+    runs = [("(a) scripted high / policy low", "scripted", policy, "a_scripted_policy"),
+            ("(b) BC without language (none / policy)", "none", bc, "b_bc"),
+            ("(c) policy high / policy low", "policy", policy, "c_policy_policy")]
+    for label, high, path, key in runs:
+        started = time.perf_counter()
+        try:
+            report = _run_eval(path, high, "policy", args.both_episodes, *extra)
+        except SystemExit as exc:
+            rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
+            continue
+        rows.append((label, f"success {report['success_rate']:.2f} over {report['episodes']} episodes "
+                            f"({time.perf_counter() - started:.0f} s)"))
+        results[key] = report["success_rate"]
+    return rows, results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("/tmp/policy_sim"))
@@ -93,8 +173,15 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
     parser.add_argument("--both_levels", action="store_true", help="also policy/policy and the BC baseline")
     parser.add_argument("--both_episodes", type=int, default=10, help="episodes of the policy-low-level runs")
+    parser.add_argument("--both_levels_only", action="store_true", help="only the --both_levels part")
+    parser.add_argument("--both_train", default="", help="extra `steerable train` flags for the privileged runs")
+    parser.add_argument("--both_seconds", type=float, default=60.0, help="simulated seconds per episode")
+    parser.add_argument("--pick_seconds", type=float, default=20.0, help="simulated seconds of the pick test")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.both_levels_only:
+        _report(*both_levels(args))
+        return
     dataset = args.dataset or args.work / "data"
     if not (dataset / "meta" / "info.json").is_file():
         _steerable("make-dataset", "synthetic", "--out", str(dataset), "--episodes", str(args.episodes),
@@ -112,26 +199,24 @@ def main() -> None:
     runs = [("policy high / scripted low", "policy", "scripted", ()),
             ("  with interjections", "policy", "scripted", ("--eval_interjections",)),
             ("scripted high / scripted low (ceiling)", "scripted", "scripted", ())]
-    if args.both_levels:
-        bc = args.work / "bc"
-        (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
-        _train(dataset, bc, "--recipe", str(args.work / "bc.yaml"))
-        # The learned low level is slower and rarely finishes: fewer episodes, 60 s of simulated time.
-        short = ("--max_seconds", "60")
-        runs += [("policy high / policy low", "policy", "policy", short),
-                 ("BC without language (none / policy)", "none", "policy", short)]
     for label, high, low, extra in runs:
-        path = args.work / "bc" if label.startswith("BC") else checkpoint
-        episodes = args.both_episodes if low == "policy" else args.eval_episodes
         started = time.perf_counter()
         try:
-            report = _run_eval(path, high, low, episodes, *extra)
+            report = _run_eval(checkpoint, high, low, args.eval_episodes, *extra)
         except SystemExit as exc:
             rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
             continue
         rows.append((label, f"success {report['success_rate']:.2f} over {report['episodes']} episodes "
                             f"({time.perf_counter() - started:.0f} s)"))
         results[label.strip().split(" (")[0].replace(" ", "_").replace("/", "")] = report["success_rate"]
+    if args.both_levels:
+        more_rows, more = both_levels(args)
+        rows += more_rows
+        results.update(more)
+    _report(rows, results)
+
+
+def _report(rows: list[tuple[str, str]], results: dict[str, Any]) -> None:
     width = max(len(r[0]) for r in rows) + 2
     print("oracle-language experiment (tiny policy, CPU)")
     for label, value in rows:

@@ -1,0 +1,125 @@
+"""A policy on several state keys (gripper + privileged environment state): trained from the CLI,
+loaded, and run in the simulator with `--observation privileged`; without it, one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from policy_helpers import TINY, TINY_FLAGS, items, one_thread  # noqa: F401  (autouse fixture)
+from steerable.dataset import open_dataset
+from steerable.dataset.frames import feature_matrix
+from steerable.errors import ConfigError
+from steerable.policy.checkpoint import latest_checkpoint
+from steerable.policy.config import PolicyConfig
+from steerable.policy.setup import build_fresh
+from steerable.runtime.policy_adapter import load_high_level, load_low_level
+from steerable.runtime.protocols import Observation
+from steerable.runtime.sim.env import SimEnv
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+KEYS = f"observation.state,{ENVIRONMENT_STATE_FEATURE}"
+
+
+def _steerable(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
+                          env=ENV, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("privileged") / "ds"
+    made = _steerable("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
+                      "--difficulty", "easy", "--with_language", "--privileged_state")
+    assert made.returncode == 0, made.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoint(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("privileged_run") / "run"
+    trained = _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "2",
+                         "--batch_size", "4", "--no_progress", "--eval_every", "100", *TINY_FLAGS,
+                         "--policy.state_key", KEYS)
+    assert trained.returncode == 0, trained.stderr
+    return out
+
+
+def test_several_state_keys_are_concatenated_in_order(dataset: Path) -> None:
+    ds = open_dataset(dataset)
+    built = build_fresh(ds, {**TINY, "state_key": f" {KEYS} "}, eval_fraction=0.0, seed=0)
+    cfg = built.model.cfg
+    assert cfg.state_keys == ["observation.state", ENVIRONMENT_STATE_FEATURE] and cfg.state_key == KEYS
+    assert cfg.state_dim == 4 + 39 and len(built.processor.normalizer.state_min) == 43
+    tables = [ds.read_episode(e, ["observation.state", ENVIRONMENT_STATE_FEATURE]) for e in (0, 1)]
+    everything = np.concatenate([np.concatenate([feature_matrix(t, "observation.state"),
+                                                 feature_matrix(t, ENVIRONMENT_STATE_FEATURE)], axis=1)
+                                 for t in tables])
+    assert built.processor.normalizer.state_max == pytest.approx(everything.max(0).tolist())
+    gripper = feature_matrix(tables[0], "observation.state")
+    env = feature_matrix(tables[0], ENVIRONMENT_STATE_FEATURE)
+    both = np.concatenate([gripper, env], axis=1)
+    data = items(ds, built)
+    item = data[5]
+    assert item is not None and item["state"].shape == (43,)
+    assert torch.equal(item["state"], torch.from_numpy(both[5]))
+    # A mapping holding each key gives the same vector as the concatenation.
+    stacked = built.processor.state_from({"observation.state": gripper[:3].copy(), ENVIRONMENT_STATE_FEATURE: env[:3].copy()})
+    assert torch.equal(stacked, torch.from_numpy(both[:3]))
+
+
+def test_a_single_key_config_loads_as_before() -> None:
+    cfg = PolicyConfig.from_dict({"state_key": "observation.state", "state_dim": 4, "action_dim": 4})
+    assert cfg.state_keys == ["observation.state"]
+    with pytest.raises(ConfigError, match="names no feature"):
+        PolicyConfig(state_key=" , ")
+
+
+def test_trained_policy_acts_in_the_sim_with_privileged_observation(checkpoint: Path) -> None:
+    where = latest_checkpoint(checkpoint)
+    assert where is not None
+    config = json.loads((where / "config.json").read_text())["policy"]
+    assert config["state_key"] == KEYS and config["state_dim"] == 43
+    run = _steerable("run", "--env", "sim", "--high_level", "scripted", "--low_level", "policy", "--policy.path",
+                     str(checkpoint), "--observation", "privileged", "--eval_episodes", "1", "--workers", "1",
+                     "--max_seconds", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["episodes"] == 1 and report["mean_sim_seconds"] == pytest.approx(2.0, abs=0.2)
+
+
+def test_without_the_flag_it_is_one_line_naming_it(checkpoint: Path) -> None:
+    run = _steerable("run", "--env", "sim", "--high_level", "none", "--low_level", "policy", "--policy.path",
+                     str(checkpoint), "--eval_episodes", "1", "--workers", "1", "--max_seconds", "1", "--json")
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0 and "--observation privileged" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> None:
+    for load in (load_low_level, load_high_level):
+        with pytest.raises(ConfigError, match="--observation privileged"):
+            load(checkpoint)
+    low = load_low_level(checkpoint, observation="privileged")
+    assert load_high_level(checkpoint, observation="privileged").runner is low.runner
+    env = SimEnv(cameras=("wrist",))
+    env.reset(seed=4)
+    obs = env.observe()
+    seen: list[np.ndarray] = []
+    act = low.runner.act
+    low.runner.act = lambda commands, observation, steps=None: (  # type: ignore[method-assign]
+        seen.append(np.asarray(observation["state"])) or act(commands, observation, steps))
+    chunk = low.act(obs, "pick up the red cube")
+    assert chunk.actions.shape == (TINY["n_action_steps"], 4)
+    assert np.array_equal(seen[0], np.concatenate([obs.state, environment_state(obs.privileged)]))
+    # On a robot (no privileged state) the policy cannot run: one line naming the flag.
+    with pytest.raises(ConfigError, match="--observation privileged"):
+        low.act(Observation(state=obs.state, images=obs.images), "pick up the red cube")
