@@ -288,3 +288,42 @@ def test_any_generated_text_parses_or_is_refused_cleanly(text: str) -> None:
         return
     for value in (update.subtask, update.plan, update.memory, update.speech, update.answer):
         assert value is None or isinstance(value, str)
+
+
+class AlwaysDoneController:
+    """Reports every command finished at once (nothing to do), like a controller whose goal already holds."""
+
+    name = "always-done controller"
+    wants_images = False
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        return ActionChunk(np.zeros((0, 2), dtype=np.float32), done=True)
+
+    def reset(self) -> None:
+        pass
+
+
+class SameSubtaskPlanner:
+    """A high level that answers every update with the command just finished (a model stuck on it)."""
+
+    name = "same-subtask planner"
+    wants_images = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        self.calls += 1
+        return HighLevelUpdate(subtask="pick up the red cube")
+
+    def reset(self) -> None:
+        pass
+
+
+def test_a_high_level_that_repeats_a_finished_command_is_asked_at_its_rate_not_every_tick() -> None:
+    planner = SameSubtaskPlanner()
+    rt = Runtime(FakeEnv(), AlwaysDoneController(), planner, rates=LoopRates(ctrl_hz=10, chunk_hz=10, high_level_hz=1))
+    rt.submit("task", "tidy up")
+    rt.run(max_ticks=100)  # 10 s of loop time
+    # One call for the first subtask, one forced by the first "done", then about one a second.
+    assert 3 <= planner.calls <= 14

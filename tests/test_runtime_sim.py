@@ -170,6 +170,8 @@ def test_eval_six_episodes_with_and_without_interjections() -> None:
     assert all(e.interjection is None for e in plain.episodes)
     corrected = evaluate(StackSpec(), 6, seed=100, interjections=True, workers=2)
     assert corrected.success_rate == 1.0
-    assert all(e.interjection and e.interjection.startswith("no,") for e in corrected.episodes)
+    # Said while the cube is carried, in the synthetic data's phrasings, naming the new place.
+    assert all(e.interjection for e in corrected.episodes)
+    assert len({e.interjection.split()[0] for e in corrected.episodes if e.interjection}) > 1
     data = corrected.to_json()
     assert data["episodes"] == 6 and data["by_interjection"]["with"]["episodes"] == 6

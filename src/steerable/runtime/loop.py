@@ -130,6 +130,7 @@ class Runtime(HighLevelCalls):
         self._inferred_revision = -1
         self._warned_revision = -1
         self._answered = -1  # revision after the last high-level update
+        self._done_forced: tuple[int, Any] | None = None  # (revision, subtask) of the last done-forced update
         # realtime: calls run on a worker thread; requests made while it is busy wait in `_waiting`
         self._worker = HighLevelWorker(high) if high is not None and realtime else None
         self._waiting: deque[tuple[RequestKind, str | None]] = deque()
@@ -252,8 +253,14 @@ class Runtime(HighLevelCalls):
         if self.high is not None and st.mode == "action" and st.task and not st.done and not thinking:
             if st.hold:  # the last call failed: retry at the high-level rate
                 due = self._high_gate.due(now)
+            elif st.controller_done and self._done_forced == (st.revision, st.context.get("subtask")):
+                # The last "done" update gave back the command just finished: ask again at the
+                # high-level rate, not on every tick.
+                due = self._high_gate.due(now)
             elif st.controller_done or ("subtask" not in st.context and self._answered != st.revision):
                 due = self._high_gate.due(now, force=True)
+                if st.controller_done:
+                    self._done_forced = (st.revision, st.context.get("subtask"))
             else:  # periodic, at chunk boundaries only
                 due = not st.queue and self._high_gate.due(now)
             if due:
