@@ -24,6 +24,7 @@ __all__ = [
     "memory_prompt",
     "plan_prompt",
     "plan_update_prompt",
+    "progress_prompt",
     "subtask_prompt",
 ]
 
@@ -48,6 +49,14 @@ def plan_prompt(task: str, memory: str | None = None) -> Chat:
     if memory:
         chat.append(_user(f"Memory: {memory}"))
     return [*chat, _user("Write the plan.")]
+
+
+PROGRESS_QUESTION = "Which step now?"
+
+
+def progress_prompt(task: str) -> Chat:
+    """The task alone: the step to work on is read from the observation (the recipe's `progress`)."""
+    return [_user(task), _user(PROGRESS_QUESTION)]
 
 
 def plan_update_prompt(task: str, prior_plan: str | None, completed_subtask: str | None) -> Chat:

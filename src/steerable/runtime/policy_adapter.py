@@ -31,6 +31,7 @@ from steerable.policy.inference import (
     memory_prompt,
     plan_prompt,
     plan_update_prompt,
+    progress_prompt,
     subtask_prompt,
 )
 from steerable.runtime.protocols import (
@@ -106,10 +107,14 @@ class PolicyHighLevel:
 
     name = "policy"
 
-    def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None) -> None:
+    def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None, *,
+                 progress_from_observation: bool = False) -> None:
         self.runner = runner
         self.generation = generation or GenerationConfig(max_new_tokens=48)
         self.last_subtask: str | None = None
+        # Under a low level that never reports a command done (the policy's own action expert),
+        # progress is read from the observation: each update asks which step the scene is at.
+        self.progress_from_observation = progress_from_observation
 
     def reset(self) -> None:
         self.last_subtask = None
@@ -128,6 +133,8 @@ class PolicyHighLevel:
         if request.kind == "ask":
             reply = self._one([{"role": "user", "content": request.user_text or ""}], obs)
             return HighLevelUpdate(answer=reply.text)
+        if self.progress_from_observation:
+            return self._observed_update(ctx, obs)
         plan, memory = ctx.plan, ctx.memory
         new_plan = new_memory = None
         finished = ctx.subtask if request.controller_done else None
@@ -142,6 +149,23 @@ class PolicyHighLevel:
         subtask = self._one(subtask_prompt(ctx.task, plan, memory), obs).text
         if not subtask:
             raise ValueError("the policy generated an empty subtask")
+        self.last_subtask = subtask
+        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
+
+    def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
+        """The step the observation shows (`progress_prompt`); when it moves on, the one before is
+        finished: memory and plan are updated as after a reported "done"."""
+        subtask = self._one(progress_prompt(ctx.task), obs).text
+        if not subtask:
+            raise ValueError("the policy generated an empty subtask")
+        plan, memory = ctx.plan, ctx.memory
+        new_plan = new_memory = None
+        finished = ctx.subtask if ctx.subtask and _step(subtask) != _step(ctx.subtask) else None
+        if not plan:
+            new_plan = self._one(plan_prompt(ctx.task, memory), obs).text or None
+        elif finished:
+            new_memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
+            new_plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or None
         self.last_subtask = subtask
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
 
@@ -163,10 +187,13 @@ class PolicyLowLevel:
         return ActionChunk(chunk[: self.n_action_steps].astype(np.float32))
 
 
-def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyHighLevel:
+def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
+                    progress_from_observation: bool = False) -> PolicyHighLevel:
     """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level;
-    `observation` is the run's `--observation` (standard, or privileged in the simulator)."""
-    return PolicyHighLevel(_check_observation(_runner(path, device), observation))
+    `observation` is the run's `--observation` (standard, or privileged in the simulator);
+    `progress_from_observation` for a low level that never reports a command done."""
+    return PolicyHighLevel(_check_observation(_runner(path, device), observation),
+                           progress_from_observation=progress_from_observation)
 
 
 def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyLowLevel:

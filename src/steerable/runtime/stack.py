@@ -70,8 +70,10 @@ def build_high(spec: StackSpec) -> HighLevelModel | None:
         from steerable.runtime.vlm_planner import VLMPlanner
 
         return VLMPlanner.from_config(spec.vlm, recipe=spec.recipe)
+    # The scripted controller reports each command done; a learned low level does not, so the
+    # policy then reads progress from the observation.
     model: HighLevelModel = _policy_runtime().load_high_level(
-        spec.policy_path, spec.device, spec.observation)
+        spec.policy_path, spec.device, spec.observation, progress_from_observation=spec.low_level != "scripted")
     return model
 
 
