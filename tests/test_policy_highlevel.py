@@ -153,3 +153,24 @@ def test_run_evaluates_a_policy_on_its_training_mix_unless_told(oracle: Any, tmp
     assert json.loads(mine.stdout.strip().splitlines()[-1])["difficulty"] == "realistic"
     told = subprocess.run([*run, "--eval_difficulty", "easy"], capture_output=True, text=True, timeout=240)
     assert json.loads(told.stdout.strip().splitlines()[-1])["difficulty"] == "easy"
+
+
+def test_a_periodic_update_with_nothing_new_keeps_the_subtask_without_asking() -> None:
+    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.protocols import HighLevelRequest, LanguageContext, Observation
+
+    task = "put the red cube in the grey bin"
+    runner = _Scripted({"Write the plan.": "1. pick up the red cube\n2. place", "Plan:": "pick up the red cube"})
+    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    obs = Observation(state=np.zeros(4, np.float32))
+    first = high.update(HighLevelRequest("update", LanguageContext(task=task), obs))
+    ctx = LanguageContext(task=task, subtask=first.subtask, plan=first.plan)
+    runner.asked.clear()
+    steady = high.update(HighLevelRequest("update", ctx, obs))
+    assert runner.asked == [] and steady.subtask is None  # same context: the subtask stands
+    # A new plan (an interjection's) or the controller's "done" asks again.
+    revised = LanguageContext(task=task, subtask=first.subtask, plan="1. pick up the red cube\n2. place elsewhere")
+    assert high.update(HighLevelRequest("update", revised, obs)).subtask == "pick up the red cube"
+    runner.asked.clear()
+    high.update(HighLevelRequest("update", ctx, obs, controller_done=True))
+    assert runner.asked

@@ -112,12 +112,16 @@ class PolicyHighLevel:
         self.runner = runner
         self.generation = generation or GenerationConfig(max_new_tokens=48)
         self.last_subtask: str | None = None
+        # The (task, plan, memory) the last subtask was written from: asked again with the same
+        # context, the answer would only differ by the model's noise, so the subtask is kept.
+        self._written_from: tuple[str, str | None, str | None] | None = None
         # Under a low level that never reports a command done (the policy's own action expert),
         # progress is read from the observation: each update asks which step the scene is at.
         self.progress_from_observation = progress_from_observation
 
     def reset(self) -> None:
         self.last_subtask = None
+        self._written_from = None
 
     def _one(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
         return self.runner.generate([chat], observation, self.generation)[0]
@@ -138,6 +142,9 @@ class PolicyHighLevel:
         plan, memory = ctx.plan, ctx.memory
         new_plan = new_memory = None
         finished = ctx.subtask if request.controller_done else None
+        if not finished and ctx.subtask and ctx.subtask == self.last_subtask and \
+                self._written_from == (ctx.task, plan, memory):
+            return HighLevelUpdate()  # a periodic update with nothing new: the subtask stands
         if not plan:
             new_plan = plan = self._one(plan_prompt(ctx.task, memory), obs).text or None
         elif finished and _plan_steps(plan) == [_step(finished)]:
@@ -150,6 +157,7 @@ class PolicyHighLevel:
         if not subtask:
             raise ValueError("the policy generated an empty subtask")
         self.last_subtask = subtask
+        self._written_from = (ctx.task, plan, memory)
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
 
     def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
