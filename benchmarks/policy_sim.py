@@ -136,15 +136,16 @@ def both_levels(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[s
     flags = ("--policy.state_key", PRIVILEGED_KEYS, *shlex.split(args.both_train))
     policy, bc = args.work / "policy_privileged", args.work / "bc_privileged"
     (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
-    rows = [("train time, privileged policy", f"{_train(data, policy, *flags) / 60:.1f} min"),
-            ("train time, privileged BC", f"{_train(data, bc, '--recipe', str(args.work / 'bc.yaml'), *flags) / 60:.1f} min")]
+    times = {"policy": _train(data, policy, *flags), "BC": _train(data, bc, "--recipe", str(args.work / "bc.yaml"), *flags)}
+    rows = [(f"train time, privileged {name}", "(already trained)" if seconds != seconds else f"{seconds / 60:.1f} min")
+            for name, seconds in times.items()]
     if args.both_train:
         rows.append(("extra train flags", args.both_train))
     results: dict[str, Any] = {}
     for name, path, is_bc in (("policy", policy, False), ("bc", bc, True)):
         pick = pick_rate(path, args.both_episodes, args.pick_seconds, bc=is_bc)
-        rows.append((f"pick test, {name} low level", f"grasped {pick['grasp_rate']:.2f} of {args.both_episodes}, "
-                                                      f"closest {pick['closest_cm']:.1f} cm"))
+        rows.append((f"pick test, {name} low level", f"grasp rate {pick['grasp_rate']:.2f} over {args.both_episodes} "
+                                                      f"episodes, closest {pick['closest_cm']:.1f} cm on average"))
         results[f"pick_{name}"] = pick["grasp_rate"]
     extra = ("--observation", "privileged", "--max_seconds", str(args.both_seconds), "--workers", "1")
     runs = [("(a) scripted high / policy low", "scripted", policy, "a_scripted_policy"),
