@@ -12,6 +12,9 @@ the live context in the recipe's layout (`steerable.policy.inference`). Progress
 controller's done signal: the policy's own low level never gives one, so with both levels on the
 policy the subtask advances only as far as the model reads progress from the observation.
 Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed.
+Both read a state vector built from the checkpoint's state keys (`observation.state` from the robot
+state; `observation.environment_state`, the objects' true positions, only in the simulator with
+`--observation privileged`).
 """
 
 from __future__ import annotations
