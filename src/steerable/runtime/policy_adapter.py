@@ -19,6 +19,7 @@ state; `observation.environment_state`, the objects' true positions, only in the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,14 @@ class PolicyHighLevel:
     def _one(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
         return self.runner.generate([chat], observation, self.generation)[0]
 
+    def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> str:
+        """A subtask is one command line (as the recipe writes them): decoding stops at a line break."""
+        single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"))
+        text = str(self.runner.generate([chat], observation, single)[0].text or "").strip()
+        if not text:
+            raise ValueError("the policy generated an empty subtask")
+        return text
+
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         ctx = request.context
         obs = _observation(request.observation, self.runner)
@@ -156,9 +165,7 @@ class PolicyHighLevel:
         elif finished:
             new_memory = memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
             new_plan = plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or plan
-        subtask = self._one(subtask_prompt(ctx.task, plan, memory), obs).text
-        if not subtask:
-            raise ValueError("the policy generated an empty subtask")
+        subtask = self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
         self.last_subtask = subtask
         self._written_from = (ctx.task, plan, memory)
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
@@ -166,9 +173,7 @@ class PolicyHighLevel:
     def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
         """The step the observation shows (`progress_prompt`); when it moves on, the one before is
         finished: memory and plan are updated as after a reported "done"."""
-        subtask = self._one(progress_prompt(ctx.task), obs).text
-        if not subtask:
-            raise ValueError("the policy generated an empty subtask")
+        subtask = self._subtask(progress_prompt(ctx.task), obs)
         plan, memory = ctx.plan, ctx.memory
         new_plan = new_memory = None
         finished = ctx.subtask if ctx.subtask and _step(subtask) != _step(ctx.subtask) else None
