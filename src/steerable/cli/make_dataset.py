@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="share of episodes where a person redirects a placement mid-way and the robot follows "
-        "(default 0.3 with --with_language, else 0)",
+        "(default 0.5 with --with_language, else 0)",
     )
     parser.add_argument(
         "--privileged_state",

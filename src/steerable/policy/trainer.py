@@ -44,17 +44,17 @@ class TrainConfig:
     output_dir: Path
     recipe: str = "hierarchical"
     policy: dict[str, Any] = field(default_factory=dict)
-    steps: int = 1000
+    steps: int = 2500
     batch_size: int = 32
     lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_steps: int = 100
     grad_clip: float = 1.0
-    eval_every: int = 250
+    eval_every: int = 500
     eval_fraction: float = 0.1
     eval_batches: int = 4
     eval_text_cases: int = 64
-    save_every: int = 250
+    save_every: int = 500
     log_every: int = 25
     seed: int = 0
     device: str = "cpu"

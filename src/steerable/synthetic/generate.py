@@ -49,7 +49,7 @@ STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 # Who wrote the oracle language rows, as recorded in meta/info.json.
 ORACLE_PRODUCER = "synthetic:oracle"
 # Share of episodes with a mid-placement redirect when oracle language is written.
-DEFAULT_INTERJECTION_RATE = 0.3
+DEFAULT_INTERJECTION_RATE = 0.5
 # Purposes of the per-episode random streams besides the expert's own ([seed, episode]).
 _REDIRECT_STREAM, _RECORDING_STREAM, _LANGUAGE_STREAM = 1, 2, 3
 
@@ -146,7 +146,7 @@ def generate_synthetic(
 
     `difficulty`: "easy" (clean), "realistic" or "hard" (`steerable.synthetic.difficulty`).
     `with_language`: also write the ground truth as language columns (`steerable.synthetic.oracle`).
-    `interjection_rate`: share of episodes with a redirect (default 0.3 with language, else 0).
+    `interjection_rate`: share of episodes with a redirect (default 0.5 with language, else 0).
     `privileged_state`: also write every object's true position (`steerable.synthetic.privileged`)
     as `observation.environment_state`.
     """
