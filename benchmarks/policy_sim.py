@@ -78,7 +78,7 @@ def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[st
     held = PolicyDataset(ds, subtask_only, loaded.model.cfg, loaded.processor.image_size, state["eval_episodes"])
     stride = max(1, len(held) // max_cases)
     cases = text_cases(held[i] for i in range(0, len(held), stride))
-    result = exact_match(loaded.model, loaded.processor, cases)
+    result: dict[str, Any] = dict(exact_match(loaded.model, loaded.processor, cases))
     # Majority class of the *training* episodes, predicted for every held-out case.
     train_subtasks: Counter[str] = Counter()
     for ep in state["train_episodes"]:
