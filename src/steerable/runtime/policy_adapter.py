@@ -4,13 +4,13 @@ policy --low_level policy --policy.path CKPT`).
 It lives in the runtime, which imports the policy package (torch, transformers) only through this
 module, and only when a run asks for the policy (`runtime.stack` imports it lazily).
 
-High level (the `hierarchical` recipe's components): without a plan it writes one from the task;
-when the controller reports its command done, it writes the memory and the remaining plan after
-that subtask; then it writes the subtask from task + plan + memory. An interjection gets the
-revised plan and a spoken reply (`say`); a question gets a free answer. The prompts are built from
-the live context in the recipe's layout (`steerable.policy.inference`). Progress is read from the
-controller's done signal: the policy's own low level never gives one, so with both levels on the
-policy the subtask advances only as far as the model reads progress from the observation.
+High level (the `hierarchical` recipe's components): without a plan it writes one from the task
+and the memory; when the controller reports its command done, it writes the memory and the
+remaining plan after that subtask; then it writes the subtask from task + plan + memory (a periodic
+update with none of them changed keeps it). An interjection gets the revised plan and a spoken reply
+(`say`); a question gets a free answer. The prompts are built from the live context in the recipe's
+layout (`steerable.policy.inference`). The policy's own low level never reports a command done, so
+over it the high level reads progress from the observation (the `progress` component) instead.
 Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed.
 Both read a state vector built from the checkpoint's state keys (`observation.state` from the robot
 state; `observation.environment_state`, the objects' true positions, only in the simulator with
