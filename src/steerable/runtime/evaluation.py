@@ -25,7 +25,7 @@ from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.sim.env import SimEnv, task_kind
 from steerable.runtime.stack import StackSpec, build_high, build_low
 from steerable.synthetic.difficulty import get_difficulty
-from steerable.synthetic.oracle import interjection_phrases
+from steerable.synthetic.oracle import INTERJECTION_PHRASES
 from steerable.synthetic.tasks import Step
 from steerable.synthetic.world import WorldState
 from steerable.tools import load_tools
@@ -95,8 +95,8 @@ class EvalReport:
 def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -> tuple[int, str, str, bool] | None:
     """(step index, what the operator says, new target, stack) for a target change, or None if none fits.
 
-    The first step that is not a push is corrected: a placement to another receptacle, a stacking onto
-    a cube the task does not involve; the phrasing is drawn by `seed` from the synthetic data's.
+    The first step that is not a push is corrected: a placement to another receptacle (the phrasing
+    drawn by `seed` from the synthetic data's interjections), a stacking onto an uninvolved cube.
     """
     index = next((i for i, s in enumerate(steps) if not s.push), None)
     if index is None:
@@ -105,13 +105,12 @@ def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -
     involved = {s.cube for s in steps} | {s.target for s in steps if not s.push}
     if step.stack:
         others = [c.name for c in world.scene.cubes if c.name not in involved]
-    else:
-        others = [r.name for r in world.scene.receptacles if r.name != step.target]
+        return (index, f"no, put it on the {others[0]} instead", others[0], True) if others else None
+    others = [r.name for r in world.scene.receptacles if r.name != step.target]
     if not others:
         return None
-    phrases, _ = interjection_phrases(others[0])
-    said = phrases[seed % len(phrases)].format(cube=step.cube, old=step.target, new=others[0])
-    return index, said, others[0], step.stack
+    phrase = INTERJECTION_PHRASES[seed % len(INTERJECTION_PHRASES)]
+    return index, phrase.format(cube=step.cube, old=step.target, new=others[0]), others[0], False
 
 
 def run_episode(

@@ -278,9 +278,9 @@ class Expert:
             float(self.rng.uniform(0.6, 1.0)),
         )
         self.demo.redirects.append(Redirect(self.frame, target.cube, target.target, new_target))
-        self.demo.subtasks.append((self.frame, place_text(target.cube, new_target, target.stack)))
+        self.demo.subtasks.append((self.frame, place_text(target.cube, new_target)))
         self.hold(float(self.rng.uniform(0.3, 0.7)))  # hearing it and reacting
-        return place_position(self.state, Step(target.cube, new_target, stack=target.stack))
+        return place_position(self.state, Step(target.cube, new_target))
 
     def push(self, target: Step) -> None:
         i = self.state.scene.cube_index(target.cube)

@@ -20,10 +20,7 @@ from steerable.synthetic.commands import parse_command
 from steerable.synthetic.ground_truth import EpisodeTruth, Interjection
 from steerable.synthetic.tasks import TaskSpec
 
-__all__ = [
-    "INTERJECTION_PHRASES", "REPLY_PHRASES", "STACK_INTERJECTION_PHRASES", "STACK_REPLY_PHRASES", "episode_language",
-    "interjection_phrases", "memory_text", "plan_text",
-]
+__all__ = ["INTERJECTION_PHRASES", "REPLY_PHRASES", "episode_language", "memory_text", "plan_text"]
 
 INTERJECTION_PHRASES = (
     "Actually, put it in the {new} instead.",
@@ -36,26 +33,6 @@ REPLY_PHRASES = (
     "Sure, the {new} then.",
     "Got it, moving the {cube} to the {new}.",
 )
-# A stacking redirected onto another cube.
-STACK_INTERJECTION_PHRASES = (
-    "Actually, put it on the {new} instead.",
-    "No, not on the {old}. On the {new}.",
-    "Wait, the {cube} goes on the {new}.",
-    "Change of plan: stack it on the {new}, please.",
-)
-STACK_REPLY_PHRASES = (
-    "OK, I'll put the {cube} on the {new}.",
-    "Sure, on the {new} then.",
-    "Got it, stacking the {cube} on the {new}.",
-)
-
-
-def interjection_phrases(new_target: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(what the person says, what the robot replies) templates for a redirect to `new_target`:
-    onto a cube (a stacking) or into a receptacle."""
-    if new_target.endswith(" cube"):
-        return STACK_INTERJECTION_PHRASES, STACK_REPLY_PHRASES
-    return INTERJECTION_PHRASES, REPLY_PHRASES
 
 
 def _row(role: str, style: str, content: str, timestamp: float | None = None) -> dict[str, Any]:
@@ -110,9 +87,8 @@ def episode_language(task: TaskSpec, truth: EpisodeTruth, rng: np.random.Generat
         if turn is not None:
             remaining[0] = sub.text  # the interrupted placement becomes the new one
             values = {"cube": turn.cube, "old": turn.old_target, "new": turn.new_target}
-            asks, replies = interjection_phrases(turn.new_target)
-            said = asks[int(rng.integers(len(asks)))].format(**values)
-            reply = replies[int(rng.integers(len(replies)))].format(**values)
+            said = INTERJECTION_PHRASES[int(rng.integers(len(INTERJECTION_PHRASES)))].format(**values)
+            reply = REPLY_PHRASES[int(rng.integers(len(REPLY_PHRASES)))].format(**values)
             events.append((sub.start, _row("user", "interjection", said)))
             events.append((sub.start, speech_row(reply)))
         elif k > 0:

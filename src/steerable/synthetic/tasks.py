@@ -36,7 +36,7 @@ PUSH_DISTANCE = 0.08
 @dataclass(frozen=True)
 class Step:
     """Move `cube` onto `target`: a receptacle, another cube (`stack`), or push it in the direction
-    `target` (`push`). `redirect`: the receptacle (or, for a stacking, the cube) an interjection switches the placement to."""
+    `target` (`push`). `redirect`: the receptacle an interjection switches the placement to."""
 
     cube: str
     target: str
@@ -178,19 +178,13 @@ def _free_direction(
 
 
 def add_redirect(task: TaskSpec, scene: Scene, rng: np.random.Generator) -> TaskSpec:
-    """`task` with one placement redirected part way, if any can be: a receptacle placement to another
-    receptacle, a stacking onto a cube no step of the task involves (same text)."""
-    involved = {s.cube for s in task.steps} | {s.target for s in task.steps if s.stack}
+    """`task` with one receptacle placement redirected to another receptacle (same text), if any."""
+    candidates = [i for i, s in enumerate(task.steps) if not s.push and not s.stack]
     others = [r.name for r in scene.receptacles]
-    free_cubes = [c.name for c in scene.cubes if c.name not in involved]
-    candidates = [
-        i for i, s in enumerate(task.steps)
-        if not s.push and ((s.stack and free_cubes) or (not s.stack and len(others) >= 2))
-    ]
-    if not candidates:
+    if not candidates or len(others) < 2:
         return task
     i = candidates[int(rng.integers(len(candidates)))]
     step = task.steps[i]
-    choices = free_cubes if step.stack else [name for name in others if name != step.target]
+    choices = [name for name in others if name != step.target]
     new = replace(step, redirect=choices[int(rng.integers(len(choices)))])
     return TaskSpec(task.text, task.steps[:i] + (new,) + task.steps[i + 1 :])
