@@ -210,7 +210,9 @@ def main() -> None:
     for label, high, low, extra in runs:
         started = time.perf_counter()
         try:
-            report = _run_eval(checkpoint, high, low, args.eval_episodes, *extra)
+            # The ceiling has no policy to take the task mix from: every run names it.
+            report = _run_eval(checkpoint, high, low, args.eval_episodes, "--eval_difficulty", args.difficulty,
+                               *extra)
         except SystemExit as exc:
             rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
             continue
