@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 from shared_data import shared_dataset
+
+# A shell that starts `make test` in the background (`cmd &` without job control) hands it SIGINT
+# ignored, and exec passes that on: the Ctrl-C tests' subprocesses would never see their SIGINT.
+# A handled signal is reset to the default at exec, so install Python's own handler here.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 
