@@ -151,20 +151,16 @@ class PolicyHighLevel:
             return HighLevelUpdate(answer=reply.text)
         if self.progress_from_observation:
             return self._observed_update(ctx, obs)
-        plan, memory = ctx.plan, ctx.memory
-        new_plan = new_memory = None
         finished = ctx.subtask if request.controller_done else None
         if not finished and ctx.subtask and ctx.subtask == self.last_subtask and \
-                self._written_from == (ctx.task, plan, memory):
+                self._written_from == (ctx.task, ctx.plan, ctx.memory):
             return HighLevelUpdate()  # a periodic update with nothing new: the subtask stands
-        if not plan:
-            new_plan = plan = self._one(plan_prompt(ctx.task, memory), obs).text or None
-        elif finished and _plan_steps(plan) == [_step(finished)]:
+        if finished and ctx.plan and _plan_steps(ctx.plan) == [_step(finished)]:
             # The plan lists the remaining steps: finishing the only one left finishes the task.
             return HighLevelUpdate(task_done=True)
-        elif finished:
-            new_memory = memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
-            new_plan = plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or plan
+        new_plan, new_memory = self._rewrite(ctx, finished, obs)
+        plan = new_plan or ctx.plan
+        memory = new_memory if finished and ctx.plan else ctx.memory
         subtask = self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
         self.last_subtask = subtask
         self._written_from = (ctx.task, plan, memory)
@@ -174,16 +170,20 @@ class PolicyHighLevel:
         """The step the observation shows (`progress_prompt`); when it moves on, the one before is
         finished: memory and plan are updated as after a reported "done"."""
         subtask = self._subtask(progress_prompt(ctx.task), obs)
-        plan, memory = ctx.plan, ctx.memory
-        new_plan = new_memory = None
         finished = ctx.subtask if ctx.subtask and _step(subtask) != _step(ctx.subtask) else None
-        if not plan:
-            new_plan = self._one(plan_prompt(ctx.task, memory), obs).text or None
-        elif finished:
-            new_memory = self._one(memory_prompt(ctx.task, memory, finished), obs).text or None
-            new_plan = self._one(plan_update_prompt(ctx.task, plan, finished), obs).text or None
+        new_plan, new_memory = self._rewrite(ctx, finished, obs)
         self.last_subtask = subtask
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
+
+    def _rewrite(self, ctx: Any, finished: str | None, obs: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(plan, memory) newly written, None where nothing was: without a plan, one from task + memory;
+        after the subtask `finished`, the memory and the plan that remains."""
+        if not ctx.plan:
+            return self._one(plan_prompt(ctx.task, ctx.memory), obs).text or None, None
+        if not finished:
+            return None, None
+        memory = self._one(memory_prompt(ctx.task, ctx.memory, finished), obs).text or None
+        return self._one(plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
 
 
 class PolicyLowLevel:
