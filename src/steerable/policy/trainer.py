@@ -107,9 +107,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.threads is not None or model.cfg.is_tiny:
         # A tiny model gains nothing from intra-op threads, and on a busy machine they spin-wait.
         torch.set_num_threads(cfg.threads or 1)
+    # A resumed run keeps the repeat it started with: the data order depends on it.
+    event_repeat = int(built.state.get("event_repeat", cfg.event_repeat))
     train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
-                               event_repeat=int(built.state.get("event_repeat", cfg.event_repeat)))
-    train_data_repeat = int(built.state.get("event_repeat", cfg.event_repeat))
+                               event_repeat=event_repeat)
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
@@ -168,7 +169,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
-                         event_repeat=train_data_repeat)
+                         event_repeat=event_repeat)
             last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
                                    trainer_state=state, trained_on=provenance)
     if bar is not None:
