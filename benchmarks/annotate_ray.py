@@ -18,10 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,24 +26,11 @@ from typing import Any
 
 import ray
 
+from annotate import start_server  # benchmarks/annotate.py: the test server, one per call
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.run import annotate
 from steerable.annotate.summary import RunSummary
 from steerable.distributed import RayExecutor
-
-
-def start_server(latency: float, capacity: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "steerable.testing.server", "--port", "0", "--latency", str(latency),
-         "--capacity", str(capacity), "--responder", "plausible"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    match = re.search(r"(http://\S+)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("test server did not start")
-    return proc, match.group(1)
 
 
 def run_case(src: Path, work: Path, urls: list[str], *, workers: int | None, concurrency: int) -> tuple[RunSummary, float]:
