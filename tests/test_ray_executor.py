@@ -21,6 +21,7 @@ import pytest
 import ray
 
 from annotate_helpers import copy_dataset, make_synthetic
+from process_helpers import pid_alive
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.run import annotate
 from steerable.annotate.summary import RunSummary
@@ -165,9 +166,9 @@ def test_each_actor_launches_its_own_vllm_replica(
     assert _language(root) == _language(local_run[0])
     for _, pid, _ in launches:  # each actor stopped its replica at the end of the run
         deadline = time.monotonic() + 10
-        while _alive(int(pid)) and time.monotonic() < deadline:
+        while pid_alive(int(pid)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(int(pid)), f"replica {pid} still running"
+        assert not pid_alive(int(pid)), f"replica {pid} still running"
 
 
 def test_replica_ports_do_not_collide() -> None:
@@ -177,14 +178,6 @@ def test_replica_ports_do_not_collide() -> None:
     assert replica_settings(vlm, 0, 1) == {"serve_port": 9000, "log_dir": Path("/logs/worker-0")}
     assert replica_settings(vlm, 1, 2)["serve_port"] == 9002  # two GPUs each: one replica per GPU
     assert replica_settings(vlm.model_copy(update={"parallel_servers": 1, "log_dir": None}), 3, 4) == {"serve_port": 9003}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _finished(staging: Path) -> dict[int, dict[str, tuple[int, int]]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from process_helpers import pid_alive
 from steerable.errors import ConfigError, VLMError
 from steerable.vlm import VLMConfig, make_vlm, open_vlm, resolve_backend
 from steerable.vlm.launcher import VLLMLauncher, detect_gpus, plan_replicas
@@ -90,14 +91,6 @@ def _config(tmp_path: Path, replicas: int = 1, **overrides: Any) -> VLMConfig:
     return VLMConfig(**settings)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_two_replicas_one_per_gpu_serve_and_stop(
     fake_vllm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,7 +115,7 @@ def test_two_replicas_one_per_gpu_serve_and_stop(
     logs = [(tmp_path / "logs" / f"vllm-replica-{i}.log").read_text() for i in range(2)]
     assert "serve tiny-vlm --host 127.0.0.1" in logs[0] and "--tensor-parallel-size 1" in logs[0]
     assert "GPUS=0" in logs[0] and "GPUS=1" in logs[1]
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(pid_alive(pid) for pid in pids)
 
 
 def test_open_vlm_launches_checks_and_stops_the_replicas(
@@ -169,7 +162,7 @@ def test_replica_that_never_gets_ready_times_out_and_is_stopped(
 
     with pytest.raises(VLMError, match="not ready after 1s.*serve_ready_timeout_s.*vllm-replica-0.log"):
         asyncio.run(scenario())
-    assert not _alive(pids[0])
+    assert not pid_alive(pids[0])
 
 
 def test_replica_ignoring_sigint_is_killed_after_the_grace_period(
@@ -183,7 +176,7 @@ def test_replica_ignoring_sigint_is_killed_after_the_grace_period(
             return launcher.pids[0]
 
     pid = asyncio.run(scenario())
-    assert not _alive(pid)
+    assert not pid_alive(pid)
 
 
 def test_ctrl_c_stops_the_replicas(fake_vllm: Path, tmp_path: Path) -> None:
@@ -212,14 +205,14 @@ def test_ctrl_c_stops_the_replicas(fake_vllm: Path, tmp_path: Path) -> None:
         line = proc.stdout.readline()
         assert line.startswith("READY"), line
         replica = int(line.split()[1])
-        assert _alive(replica)
+        assert pid_alive(replica)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert not _alive(replica)
+    assert not pid_alive(replica)
 
 
 def test_missing_vllm_command_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
