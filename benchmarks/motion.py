@@ -30,20 +30,21 @@ from pathlib import Path
 
 import numpy as np
 
-from steerable.annotate.modules.motion import (
-    MotionConfig,
-    detect_keystates,
-    find_dims,
-    heuristic_subtasks,
-    motion_rows,
-    snap_boundaries,
-)
+from steerable.annotate.modules.motion import MotionConfig
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
 from steerable.eval.gold import Segment
 from steerable.eval.labels import make_label_matcher
 from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
 from steerable.eval.report import evaluate_segments
+from steerable.motion import (
+    MotionParams,
+    detect_keystates,
+    find_dims,
+    heuristic_subtasks,
+    motion_rows,
+    snap_boundaries,
+)
 from steerable.synthetic import generate_synthetic, read_ground_truth, record_episode
 from steerable.synthetic.difficulty import HARD, Difficulty
 from steerable.synthetic.generate import STATE_NAMES
@@ -108,13 +109,13 @@ HEADER = [
 
 
 def evaluate(
-    root: Path, config: MotionConfig, jitter: float, tolerance: float, seed: int, noise: float
+    root: Path, params: MotionParams, jitter: float, tolerance: float, seed: int, noise: float
 ) -> Tally:
     """Score every episode of one synthetic dataset, after adding sensor noise of `noise` x NOISE_STD."""
     ds = open_dataset(root)
     truth = read_ground_truth(root)
     stats = json.loads((root / "meta" / "stats.json").read_text())
-    dims = find_dims(ds.features, config, stats)
+    dims = find_dims(ds.features, params, stats)
     rng = np.random.default_rng(seed + 1000)
     noise_rng = np.random.default_rng(seed + 2000)
     tally = Tally()
@@ -125,11 +126,11 @@ def evaluate(
         state = feature_matrix(table, dims.state_key or "").astype(np.float64)
         state += noise_rng.normal(0.0, 1.0, size=state.shape) * NOISE_STD * noise
         start = time.perf_counter()
-        keystates = detect_keystates(ts, state, dims, config)
-        motion_rows(ts, state, dims, config)
+        keystates = detect_keystates(ts, state, dims, params)
+        motion_rows(ts, state, dims, params)
         rows = {
             g: heuristic_subtasks(
-                ts, keystates, gt.task, granularity=g, state=state, dims=dims, config=config
+                ts, keystates, gt.task, granularity=g, state=state, dims=dims, params=params
             )
             for g in ("fine", "coarse")
         }
@@ -170,13 +171,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--jitter", type=float, default=0.6)
     parser.add_argument("--tolerance", type=float, default=0.6)
-    parser.add_argument("--config", type=str, default="{}", help="MotionConfig fields as JSON")
+    parser.add_argument("--config", type=str, default="{}", help="--motion.* settings (MotionConfig) as JSON")
     parser.add_argument("--level_episodes", type=int, default=20, help="episodes per seed in table 2")
     parser.add_argument("--tune_seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--heldout_seeds", type=int, nargs="+", default=[100, 101, 102, 103, 104])
     args = parser.parse_args()
     # The synthetic gripper.pos is 0 = open .. 1 = closed, the reverse of most real arms.
-    config = MotionConfig(**{"gripper_closed_is_high": True, **json.loads(args.config)})
+    params = MotionConfig(**{"gripper_closed_is_high": True, **json.loads(args.config)}).params()
     total, noisy = Tally(), Tally()
     lines = [HEADER]
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,10 +185,10 @@ def main() -> None:
             root = generate_synthetic(
                 Path(tmp) / f"seed{seed}", episodes=args.episodes, cameras=("top",), seed=seed
             )
-            tally = evaluate(root, config, args.jitter, args.tolerance, seed, noise=0.0)
+            tally = evaluate(root, params, args.jitter, args.tolerance, seed, noise=0.0)
             total.add(tally)
             lines.append(tally.row(str(seed)))
-            noisy.add(evaluate(root, config, args.jitter, args.tolerance, seed, noise=1.0))
+            noisy.add(evaluate(root, params, args.jitter, args.tolerance, seed, noise=1.0))
     lines.append(total.row("all"))
     lines.append(noisy.row("all+noise"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
@@ -199,7 +200,7 @@ def main() -> None:
         f"jitter +-{args.jitter} s, snap tolerance {args.tolerance} s; {total.episodes} episodes; "
         f"+noise adds {NOISE_STD.tolist()} std to (ee.x, ee.y, ee.z, gripper.pos)\n"
     )
-    levels = level_table(config, args.level_episodes, args.tune_seeds, args.heldout_seeds)
+    levels = level_table(params, args.level_episodes, args.tune_seeds, args.heldout_seeds)
     print(
         f"RESULT keystate_precision={final['key P']} keystate_recall={final['key R']} keystate_f1={final['key F1']} "
         f"seg_f1_fine={final['F1 fine']} seg_f1_coarse={final['F1 coarse']} seg_f1_uniform={final['F1 unif']} "
@@ -243,11 +244,11 @@ LEVEL_ROWS = (
 
 
 def level_scores(
-    level: str, seeds: list[int], episodes: int, config: MotionConfig, redirects: float = 0.0
+    level: str, seeds: list[int], episodes: int, params: MotionParams, redirects: float = 0.0
 ) -> tuple[dict[str, dict[str, float]], float]:
     """steerable.eval metrics of the coarse heuristic, keystates only vs with the path; keystate F1."""
     features = {"observation.state": {"dtype": "float32", "shape": [4], "names": STATE_NAMES}}
-    dims = find_dims(features, config, None)
+    dims = find_dims(features, params, None)
     pred: dict[str, dict[int, list[Segment]]] = {"keys": {}, "path": {}}
     gold: dict[int, list[Segment]] = {}
     matched = predicted = true = 0
@@ -256,10 +257,10 @@ def level_scores(
             task, rec, truth = record_episode(seed, ep, 15, EXTRA_LEVELS.get(level, level), redirects)
             ts = (np.arange(len(rec.ticks)) / 15).astype(np.float32)
             state = rec.state.astype(np.float64)
-            keystates = detect_keystates(ts, state, dims, config)
+            keystates = detect_keystates(ts, state, dims, params)
             key = seed * 10_000 + ep
             gold[key] = [Segment(s.start, s.end, s.text) for s in truth.subtasks]
-            for method, extra in (("keys", {}), ("path", {"state": state, "dims": dims, "config": config})):
+            for method, extra in (("keys", {}), ("path", {"state": state, "dims": dims, "params": params})):
                 rows = heuristic_subtasks(ts, keystates, task.text, granularity="coarse", **extra)  # type: ignore[arg-type]
                 spans = spans_from_starts([r["timestamp"] for r in rows], float(ts[-1]))
                 pred[method][key] = [
@@ -275,7 +276,7 @@ def level_scores(
     return scores, 2 * matched / (predicted + true) if predicted + true else 1.0
 
 
-def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: list[int]) -> dict[str, float]:
+def level_table(params: MotionParams, episodes: int, tune: list[int], heldout: list[int]) -> dict[str, float]:
     """Print table 2; return the figures for the RESULT line."""
     header = ["level", "seeds", "key F1"]
     for _, title in LEVEL_METRICS:
@@ -284,7 +285,7 @@ def level_table(config: MotionConfig, episodes: int, tune: list[int], heldout: l
     result: dict[str, float] = {}
     for level, which, redirects in LEVEL_ROWS:
         seeds = tune if which == "tune" else heldout
-        scores, key_f1 = level_scores(level, seeds, episodes, config, redirects)
+        scores, key_f1 = level_scores(level, seeds, episodes, params, redirects)
         name = f"{level}+redirects" if redirects else level
         line = [name, f"{which} {','.join(map(str, seeds))}", f"{key_f1:.3f}"]
         for metric, _ in LEVEL_METRICS:

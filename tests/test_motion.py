@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from steerable.annotate.modules.motion import (
+from steerable.annotate.modules.motion import MotionConfig
+from steerable.dataset import open_dataset
+from steerable.dataset.frames import feature_matrix
+from steerable.errors import ConfigError
+from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
+from steerable.motion import (
     DimSelection,
     Keystate,
-    MotionConfig,
+    MotionParams,
     detect_keystates,
     find_dims,
     heuristic_subtasks,
@@ -19,10 +27,7 @@ from steerable.annotate.modules.motion import (
     primitive_segments,
     snap_boundaries,
 )
-from steerable.dataset import open_dataset
-from steerable.dataset.frames import feature_matrix
-from steerable.errors import ConfigError
-from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1, spans_from_starts
+from steerable.synthetic import generate_synthetic, read_ground_truth
 
 FPS = 15
 EE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.pos"]
@@ -30,7 +35,7 @@ EE_FEATURES: dict[str, dict] = {
     "observation.state": {"dtype": "float32", "shape": [4], "names": EE_NAMES},
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
 }
-CLOSED_HIGH = MotionConfig(gripper_closed_is_high=True)
+CLOSED_HIGH = MotionParams(gripper_closed_is_high=True)
 # (seconds, ee target x/y/z, gripper 0 = open .. 1 = closed): reach left, descend, grasp, lift,
 # carry forward, hold, descend, release, rise, hold.
 PLAN = [
@@ -73,19 +78,19 @@ def texts(rows: list[dict]) -> list[str]:
 
 
 def test_finds_cartesian_end_effector_and_gripper_by_name() -> None:
-    dims = find_dims(EE_FEATURES, MotionConfig())
+    dims = find_dims(EE_FEATURES, MotionParams())
     assert dims.state_key == "observation.state"
     assert dims.kind == "cartesian" and dims.axes == ["x", "y", "z"] and dims.position == [0, 1, 2]
     assert dims.gripper == [3]
     assert dims.grippers[0].closed_is_high is False  # position-like names: larger means more open
     closure = {"state": {"dtype": "float64", "shape": [2], "names": ["tcp.pos.x", "gripper_closedness"]}}
-    assert find_dims(closure, MotionConfig()).grippers[0].closed_is_high is True
+    assert find_dims(closure, MotionParams()).grippers[0].closed_is_high is True
 
 
 def test_joint_arm_names_and_motor_dict_layout() -> None:
     names = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "gripper.pos"]
     features = {"action": {"dtype": "float32", "shape": [5], "names": {"motors": names}}}
-    dims = find_dims(features, MotionConfig())
+    dims = find_dims(features, MotionParams())
     assert dims.state_key == "action"  # no state feature: the action is read instead
     assert dims.kind == "joint" and dims.gripper == [4] and dims.position == [0, 1, 2, 3]
     assert dims.groups == ["shoulder", "shoulder", "elbow", "wrist"]
@@ -95,7 +100,7 @@ def test_bimanual_grippers_and_stats_ranges() -> None:
     names = ["left_waist", "left_elbow", "left_gripper", "right_waist", "right_elbow", "right_gripper"]
     features = {"observation.state": {"dtype": "float32", "shape": [6], "names": names}}
     stats = {"observation.state": {"min": [0, 0, 0.1, 0, 0, 0.2], "max": [1, 1, 0.9, 1, 1, 0.8]}}
-    dims = find_dims(features, MotionConfig(), stats)
+    dims = find_dims(features, MotionParams(), stats)
     assert [(g.name, g.dims, g.low, g.high) for g in dims.grippers] == [
         ("left gripper", [2], 0.1, 0.9),
         ("right gripper", [5], 0.2, 0.8),
@@ -104,16 +109,16 @@ def test_bimanual_grippers_and_stats_ranges() -> None:
 
 def test_overrides_and_their_errors() -> None:
     dims = find_dims(
-        EE_FEATURES, MotionConfig(gripper_dims=[], position_dims=["ee.z", 0], position_kind="joint")
+        EE_FEATURES, MotionParams(gripper_dims=(), position_dims=("ee.z", 0), position_kind="joint")
     )
     assert dims.grippers == [] and dims.position == [2, 0] and dims.kind == "joint"
     assert any("--motion.gripper_dims" in note for note in dims.notes)
     with pytest.raises(ConfigError, match=r"motion\.gripper_dims: 'claw' is not a dimension"):
-        find_dims(EE_FEATURES, MotionConfig(gripper_dims=["claw"]))
+        find_dims(EE_FEATURES, MotionParams(gripper_dims=("claw",)))
     with pytest.raises(ConfigError, match=r"motion\.position_dims: index 9 is out of range"):
-        find_dims(EE_FEATURES, MotionConfig(position_dims=[9]))
+        find_dims(EE_FEATURES, MotionParams(position_dims=(9,)))
     with pytest.raises(ConfigError, match=r"motion\.state_key: 'obs' is not a float vector feature"):
-        find_dims(EE_FEATURES, MotionConfig(state_key="obs"))
+        find_dims(EE_FEATURES, MotionParams(state_key="obs"))
 
 
 def test_config_errors_name_the_key() -> None:
@@ -125,11 +130,33 @@ def test_config_errors_name_the_key() -> None:
         MotionConfig(gripper_dims=["gripper.pos", "gripper.pos"])
 
 
+def test_the_flags_map_onto_the_library_parameters() -> None:
+    module_only = {"enabled", "subtask_granularity"}
+    assert set(MotionConfig.model_fields) - module_only == {f.name for f in fields(MotionParams)}
+    assert MotionConfig().params() == MotionParams()  # the same defaults
+    config = MotionConfig(gripper_dims=["gripper.pos"], position_dims=[0, "ee.y"], smoothing_s=0.5)
+    assert config.params() == MotionParams(
+        gripper_dims=("gripper.pos",), position_dims=(0, "ee.y"), smoothing_s=0.5
+    )
+
+
+def test_the_motion_library_imports_no_annotation_engine() -> None:
+    code = (
+        "import pkgutil, sys, importlib, steerable.motion as m\n"
+        "for info in pkgutil.iter_modules(m.__path__):\n"
+        "    importlib.import_module(f'steerable.motion.{info.name}')\n"
+        "bad = sorted(n for n in sys.modules if n.startswith(('steerable.annotate', 'steerable.vlm')))\n"
+        "assert not bad, bad\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_no_vector_feature_is_a_note_not_a_crash() -> None:
-    dims = find_dims({"timestamp": {"dtype": "float32", "shape": [1]}}, MotionConfig())
+    dims = find_dims({"timestamp": {"dtype": "float32", "shape": [1]}}, MotionParams())
     assert dims.state_key is None and dims.kind == "none" and dims.notes
     ts = np.arange(10, dtype=np.float32) / FPS
-    assert motion_rows(ts, np.zeros((10, 0)), dims, MotionConfig()) == []
+    assert motion_rows(ts, np.zeros((10, 0)), dims, MotionParams()) == []
 
 
 @pytest.mark.parametrize("frames", [0, 1, 2])
@@ -203,7 +230,7 @@ def test_motion_rows_read_like_the_script() -> None:
     assert all(r["timestamp"] in stored for r in rows) and rows[0]["timestamp"] == float(ts[0])
     keystates = detect_keystates(ts, state, dims, CLOSED_HIGH)
     assert motion_rows(ts, state, dims, CLOSED_HIGH, keystates=keystates) == rows
-    flipped = MotionConfig(gripper_closed_is_high=True, flip_y=True, flip_x=True)
+    flipped = MotionParams(gripper_closed_is_high=True, flip_y=True, flip_x=True)
     assert texts(motion_rows(ts, state, dims, flipped))[1:6:4] == ["move right", "move back"]
 
 
@@ -224,8 +251,8 @@ def test_primitives_are_debounced_and_deterministic_under_noise() -> None:
 
 def test_wrong_polarity_is_fixed_by_the_flag() -> None:
     ts, state = scripted()
-    auto = find_dims(EE_FEATURES, MotionConfig())  # "gripper.pos" reads as larger = more open
-    assert "open gripper" in texts(motion_rows(ts, state, auto, MotionConfig()))[:5]
+    auto = find_dims(EE_FEATURES, MotionParams())  # "gripper.pos" reads as larger = more open
+    assert "open gripper" in texts(motion_rows(ts, state, auto, MotionParams()))[:5]
     fixed = find_dims(EE_FEATURES, CLOSED_HIGH)
     assert "close gripper" in texts(motion_rows(ts, state, fixed, CLOSED_HIGH))[:5]
 
@@ -309,11 +336,11 @@ def test_metrics() -> None:
 # --- real and synthetic datasets ---------------------------------------------------------------
 
 
-def run_dataset(root: Path, config: MotionConfig) -> tuple[DimSelection, list[tuple[np.ndarray, np.ndarray]]]:
+def run_dataset(root: Path, params: MotionParams) -> tuple[DimSelection, list[tuple[np.ndarray, np.ndarray]]]:
     """The dims of a dataset (with its stats) and every episode's (timestamps, state)."""
     ds = open_dataset(root)
     stats = json.loads((root / "meta" / "stats.json").read_text())
-    dims = find_dims(ds.features, config, stats)
+    dims = find_dims(ds.features, params, stats)
     episodes = []
     for ep in ds.episodes:
         table = ds.read_episode(ep.episode_index, ["timestamp", dims.state_key or ""])
@@ -324,15 +351,15 @@ def run_dataset(root: Path, config: MotionConfig) -> tuple[DimSelection, list[tu
 
 
 def test_real_so101_arm_with_gripper(so101: Path) -> None:
-    config = MotionConfig()
-    dims, episodes = run_dataset(so101, config)
+    params = MotionParams()
+    dims, episodes = run_dataset(so101, params)
     assert dims.gripper == [5] and dims.kind == "joint"
     for ts, state in episodes:
-        keystates = detect_keystates(ts, state, dims, config)
+        keystates = detect_keystates(ts, state, dims, params)
         kinds = [k.kind for k in keystates]
         # Open to approach, close on the cube, open to drop it, close back to rest.
         assert [k for k in kinds if k != "pause"] == ["gripper_open", "gripper_close"] * 2
-        rows = motion_rows(ts, state, dims, config)
+        rows = motion_rows(ts, state, dims, params)
         assert texts(rows)[0] == "hold still" and "close gripper" in texts(rows)
         assert all(t.startswith(("move ", "hold", "close", "open", "lift")) for t in texts(rows))
         assert texts(heuristic_subtasks(ts, keystates, "pick", granularity="coarse")) == [
@@ -342,14 +369,14 @@ def test_real_so101_arm_with_gripper(so101: Path) -> None:
 
 
 def test_real_lingzu_without_gripper_gives_notes_and_joint_rows(lingzu: Path) -> None:
-    config = MotionConfig()
-    dims, episodes = run_dataset(lingzu, config)
+    params = MotionParams()
+    dims, episodes = run_dataset(lingzu, params)
     notes = " ".join(dims.notes)
     assert "dexterous hand" in notes and "no gripper dimension in 'state'" in notes
     for ts, state in episodes:
-        keystates = detect_keystates(ts, state, dims, config)
+        keystates = detect_keystates(ts, state, dims, params)
         assert all(k.kind == "pause" for k in keystates)
-        rows = texts(motion_rows(ts, state, dims, config))
+        rows = texts(motion_rows(ts, state, dims, params))
         assert "move right arm" in rows and "hold still" in rows
         assert all(r == "hold still" or r.startswith("move ") for r in rows)
         subtasks = texts(heuristic_subtasks(ts, keystates, "lingzu teleoperation"))
@@ -357,9 +384,8 @@ def test_real_lingzu_without_gripper_gives_notes_and_joint_rows(lingzu: Path) ->
 
 
 def test_synthetic_keystates_match_truth_and_snapping_helps(tmp_path: Path) -> None:
-    synthetic = pytest.importorskip("steerable.synthetic")
-    root = synthetic.generate_synthetic(tmp_path / "syn", episodes=6, cameras=("top",), seed=11)
-    truth = synthetic.read_ground_truth(root)
+    root = generate_synthetic(tmp_path / "syn", episodes=6, cameras=("top",), seed=11)
+    truth = read_ground_truth(root)
     dims, episodes = run_dataset(root, CLOSED_HIGH)
     rng = np.random.default_rng(0)
     matched = predicted = true = 0

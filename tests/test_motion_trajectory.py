@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from steerable.annotate.modules.motion import MotionConfig, detect_keystates, find_dims, heuristic_subtasks
-from steerable.annotate.modules.motion.subtasks import PICK, PLACE, PUSH
-from steerable.annotate.modules.motion.trajectory import Trajectory
 from steerable.eval.gold import Segment
 from steerable.eval.labels import make_label_matcher
 from steerable.eval.metrics import spans_from_starts
 from steerable.eval.report import evaluate_segments
+from steerable.motion import MotionParams, detect_keystates, find_dims, heuristic_subtasks
+from steerable.motion.subtasks import PICK, PLACE, PUSH
+from steerable.motion.trajectory import Trajectory
 from steerable.synthetic import record_episode
 from steerable.synthetic.generate import STATE_NAMES
 from steerable.synthetic.ground_truth import EpisodeTruth
 
 FPS = 15
 FEATURES = {"observation.state": {"dtype": "float32", "shape": [4], "names": STATE_NAMES}}
-CONFIG = MotionConfig(gripper_closed_is_high=True)
-DIMS = find_dims(FEATURES, CONFIG, None)
+PARAMS = MotionParams(gripper_closed_is_high=True)
+DIMS = find_dims(FEATURES, PARAMS, None)
 # Held out: the thresholds were tuned on seeds 0-2 (benchmarks/motion.py).
 HELD_OUT = (100, 101)
 
@@ -30,8 +30,8 @@ def _annotate(
     task, rec, truth = record_episode(seed, episode, FPS, level)
     ts = (np.arange(len(rec.ticks)) / FPS).astype(np.float32)
     state = rec.state.astype(np.float64)
-    keystates = detect_keystates(ts, state, DIMS, CONFIG)
-    extra = {"state": state, "dims": DIMS, "config": CONFIG} if with_path else {}
+    keystates = detect_keystates(ts, state, DIMS, PARAMS)
+    extra = {"state": state, "dims": DIMS, "params": PARAMS} if with_path else {}
     return heuristic_subtasks(ts, keystates, task.text, granularity="coarse", **extra), truth, ts
 
 
@@ -108,12 +108,12 @@ def test_joint_space_robots_fall_back_to_pauses() -> None:
             "names": ["shoulder.pos", "elbow.pos", "gripper.pos"],
         }
     }
-    dims = find_dims(features, MotionConfig(), None)
+    dims = find_dims(features, MotionParams(), None)
     t = np.arange(60) / FPS
     state = np.stack([np.sin(t), np.cos(t), np.where(t > 2, 0.0, 1.0)], axis=1)
     path = Trajectory(t.astype(np.float32), state, dims, smoothing_s=0.2, onset_speed_ratio=0.25)
     assert dims.kind == "joint" and not path.cartesian
     assert path.set_off(0, 60) is None and path.contacts([], 0.1) == []
-    keystates = detect_keystates(t.astype(np.float32), state, dims, MotionConfig())
+    keystates = detect_keystates(t.astype(np.float32), state, dims, MotionParams())
     with_path = heuristic_subtasks(t, keystates, "x", state=state, dims=dims, granularity="coarse")
     assert with_path == heuristic_subtasks(t, keystates, "x", granularity="coarse")

@@ -1,8 +1,8 @@
 """The state/action plot data of one episode: the series, which dims are grippers, and keystates.
 
-Gripper dims and keystates come from the no-model motion annotator's own functions (the same rules
-that wrote the motion rows), imported lazily; motion rows naming a gripper action stand in for the
-keystates when the annotator finds none.
+Gripper dims and keystates come from the motion library (`steerable.motion`: the same rules that
+wrote the motion rows, with the `--motion.*` defaults); motion rows naming a gripper action stand in
+for the keystates when it finds none.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.frames import feature_matrix, vector_names
 from steerable.errors import SteerableError
 from steerable.language.rows import Row
+from steerable.motion import MotionParams, detect_keystates, find_dims
 
 __all__ = ["MAX_POINTS", "plot_data", "vector_features"]
 
@@ -54,19 +55,15 @@ def plot_data(
     stride = max(1, -(-len(timestamps) // MAX_POINTS))
     grippers: set[str] = set()
     keystates: list[dict[str, Any]] = []
-    # The motion annotator's own rules mark the plot; imported here to keep the annotation engine
-    # (and the VLM client under it) out of the viewer's start-up.
-    from steerable.annotate.modules import motion
-
     if table is not None:
         try:
-            config = motion.MotionConfig()
-            dims = motion.find_dims(ds.features, config, ds.stats)
+            params = MotionParams()
+            dims = find_dims(ds.features, params, ds.stats)
             if dims.state_key is not None:
                 state = feature_matrix(ds.read_episode(ep.episode_index, [dims.state_key]), dims.state_key)
                 names = vector_names(ds.features[dims.state_key], state.shape[1])
                 grippers = {names[i] for g in dims.grippers for i in g.dims}
-                for k in motion.detect_keystates(timestamps, state.astype(np.float64), dims, config):
+                for k in detect_keystates(timestamps, state.astype(np.float64), dims, params):
                     keystates.append({"t": float(k.time), "kind": str(k.kind), "source": k.source})
         except (SteerableError, ValueError, KeyError, IndexError) as exc:
             logger.warning("episode %d: no keystates (%s)", ep.episode_index, exc)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from dataclasses import fields
+from typing import ClassVar
 
 from pydantic import ConfigDict, Field, model_validator
 
 from steerable.annotate.module import ModuleSettings
+from steerable.motion.params import DimRef, Granularity, MotionParams, PositionKind
 
-__all__ = ["DimRef", "Granularity", "MotionConfig"]
-
-DimRef = str | int
-Granularity = Literal["coarse", "fine"]
+__all__ = ["MotionConfig"]
 
 
 class MotionConfig(ModuleSettings):
@@ -19,6 +18,8 @@ class MotionConfig(ModuleSettings):
 
     Every time is in seconds and every ratio is relative to the episode itself, so one setting
     works across robots whose state is in metres, radians, degrees or normalised motor units.
+    The motion library takes them as `MotionParams` (`params()`): every field but `enabled` and
+    `subtask_granularity`, with the same names and defaults.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -37,7 +38,7 @@ class MotionConfig(ModuleSettings):
     """Gripper dimensions of the feature by name or index; None finds them by name, [] means none."""
     position_dims: list[DimRef] | None = None
     """End-effector (x, y, z in that order) or joint dimensions; None finds them by name."""
-    position_kind: Literal["auto", "cartesian", "joint"] = "auto"
+    position_kind: PositionKind = "auto"
     """How to describe motion; auto is cartesian when the position names end in x/y/z."""
     gripper_closed_is_high: bool | None = None
     """True when a larger gripper value means more closed; None decides from the name (see docs/motion.md)."""
@@ -83,3 +84,10 @@ class MotionConfig(ModuleSettings):
                 raise ValueError(f"{key} has a negative index")
         return self
 
+    def params(self) -> MotionParams:
+        """These settings as the motion library's parameters."""
+        values = {f.name: getattr(self, f.name) for f in fields(MotionParams)}
+        for key in ("gripper_dims", "position_dims"):
+            if values[key] is not None:
+                values[key] = tuple(values[key])
+        return MotionParams(**values)

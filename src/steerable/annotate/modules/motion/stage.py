@@ -28,9 +28,9 @@ class MotionStage(ModuleStage[MotionConfig]):
         return self.styles if "plan" not in running else frozenset({"motion"})
 
     def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
-        from steerable.annotate.modules.motion.dims import find_dims
+        from steerable.motion.dims import find_dims
 
-        find_dims(dataset.features, self.settings, dataset.stats)  # ConfigError on a bad override
+        find_dims(dataset.features, self.settings.params(), dataset.stats)  # ConfigError on a bad override
 
     def build(self, ctx: BuildContext) -> AnnotationModule:
         from steerable.annotate.modules.motion.module import MotionModule

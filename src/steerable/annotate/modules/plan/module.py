@@ -8,8 +8,6 @@ from typing import Any, ClassVar
 
 from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import ModuleOutput
-from steerable.annotate.modules.motion.keystates import Keystate
-from steerable.annotate.modules.motion.snap import snap_boundaries
 from steerable.annotate.modules.plan.config import PlanConfig
 from steerable.annotate.modules.plan.memory import memory_chain
 from steerable.annotate.modules.plan.prompting import PROMPTS, REPLIES, SampledVideo
@@ -18,6 +16,8 @@ from steerable.annotate.modules.plan.segment import segment_video
 from steerable.annotate.modules.plan.spans import Span, SpanReport, finalize_spans
 from steerable.annotate.modules.plan.task import derive_task, needs_derivation, rephrase_task
 from steerable.errors import AnnotationError
+from steerable.motion.keystates import Keystate
+from steerable.motion.snap import snap_boundaries
 from steerable.vlm.protocol import VLMClient
 from steerable.vlm.structured import reply_schema
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from steerable.annotate.modules.motion.dims import DimSelection
-from steerable.annotate.modules.motion.keystates import Keystate
-from steerable.annotate.modules.motion.smoothing import moving_average, runs, window_frames
+from steerable.motion.dims import DimSelection
+from steerable.motion.keystates import Keystate
+from steerable.motion.smoothing import moving_average, runs, window_frames
 
 __all__ = ["Contact", "Trajectory"]
 

@@ -1,19 +1,20 @@
 """Finding the gripper and the end-effector or joint dimensions of a dataset from feature names.
 
 Names are the only portable description LeRobot datasets carry, so the rules here are token
-matches on them (documented in docs/motion.md); every choice can be overridden by a flag, and
-anything missing becomes a note for the run summary rather than an error.
+matches on them (documented in docs/motion.md); every choice can be overridden by a parameter
+(`MotionParams`), and anything missing becomes a note for the run summary rather than an error.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from steerable.annotate.modules.motion.config import DimRef, MotionConfig
 from steerable.dataset.frames import vector_names
 from steerable.errors import ConfigError
+from steerable.motion.params import DimRef, MotionParams
 
 __all__ = ["DimSelection", "Gripper", "find_dims", "joint_group", "name_tokens"]
 
@@ -54,7 +55,7 @@ class Gripper:
 
 @dataclass(frozen=True)
 class DimSelection:
-    """What the motion annotator reads from one vector feature, and why (notes)."""
+    """What the motion library reads from one vector feature, and why (notes)."""
 
     state_key: str | None
     grippers: list[Gripper] = field(default_factory=list)
@@ -81,9 +82,9 @@ def name_tokens(name: str) -> list[str]:
 
 
 def find_dims(
-    features: dict[str, dict], config: MotionConfig, stats: dict[str, dict] | None = None
+    features: dict[str, dict], params: MotionParams, stats: dict[str, dict] | None = None
 ) -> DimSelection:
-    """Pick the feature and its gripper and position dims by name, honouring config overrides.
+    """Pick the feature and its gripper and position dims by name, honouring the overrides in `params`.
 
     `stats` is meta/stats.json; when given, gripper and speed thresholds use the dataset-wide ranges,
     so an episode where the gripper barely moves is not stretched into full open/close swings.
@@ -91,21 +92,21 @@ def find_dims(
     Raises:
         ConfigError: an override names a feature or dimension the dataset does not have.
     """
-    key = _pick_feature(features, config)
+    key = _pick_feature(features, params)
     if key is None:
         return DimSelection(None, notes=["no float vector feature (state or action): no motion rows"])
     feature = features[key]
     names = vector_names(feature, _width(feature))
     low, high = _ranges((stats or {}).get(key), len(names))
     notes: list[str] = []
-    if config.gripper_dims is not None:
-        gripper_idx = _resolve(config.gripper_dims, names, key, "gripper_dims")
+    if params.gripper_dims is not None:
+        gripper_idx = _resolve(params.gripper_dims, names, key, "gripper_dims")
     else:
         gripper_idx = _auto_grippers(names, notes)
-    grippers = _group_grippers(gripper_idx, names, config, low, high)
+    grippers = _group_grippers(gripper_idx, names, params, low, high)
     if not grippers:
         notes.append(f"no gripper dimension in {key!r}: no gripper events (set --motion.gripper_dims)")
-    position, axes = _position(names, {i for g in grippers for i in g.dims}, key, config)
+    position, axes = _position(names, {i for g in grippers for i in g.dims}, key, params)
     pos_names = [names[i] for i in position]
     ranges = [high[i] - low[i] for i in position] if low and high else None
     if not position:
@@ -115,7 +116,7 @@ def find_dims(
         return DimSelection(
             key, grippers, position, pos_names, "cartesian", axes=axes, position_range=ranges, notes=notes
         )
-    if config.position_kind == "auto":
+    if params.position_kind == "auto":
         notes.append(f"no end-effector x/y/z names in {key!r}: describing motion by joint groups")
     groups = [joint_group(n) for n in pos_names]
     return DimSelection(
@@ -124,20 +125,20 @@ def find_dims(
 
 
 def _position(
-    names: list[str], taken: set[int], key: str, config: MotionConfig
+    names: list[str], taken: set[int], key: str, params: MotionParams
 ) -> tuple[list[int], list[str] | None]:
     """Position dims and, when they are cartesian, their axes."""
-    if config.position_dims is None:
-        if config.position_kind != "joint":
+    if params.position_dims is None:
+        if params.position_kind != "joint":
             position, axes = _auto_cartesian(names, taken)
             if axes is not None:
                 return position, axes
         return _joint_dims(names, taken), None
-    position = _resolve(config.position_dims, names, key, "position_dims")
-    if config.position_kind == "joint":
+    position = _resolve(params.position_dims, names, key, "position_dims")
+    if params.position_kind == "joint":
         return position, None
     axes = _axes_of(position, names)
-    if axes is None and config.position_kind == "cartesian":
+    if axes is None and params.position_kind == "cartesian":
         if len(position) > len(AXES):
             raise ConfigError("--motion.position_dims: a cartesian position takes at most 3 dims (x, y, z)")
         axes = list(AXES[: len(position)])
@@ -174,8 +175,8 @@ def _is_float_vector(feature: dict) -> bool:
     return feature.get("dtype") in FLOAT_DTYPES and len(feature.get("shape") or []) == 1
 
 
-def _pick_feature(features: dict[str, dict], config: MotionConfig) -> str | None:
-    for explicit, label in ((config.state_key, "state_key"), (config.action_key, "action_key")):
+def _pick_feature(features: dict[str, dict], params: MotionParams) -> str | None:
+    for explicit, label in ((params.state_key, "state_key"), (params.action_key, "action_key")):
         if explicit is not None:
             if explicit not in features or not _is_float_vector(features[explicit]):
                 vectors = sorted(k for k, f in features.items() if _is_float_vector(f))
@@ -190,7 +191,7 @@ def _pick_feature(features: dict[str, dict], config: MotionConfig) -> str | None
     return next((k for k, f in features.items() if k not in skip and _is_float_vector(f)), None)
 
 
-def _resolve(refs: list[DimRef], names: list[str], key: str, label: str) -> list[int]:
+def _resolve(refs: Sequence[DimRef], names: list[str], key: str, label: str) -> list[int]:
     out = []
     for ref in refs:
         if isinstance(ref, int):
@@ -234,7 +235,7 @@ def _auto_grippers(names: list[str], notes: list[str]) -> list[int]:
 
 
 def _group_grippers(
-    dims: list[int], names: list[str], config: MotionConfig, low: list[float] | None, high: list[float] | None
+    dims: list[int], names: list[str], params: MotionParams, low: list[float] | None, high: list[float] | None
 ) -> list[Gripper]:
     # Two dims on the same side (e.g. two finger joints) are one gripper: their signals are averaged.
     by_side: dict[str | None, list[int]] = {}
@@ -242,7 +243,7 @@ def _group_grippers(
         by_side.setdefault(_side(name_tokens(names[i])), []).append(i)
     out = []
     for side, idx in by_side.items():
-        closed_high = config.gripper_closed_is_high
+        closed_high = params.gripper_closed_is_high
         if closed_high is None:
             closed_high = any(set(name_tokens(names[i])) & CLOSED_HIGH for i in idx)
         lo = float(sum(low[i] for i in idx) / len(idx)) if low else None

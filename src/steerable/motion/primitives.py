@@ -3,7 +3,7 @@
 Each frame gets a label from the proprioception alone; labels are then debounced so that no
 primitive is shorter than `min_primitive_s` (gripper events are kept whatever their length), and
 a row is emitted wherever the label changes. Directions are in the robot's base frame: +x forward,
-+y left, +z up (REP 103); the `flip_*` settings adapt robots that use another convention.
++y left, +z up (REP 103); the `flip_*` parameters adapt robots that use another convention.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from steerable.annotate.modules.motion.config import MotionConfig
-from steerable.annotate.modules.motion.debounce import Segment, debounce
-from steerable.annotate.modules.motion.dims import DimSelection
-from steerable.annotate.modules.motion.keystates import Keystate, detect_keystates
-from steerable.annotate.modules.motion.smoothing import as_matrix, frame_period
-from steerable.annotate.modules.motion.speed import position_velocity, still_mask
+from steerable.motion.debounce import Segment, debounce
+from steerable.motion.dims import DimSelection
+from steerable.motion.keystates import Keystate, detect_keystates
+from steerable.motion.params import MotionParams
+from steerable.motion.smoothing import as_matrix, frame_period
+from steerable.motion.speed import position_velocity, still_mask
 
 __all__ = ["Primitive", "motion_rows", "primitive_segments"]
 
@@ -41,7 +41,7 @@ def motion_rows(
     timestamps: np.ndarray,
     state: np.ndarray,
     dims: DimSelection,
-    config: MotionConfig,
+    params: MotionParams,
     *,
     keystates: list[Keystate] | None = None,
 ) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ def motion_rows(
             "camera": None,
             "tool_calls": None,
         }
-        for p in primitive_segments(timestamps, state, dims, config, keystates=keystates)
+        for p in primitive_segments(timestamps, state, dims, params, keystates=keystates)
     ]
 
 
@@ -66,7 +66,7 @@ def primitive_segments(
     timestamps: np.ndarray,
     state: np.ndarray,
     dims: DimSelection,
-    config: MotionConfig,
+    params: MotionParams,
     *,
     keystates: list[Keystate] | None = None,
 ) -> list[Primitive]:
@@ -76,8 +76,8 @@ def primitive_segments(
         return []
     state = as_matrix(state)
     if keystates is None:
-        keystates = detect_keystates(timestamps, state, dims, config)
-    labels = _frame_labels(timestamps, state, dims, config)
+        keystates = detect_keystates(timestamps, state, dims, params)
+    labels = _frame_labels(timestamps, state, dims, params)
     gripper = np.zeros(len(labels), dtype=bool)
     for k in keystates:
         if k.kind != "pause":
@@ -85,9 +85,9 @@ def primitive_segments(
             for i in range(k.start_index, k.end_index + 1):
                 labels[i] = f"{verb} {k.source or 'gripper'}"
             gripper[k.start_index : k.end_index + 1] = True
-    min_frames = config.min_primitive_s / frame_period(timestamps)
+    min_frames = params.min_primitive_s / frame_period(timestamps)
     segments = debounce(labels, gripper.tolist(), min_frames)
-    segments = _lift(segments, timestamps, config.lift_window_s)
+    segments = _lift(segments, timestamps, params.lift_window_s)
     return [Primitive(s, e, text) for s, e, text in _merge_equal(segments) if text is not None]
 
 
@@ -98,15 +98,15 @@ def _phrase(words: list[str]) -> str:
 
 
 def _frame_labels(
-    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, params: MotionParams
 ) -> list[str | None]:
     """Per-frame motion label; None where nothing is known (no position dims)."""
     if not dims.position:
         return [None] * len(timestamps)
-    vel = position_velocity(timestamps, state, dims, config)
-    still = still_mask(np.linalg.norm(vel, axis=1), dims, config)
+    vel = position_velocity(timestamps, state, dims, params)
+    still = still_mask(np.linalg.norm(vel, axis=1), dims, params)
     if dims.kind == "cartesian":
-        flips = {"x": config.flip_x, "y": config.flip_y, "z": config.flip_z}
+        flips = {"x": params.flip_x, "y": params.flip_y, "z": params.flip_z}
         signs = np.array([-1.0 if flips[a] else 1.0 for a in dims.axes])
         parts, names = vel * signs, list(dims.axes)
     else:
@@ -125,7 +125,7 @@ def _frame_labels(
             labels.append(HOLD)
             continue
         size = np.abs(parts[i])
-        active = [j for j in _ordered(names, dims.kind) if size[j] >= config.direction_ratio * size.max()]
+        active = [j for j in _ordered(names, dims.kind) if size[j] >= params.direction_ratio * size.max()]
         if dims.kind == "cartesian":
             words = [_AXIS_WORDS[names[j]][0 if parts[i, j] > 0 else 1] for j in active]
         else:

@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from steerable.annotate.modules.motion.config import Granularity, MotionConfig
-from steerable.annotate.modules.motion.dims import DimSelection
-from steerable.annotate.modules.motion.keystates import Keystate
-from steerable.annotate.modules.motion.trajectory import Contact, Trajectory
+from steerable.motion.dims import DimSelection
+from steerable.motion.keystates import Keystate
+from steerable.motion.params import Granularity, MotionParams
+from steerable.motion.trajectory import Contact, Trajectory
 
-__all__ = ["FINE_TEXTS", "PICK", "PLACE", "PUSH", "Granularity", "heuristic_subtasks"]
+__all__ = ["FINE_TEXTS", "PICK", "PLACE", "PUSH", "heuristic_subtasks"]
 
 FINE_TEXTS = {
     "reach": "reach for the object",
@@ -51,7 +51,7 @@ def heuristic_subtasks(
     min_pause_s: float = 0.3,
     state: np.ndarray | None = None,
     dims: DimSelection | None = None,
-    config: MotionConfig | None = None,
+    params: MotionParams | None = None,
 ) -> list[dict[str, Any]]:
     """Subtask rows covering the episode from its first frame, on stored frame timestamps.
 
@@ -59,7 +59,7 @@ def heuristic_subtasks(
     pick / place. Without gripper events the episode is cut at pauses of at least `min_pause_s`
     into "<task> (part k of n)", or is one row with the task when the arm never pauses.
     With `state` (the episode's matrix of `dims.state_key`) and `dims`, the hand's path refines the
-    cuts (see the module docstring), with the thresholds of `config` (defaults when None).
+    cuts (see the module docstring), with the thresholds of `params` (defaults when None).
     """
     ts = np.asarray(timestamps)
     if len(ts) == 0:
@@ -70,12 +70,16 @@ def heuristic_subtasks(
     path: Trajectory | None = None
     pushes: list[Contact] = []
     if state is not None and dims is not None:
-        cfg = config or MotionConfig()
+        thresholds = params or MotionParams()
         path = Trajectory(
-            ts, state, dims, smoothing_s=cfg.smoothing_s, onset_speed_ratio=cfg.onset_speed_ratio
+            ts,
+            state,
+            dims,
+            smoothing_s=thresholds.smoothing_s,
+            onset_speed_ratio=thresholds.onset_speed_ratio,
         )
-        pairs = [p for p in pairs if p[1] is None or path.carried(p[0], p[1], cfg.carry_ratio)]
-        pushes = path.contacts(ordered, cfg.push_travel_ratio)
+        pairs = [p for p in pairs if p[1] is None or path.carried(p[0], p[1], thresholds.carry_ratio)]
+        pushes = path.contacts(ordered, thresholds.push_travel_ratio)
     if pairs or pushes:
         starts = _manipulation(pairs, pushes, pauses, len(ts), granularity, path)
     else:

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from steerable.annotate.modules.motion.keystates import Keystate, KeystateKind
+from steerable.motion.keystates import Keystate, KeystateKind
 
 __all__ = ["PAUSES_ONLY", "snap_boundaries"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from steerable.annotate.modules.motion.config import MotionConfig
-from steerable.annotate.modules.motion.dims import DimSelection
-from steerable.annotate.modules.motion.smoothing import moving_average, velocity, window_frames
+from steerable.motion.dims import DimSelection
+from steerable.motion.params import MotionParams
+from steerable.motion.smoothing import moving_average, velocity, window_frames
 
 __all__ = ["position_speed", "position_velocity", "still_mask"]
 
@@ -34,29 +34,29 @@ def _scales(state: np.ndarray, dims: DimSelection) -> np.ndarray:
 
 
 def position_velocity(
-    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, params: MotionParams
 ) -> np.ndarray:
     """(frames, position dims) smoothed velocity; joints in fractions of their range per second."""
     positions = state[:, dims.position]
     if dims.kind == "joint":
         positions = positions / _scales(state, dims)
-    smooth = moving_average(positions, window_frames(config.smoothing_s, timestamps))
+    smooth = moving_average(positions, window_frames(params.smoothing_s, timestamps))
     return velocity(timestamps, smooth)
 
 
 def position_speed(
-    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, params: MotionParams
 ) -> np.ndarray:
     """Smoothed speed of the position dims (zeros without position dims)."""
     if not dims.position:
         return np.zeros(len(timestamps))
-    return np.asarray(np.linalg.norm(position_velocity(timestamps, state, dims, config), axis=1))
+    return np.asarray(np.linalg.norm(position_velocity(timestamps, state, dims, params), axis=1))
 
 
-def still_mask(speed: np.ndarray, dims: DimSelection, config: MotionConfig) -> np.ndarray:
-    """Frames slower than the pause speed: the absolute setting, else a fraction of the episode's fast speed."""
-    if config.pause_speed is not None:
-        return speed < config.pause_speed
+def still_mask(speed: np.ndarray, dims: DimSelection, params: MotionParams) -> np.ndarray:
+    """Frames slower than the pause speed: `pause_speed`, else a fraction of the episode's fast speed."""
+    if params.pause_speed is not None:
+        return speed < params.pause_speed
     # With dataset stats, an episode that hardly moves is still throughout instead of half noise.
     floor = 0.0
     if dims.position_range is not None:
@@ -65,4 +65,4 @@ def still_mask(speed: np.ndarray, dims: DimSelection, config: MotionConfig) -> n
         )
         floor = _PAUSE_FLOOR * float(workspace)
     fast = float(np.percentile(speed, _SPEED_PERCENTILE)) if len(speed) else 0.0
-    return speed < max(config.pause_speed_ratio * fast, floor, 1e-12)
+    return speed < max(params.pause_speed_ratio * fast, floor, 1e-12)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from steerable.annotate.modules.motion.smoothing import runs
+from steerable.motion.smoothing import runs
 
 __all__ = ["Segment", "debounce"]
 

@@ -14,16 +14,16 @@ from typing import Literal
 
 import numpy as np
 
-from steerable.annotate.modules.motion.config import MotionConfig
-from steerable.annotate.modules.motion.dims import DimSelection, Gripper
-from steerable.annotate.modules.motion.smoothing import (
+from steerable.motion.dims import DimSelection, Gripper
+from steerable.motion.params import MotionParams
+from steerable.motion.smoothing import (
     as_matrix,
     frame_period,
     moving_average,
     runs,
     window_frames,
 )
-from steerable.annotate.modules.motion.speed import position_speed, still_mask
+from steerable.motion.speed import position_speed, still_mask
 
 __all__ = ["Keystate", "KeystateKind", "closure_signal", "detect_keystates"]
 
@@ -55,7 +55,7 @@ class Keystate:
 
 
 def detect_keystates(
-    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, params: MotionParams
 ) -> list[Keystate]:
     """All keystates of one episode, sorted by frame; pauses that overlap a gripper event are dropped."""
     timestamps = np.asarray(timestamps)
@@ -64,20 +64,20 @@ def detect_keystates(
     state = as_matrix(state)
     events: list[Keystate] = []
     for gripper in dims.grippers:
-        events += _gripper_events(timestamps, state, gripper, config)
+        events += _gripper_events(timestamps, state, gripper, params)
     busy = [(k.start_index, k.end_index) for k in events]
-    for pause in _pauses(timestamps, state, dims, config):
+    for pause in _pauses(timestamps, state, dims, params):
         if not any(pause.start_index <= end and start <= pause.end_index for start, end in busy):
             events.append(pause)
     return sorted(events, key=lambda k: (k.frame_index, k.kind, k.source or ""))
 
 
 def closure_signal(
-    timestamps: np.ndarray, state: np.ndarray, gripper: Gripper, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, gripper: Gripper, params: MotionParams
 ) -> np.ndarray | None:
     """The smoothed gripper signal scaled to 0 = open .. 1 = closed; None when it never really moves."""
     raw = state[:, gripper.dims].mean(axis=1)
-    smooth = moving_average(raw, window_frames(config.smoothing_s, timestamps))
+    smooth = moving_average(raw, window_frames(params.smoothing_s, timestamps))
     if gripper.low is not None and gripper.high is not None and gripper.high > gripper.low:
         low, high = gripper.low, gripper.high
     else:
@@ -113,13 +113,13 @@ def _swings(closure: np.ndarray, hysteresis: float) -> list[tuple[int, int]]:
 
 
 def _gripper_events(
-    timestamps: np.ndarray, state: np.ndarray, gripper: Gripper, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, gripper: Gripper, params: MotionParams
 ) -> list[Keystate]:
-    closure = closure_signal(timestamps, state, gripper, config)
+    closure = closure_signal(timestamps, state, gripper, params)
     if closure is None:
         return []
     out = []
-    for a, b in _swings(closure, config.gripper_hysteresis):
+    for a, b in _swings(closure, params.gripper_hysteresis):
         start_level, end_level = float(closure[a]), float(closure[b])
         swing = end_level - start_level
         part = (closure[a : b + 1] - start_level) / swing  # 0 at the start extreme, 1 at the end one
@@ -133,11 +133,11 @@ def _gripper_events(
 
 
 def _pauses(
-    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, config: MotionConfig
+    timestamps: np.ndarray, state: np.ndarray, dims: DimSelection, params: MotionParams
 ) -> list[Keystate]:
     if not dims.position or len(timestamps) < 2:
         return []
-    still = still_mask(position_speed(timestamps, state, dims, config), dims, config)
+    still = still_mask(position_speed(timestamps, state, dims, params), dims, params)
     period = frame_period(timestamps)
     out = []
     for start, end, is_still in runs(still.tolist()):
@@ -145,7 +145,7 @@ def _pauses(
         if not is_still or start == 0 or end == len(still):
             continue
         duration = (end - start) * period
-        if duration < config.min_pause_s:
+        if duration < params.min_pause_s:
             continue
         strength = duration / (duration + _PAUSE_STRENGTH_S)
         out.append(Keystate(float(timestamps[end - 1]), end - 1, "pause", strength, start, end - 1))
