@@ -3,6 +3,8 @@ the runtime adapters and LeRobot's policy interface."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import torch
 
 from policy_helpers import batch_of, build, find, items, one_thread  # noqa: F401  (autouse fixture)
 from steerable.dataset import open_dataset
+from steerable.errors import WriteError
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, save_checkpoint
 from steerable.policy.generation import GenerationConfig, generate_ids, parse_reply
 from steerable.policy.inference import PolicyRunner, subtask_prompt
@@ -119,25 +122,60 @@ def test_checkpoint_round_trips_to_identical_outputs(built: Any, checkpoint: Pat
     assert loaded.recipe_text == "blend: {}\n"
 
 
-def test_a_half_written_checkpoint_is_never_the_latest(built: Any, tmp_path: Path) -> None:
+_KILLED_SAVE = """
+import os, signal, sys
+from steerable.policy.checkpoint import load_policy, save_checkpoint
+loaded = load_policy(sys.argv[1])
+# SIGKILL in the middle of the save: the weights and config are written, the tokenizer is not.
+loaded.processor.tokenizer.save_pretrained = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+save_checkpoint(sys.argv[2], int(sys.argv[3]), loaded.model, loaded.processor, "killed")
+"""
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_checkpoint_save_killed_midway_leaves_the_previous_one_whole(built: Any, tmp_path: Path) -> None:
     first = save_checkpoint(tmp_path, 1, built.model, built.processor, "r")
-    # A run killed mid-write leaves a temp folder and an unfinished step folder name: both ignored.
-    (tmp_path / "checkpoints" / ".step_00000002.abc").mkdir()
-    assert latest_checkpoint(tmp_path) == first
-    second = save_checkpoint(tmp_path, 2, built.model, built.processor, "r")
-    assert latest_checkpoint(tmp_path) == second
+    before = _tree(first)
+    for step in (2, 1):  # a new step, then a rewrite of the existing one
+        killed = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(first), str(tmp_path), str(step)],
+                                capture_output=True, text=True, timeout=240)
+        assert killed.returncode == -9, killed.stderr
+        left = list((tmp_path / "checkpoints").glob(".step_*.steerable-new-*"))
+        assert left and (left[0] / "model.safetensors").is_file()  # it did die half-way through
+        assert not (tmp_path / "checkpoints" / "step_00000002").exists()
+        assert latest_checkpoint(tmp_path) == first and _tree(first) == before
+        assert load_policy(tmp_path).recipe_text == "r"
+    third = save_checkpoint(tmp_path, 3, built.model, built.processor, "r3")  # the next save clears the leftovers
+    assert latest_checkpoint(tmp_path) == third
     assert not list((tmp_path / "checkpoints").glob(".step_*"))
 
 
+def test_a_failed_save_changes_nothing(built: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = save_checkpoint(tmp_path, 1, built.model, built.processor, "r")
+    before = _tree(first)
+
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(built.processor.tokenizer, "save_pretrained", disk_full)
+    with pytest.raises(WriteError, match="step_00000001.*no space left.*unchanged"):
+        save_checkpoint(tmp_path, 1, built.model, built.processor, "overwrite")
+    assert _tree(first) == before and latest_checkpoint(tmp_path) == first
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_00000001"]
+
+
 def test_runtime_adapters_follow_the_protocols(checkpoint: Path, built: Any) -> None:
-    from steerable.runtime.policy_adapter import load_high_level, load_low_level
-    from steerable.runtime.protocols import (
+    from steerable.control import (
         HighLevelModel,
         HighLevelRequest,
         LanguageContext,
         LowLevelController,
         Observation,
     )
+    from steerable.runtime.policy_adapter import load_high_level, load_low_level
 
     high, low = load_high_level(checkpoint), load_low_level(checkpoint)
     assert isinstance(high, HighLevelModel) and isinstance(low, LowLevelController)
@@ -187,9 +225,9 @@ def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
 
 
 def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpoint: Path, built: Any) -> None:
+    from steerable.control import HighLevelRequest, LanguageContext, Observation
     from steerable.policy.generation import ParsedReply
     from steerable.runtime.policy_adapter import PolicyHighLevel, load_low_level
-    from steerable.runtime.protocols import HighLevelRequest, LanguageContext, Observation
 
     asked: list[list[dict[str, Any]]] = []
 

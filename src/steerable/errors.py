@@ -2,6 +2,36 @@
 
 Leaves also inherit the builtin they resemble, so `except FileNotFoundError` keeps working.
 The CLI prints `str(error)` as one line and exits with status 2; messages say what to do next.
+
+The tree (builtins a class also inherits in parentheses; `[module]`: defined there, not here):
+
+SteerableError
+    AnnotationError
+    CommandError(ValueError)
+    ConfigError(ValueError)
+    DatasetError
+        CorruptDatasetError(ValueError)
+        DatasetNotFoundError(FileNotFoundError)
+        UnsupportedDatasetVersionError(ValueError)
+        VideoError
+            VideoNotFoundError(FileNotFoundError)
+    HubError
+    LanguageSchemaError(ValueError)
+        LanguageRowTypeError(TypeError)
+    MissingExtraError(ImportError)
+    MissingFilesystemError(ImportError)  [annotate.staging]
+    RecipeError(ValueError)
+        RecipeFieldError  [recipes._where]
+    RunLockedError  [annotate.lock]
+    VLMError
+        AttemptError  [vlm.retry]
+        ReplyParseError(ValueError)  [vlm.jsonrepair]
+        VLMReplyError
+        VLMUnavailableError(ConnectionError)
+    WorkersLost  [distributed.ray_executor]
+    WriteError(OSError)
+
+`tests/test_error_tree.py` checks this drawing against the code.
 """
 
 from __future__ import annotations
@@ -10,6 +40,7 @@ import errno
 
 __all__ = [
     "AnnotationError",
+    "CommandError",
     "ConfigError",
     "CorruptDatasetError",
     "DatasetError",
@@ -78,6 +109,10 @@ class RecipeError(SteerableError, ValueError):
 
 class ConfigError(SteerableError, ValueError):
     """A configuration value or combination of values is invalid."""
+
+
+class CommandError(SteerableError, ValueError):
+    """A robot command or task outside the environment's grammar, or naming what its scene lacks."""
 
 
 class VLMError(SteerableError):

@@ -239,7 +239,6 @@ class FolderCommit:
             )
         self.durable = durable
         self._modes: dict[Path, int] = {}
-        self._fresh: list[Path] = []
         recover_folder(self.dest)
         try:
             self.dest.parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +307,6 @@ class FolderCommit:
         else:
             self._modes[path] = stat.S_IMODE(mode)
             path.unlink()  # never write through a hard link: the old version shares the inode
-        self._fresh.append(path)
         return path
 
     def remove(self, rel: str | Path) -> None:
@@ -367,14 +365,16 @@ class FolderCommit:
             fsync_dir(self.dest.parent)
 
     def _sync(self) -> None:
-        for path in self._fresh:
-            if path.is_file():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        for dirpath, _, _ in os.walk(self.root):
+        """fsync every new file (written here or copied; links to the base are durable) and folder."""
+        for dirpath, _, filenames in os.walk(self.root):
+            for name in filenames:
+                st = os.lstat(path := os.path.join(dirpath, name))
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
             fsync_dir(Path(dirpath))
 
 

@@ -1,9 +1,10 @@
-"""The one gateway to the Hugging Face Hub for datasets.
+"""The one gateway to the Hugging Face Hub: download, upload, tag, card; its failures as HubError.
 
-Download a working copy at the version tag; push an annotated dataset with a regenerated card and
-move its codebase-version tag to the new commit (LeRobot loads a dataset at the tag named after its
-codebase version, so without moving it LeRobot would keep loading the old commit). The push is
-untested against the live Hub (see docs/annotate.md).
+Datasets: download a working copy at the version tag; push an annotated dataset with a regenerated
+card and move its codebase-version tag to the new commit (LeRobot loads a dataset at the tag named
+after its codebase version, so without moving it LeRobot would keep loading the old commit).
+Policies (`steerable.policy.hub`) upload a checkpoint folder with their model card through
+`upload_folder`. Pushes are untested against the live Hub (see docs/annotate.md).
 """
 
 from __future__ import annotations
@@ -11,19 +12,25 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from steerable.dataset.layout import CODEBASE_VERSION, PROVENANCE_KEY, WORK_DIR_NAME
 from steerable.errors import HubError
 
 __all__ = [
     "DEFAULT_COMMIT_MESSAGE",
+    "Uploaded",
     "dataset_card",
     "default_work_dir",
     "download_dataset",
+    "hub_error",
     "looks_like_repo_id",
+    "move_tag",
     "push_dataset",
+    "upload_folder",
 ]
 
 log = logging.getLogger(__name__)
@@ -31,6 +38,37 @@ log = logging.getLogger(__name__)
 DEFAULT_COMMIT_MESSAGE = "Add language annotations (steerable annotate)"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+RepoType = Literal["dataset", "model"]
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """The commit an upload made: its id (`revision`) and its page on the Hub."""
+
+    repo_id: str
+    revision: str
+    url: str
+
+
+def hub_error(exc: Exception, what: str, doing: str, *, offline: str = "connect and run again") -> HubError:
+    """A Hub client failure as one line that says what to do.
+
+    `what` names the repository ("dataset 'me/ds'"), `doing` the operation that failed ("cannot
+    download 'me/ds'"), `offline` what to do when the Hub cannot be reached.
+    """
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    if isinstance(exc, GatedRepoError):
+        return HubError(f"{what} is gated: accept its terms on the Hub and log in (`hf auth login`)")
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubError(f"{what} was not found on the Hub (check the name, or log in if it is private)")
+    if isinstance(exc, LocalEntryNotFoundError):
+        return HubError(f"{doing}: the Hub is unreachable (offline?); {offline}")
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status in (401, 403):
+        return HubError(f"{doing}: {exc}; log in with a token that has access (`hf auth login`)")
+    return HubError(f"{doing}: {exc}")
 
 
 def looks_like_repo_id(source: str) -> bool:
@@ -51,13 +89,7 @@ def download_dataset(repo_id: str, *, revision: str | None = None, work_dir: Pat
     edits the blobs of the shared Hugging Face cache.
     """
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 
     target = (work_dir or default_work_dir()) / repo_id
     candidates = [revision] if revision else [CODEBASE_VERSION, "main"]
@@ -70,21 +102,9 @@ def download_dataset(repo_id: str, *, revision: str | None = None, work_dir: Pat
             if rev == candidates[-1]:
                 raise HubError(f"dataset {repo_id!r} has no revision {rev!r} on the Hub") from None
             log.warning("%s has no %s tag; using main", repo_id, rev)
-        except GatedRepoError as exc:
-            raise HubError(
-                f"dataset {repo_id!r} is gated: accept its terms on the Hub and log in (`hf auth login`)"
-            ) from exc
-        except RepositoryNotFoundError as exc:
-            raise HubError(
-                f"dataset {repo_id!r} was not found on the Hub (check the name, or log in if it is private)"
-            ) from exc
-        except LocalEntryNotFoundError as exc:
-            raise HubError(
-                f"cannot download {repo_id!r}: the Hub is unreachable (offline?); "
-                "pass a local dataset folder instead"
-            ) from exc
         except (HfHubHTTPError, OSError) as exc:
-            raise HubError(f"cannot download {repo_id!r} from the Hub: {exc}") from exc
+            offline = "pass a local dataset folder instead"
+            raise hub_error(exc, f"dataset {repo_id!r}", f"cannot download {repo_id!r}", offline=offline) from exc
     raise AssertionError("unreachable")
 
 
@@ -132,6 +152,64 @@ Tools declared in `meta/info.json`: {tools or 'none'}.
 """
 
 
+def upload_folder(
+    folder: Path,
+    repo_id: str,
+    *,
+    repo_type: RepoType,
+    card: str,
+    commit_message: str,
+    ignore_patterns: Sequence[str] = (),
+    private: bool = False,
+    api: Any | None = None,
+) -> Uploaded:
+    """Create `repo_id` if needed, write `card` as the folder's README.md, upload the folder as one commit."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from steerable.dataset.atomic import atomic_write_bytes
+
+    api = api or HfApi()
+    try:
+        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+        # Replaced, never written in place: the file may be a hard link shared with another version.
+        atomic_write_bytes(folder / "README.md", card.encode("utf-8"))
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type=repo_type,
+            commit_message=commit_message,
+            ignore_patterns=list(ignore_patterns),
+        )
+    except (HfHubHTTPError, OSError) as exc:
+        raise hub_error(exc, f"{repo_type} repository {repo_id!r}", f"uploading to {repo_id!r} failed") from exc
+    revision = getattr(commit, "oid", None) or str(commit)
+    page = "datasets/" if repo_type == "dataset" else ""
+    url = getattr(commit, "commit_url", None) or f"https://huggingface.co/{page}{repo_id}"
+    log.info("uploaded %s to %s at %s", folder, repo_id, revision)
+    return Uploaded(repo_id, revision, str(url))
+
+
+def move_tag(repo_id: str, tag: str, revision: str, *, repo_type: RepoType, api: Any | None = None) -> None:
+    """Point `tag` at `revision` (deleting the tag first where it exists)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = api or HfApi()
+    try:
+        api.delete_tag(repo_id, tag=tag, repo_type=repo_type)
+    except HfHubHTTPError:
+        log.debug("no previous %s tag on %s", tag, repo_id)
+    try:
+        api.create_tag(repo_id, tag=tag, revision=revision, repo_type=repo_type)
+    except HfHubHTTPError as exc:
+        raise HubError(
+            f"uploaded {repo_id} at {revision} but could not move tag {tag!r} ({exc}); LeRobot cannot load "
+            f"the new data until you run: hf repos tag create {repo_id} {tag} --repo-type {repo_type} "
+            f"--revision {revision}"
+        ) from exc
+
+
 def push_dataset(
     root: Path,
     repo_id: str,
@@ -142,38 +220,21 @@ def push_dataset(
 ) -> dict[str, str]:
     """Upload `root` (our working folder excluded), regenerate the card, move the version tag."""
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
 
-    from steerable.dataset.atomic import atomic_write_bytes
     from steerable.dataset.info import load_info
 
     api = api or HfApi()
     tag = load_info(root).codebase_version
-    try:
-        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        # Replaced, never written in place: the file may be a hard link shared with another version.
-        atomic_write_bytes(root / "README.md", dataset_card(root).encode("utf-8"))
-        commit = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=str(root),
-            repo_type="dataset",
-            commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
-            ignore_patterns=[f"{WORK_DIR_NAME}/**", "**/.*.tmp"],
-        )
-    except (HfHubHTTPError, OSError) as exc:
-        raise HubError(f"uploading to {repo_id!r} failed: {exc}; nothing was tagged") from exc
-    revision = getattr(commit, "oid", None) or str(commit)
-    try:
-        api.delete_tag(repo_id, tag=tag, repo_type="dataset")
-    except HfHubHTTPError:
-        log.debug("no previous %s tag on %s", tag, repo_id)
-    try:
-        api.create_tag(repo_id, tag=tag, revision=revision, repo_type="dataset")
-    except HfHubHTTPError as exc:
-        raise HubError(
-            f"uploaded {repo_id} at {revision} but could not move tag {tag!r} ({exc}); LeRobot cannot load "
-            f"the new data until you run: hf repos tag create {repo_id} {tag} --repo-type dataset "
-            f"--revision {revision}"
-        ) from exc
-    log.info("pushed %s at %s and tagged it %s", repo_id, revision, tag)
-    return {"repo_id": repo_id, "revision": revision, "tag": tag}
+    uploaded = upload_folder(
+        root,
+        repo_id,
+        repo_type="dataset",
+        card=dataset_card(root),
+        commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
+        ignore_patterns=[f"{WORK_DIR_NAME}/**", "**/.*.tmp"],
+        private=private,
+        api=api,
+    )
+    move_tag(repo_id, tag, uploaded.revision, repo_type="dataset", api=api)
+    log.info("pushed %s at %s and tagged it %s", repo_id, uploaded.revision, tag)
+    return {"repo_id": repo_id, "revision": uploaded.revision, "tag": tag}

@@ -25,12 +25,14 @@ from steerable.language.schema import (
     persistent_row_type,
 )
 from steerable.language.styles import (
+    CONTEXT_STYLES,
     CORE_STYLES,
     EVENT_ONLY_STYLES,
     EXTENDED_STYLES,
     LANGUAGE_COLUMNS,
     LANGUAGE_EVENTS,
     LANGUAGE_PERSISTENT,
+    PERSISTENT_STYLE_ORDER,
     PERSISTENT_STYLES,
     STYLE_REGISTRY,
     VIEW_DEPENDENT_STYLES,
@@ -51,6 +53,7 @@ from steerable.language.tools import (
 from steerable.language.validate import ROLES, Problem, raise_for_problems, validate_rows
 
 __all__ = [
+    "CONTEXT_STYLES",
     "CORE_STYLES",
     "DEFAULT_TOOLS",
     "EVENT_ONLY_STYLES",
@@ -62,6 +65,7 @@ __all__ = [
     "LANGUAGE_PERSISTENT",
     "PERSISTENT_ROW_FIELDS",
     "PERSISTENT_STYLES",
+    "PERSISTENT_STYLE_ORDER",
     "ROLES",
     "SAY_TOOL",
     "STYLE_REGISTRY",

@@ -8,14 +8,17 @@ from typing import Literal
 from steerable.errors import LanguageSchemaError
 
 __all__ = [
+    "CONTEXT_STYLES",
     "CORE_STYLES",
     "EVENT_ONLY_STYLES",
     "EXTENDED_STYLES",
     "LANGUAGE_COLUMNS",
     "LANGUAGE_EVENTS",
     "LANGUAGE_PERSISTENT",
+    "ContextStyle",
     "LanguageColumn",
     "PERSISTENT_STYLES",
+    "PERSISTENT_STYLE_ORDER",
     "STYLE_REGISTRY",
     "VIEW_DEPENDENT_STYLES",
     "column_for_style",
@@ -29,7 +32,12 @@ LANGUAGE_EVENTS = "language_events"
 LANGUAGE_COLUMNS: tuple[str, str] = (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS)
 LanguageColumn = Literal["language_persistent", "language_events"]
 
-PERSISTENT_STYLES: set[str] = {"subtask", "plan", "memory", "motion", "task_aug"}
+# The robot's running context (what a high-level step reads and writes), in the order it is shown.
+ContextStyle = Literal["subtask", "plan", "memory"]
+CONTEXT_STYLES: tuple[ContextStyle, ...] = ("subtask", "plan", "memory")
+# The core persistent styles in display order (viewers iterate it; PERSISTENT_STYLES is the set).
+PERSISTENT_STYLE_ORDER: tuple[str, ...] = (*CONTEXT_STYLES, "motion", "task_aug")
+PERSISTENT_STYLES: set[str] = set(PERSISTENT_STYLE_ORDER)
 EVENT_ONLY_STYLES: set[str] = {"interjection", "vqa", "trace"}
 CORE_STYLES: frozenset[str] = frozenset(PERSISTENT_STYLES | EVENT_ONLY_STYLES)
 # Extension point: a project style must be added here *and* to PERSISTENT_STYLES or

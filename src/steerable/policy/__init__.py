@@ -7,10 +7,10 @@ package costs nothing until one is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from steerable.errors import MissingExtraError
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.policy.checkpoint import LoadedPolicy, load_policy
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from steerable.policy.generation import GenerationConfig, ParsedReply, parse_reply
     from steerable.policy.lerobot import SteerablePolicy
     from steerable.policy.model import HierarchicalPolicy
-    from steerable.policy.trainer import TrainConfig, train
+    from steerable.policy.settings import TrainConfig
+    from steerable.policy.trainer import train
 
 __all__ = [
     "GenerationConfig",
@@ -33,33 +34,17 @@ __all__ = [
     "train",
 ]
 
-_LAZY = {
-    "GenerationConfig": "steerable.policy.generation",
-    "ParsedReply": "steerable.policy.generation",
-    "parse_reply": "steerable.policy.generation",
-    "HierarchicalPolicy": "steerable.policy.model",
-    "LoadedPolicy": "steerable.policy.checkpoint",
-    "load_policy": "steerable.policy.checkpoint",
-    "PolicyConfig": "steerable.policy.config",
-    "SteerablePolicy": "steerable.policy.lerobot",
-    "TrainConfig": "steerable.policy.trainer",
-    "train": "steerable.policy.trainer",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'steerable.policy' has no attribute {name!r}")
-    try:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-    except ImportError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top in ("torch", "transformers", "safetensors", "tokenizers"):
-            raise MissingExtraError(top, "policy") from exc
-        raise
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(("GenerationConfig", "ParsedReply", "parse_reply"), "generation"),
+        "HierarchicalPolicy": "model",
+        **dict.fromkeys(("LoadedPolicy", "load_policy"), "checkpoint"),
+        "PolicyConfig": "config",
+        "SteerablePolicy": "lerobot",
+        "TrainConfig": "settings",
+        "train": "trainer",
+    },
+    needs=("torch", "transformers", "safetensors", "tokenizers"),
+    missing=lambda package: MissingExtraError(package, "policy"),
+)

@@ -1,9 +1,10 @@
 """Checkpoints: safetensors weights + JSON config + tokenizer + recipe + normalisation stats.
 
-A checkpoint folder is written under a temporary name beside its final one and renamed into
-place, and `latest` (a one-line file naming the newest checkpoint) is replaced atomically after
-it, so a crash at any instant leaves the previous checkpoint whole and `latest` pointing at a
-complete one. Training checkpoints add the optimizer state (safetensors, no pickle) and
+A checkpoint folder is written with the folder commit every dataset writer uses
+(`steerable.dataset.commit`: built beside its final name, switched in whole), and `latest` (a
+one-line file naming the newest checkpoint) is replaced atomically after it, so a crash at any
+instant leaves the previous checkpoint whole and `latest` pointing at a complete one; the next
+save finishes or drops what a killed one left. Training checkpoints add the optimizer state (safetensors, no pickle) and
 `trainer_state.json` (step, data position, RNG state), which is all a resumed run needs.
 """
 
@@ -11,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 
 import torch
 
-from steerable.dataset.atomic import atomic_write_bytes, fsync_dir
+from steerable.dataset.atomic import atomic_write_bytes
+from steerable.dataset.commit import commit_folder, recover_folder
 from steerable.errors import ConfigError
 from steerable.policy.backbone import build_backbone
 from steerable.policy.config import PolicyConfig
@@ -60,48 +60,39 @@ def save_checkpoint(
     from safetensors.torch import save_model
 
     root = Path(output_dir) / CHECKPOINTS
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:08d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary folder
-    try:
-        save_model(model, str(tmp / "model.safetensors"))
+    _recover_killed_saves(root)
+    with commit_folder(final) as tx:
+        save_model(model, str(tx.file("model.safetensors")))
         config = {"format": FORMAT, "policy": model.cfg.to_dict(), "image_size": processor.image_size}
         if trained_on:
             config["trained_on"] = dict(trained_on)
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        tx.file("config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         stats = {"normalizer": processor.normalizer.to_dict(), "tools": processor.tools}
-        (tmp / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-        (tmp / "recipe.yaml").write_text(recipe_text, encoding="utf-8")
-        processor.tokenizer.save_pretrained(str(tmp / "tokenizer"))
+        tx.file("stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        tx.file("recipe.yaml").write_text(recipe_text, encoding="utf-8")
+        processor.tokenizer.save_pretrained(str(tx.root / "tokenizer"))
         if optimizer is not None:
-            _save_optimizer(optimizer, tmp)
+            _save_optimizer(optimizer, tx.root)
         if trainer_state is not None:
             state = {**trainer_state, "step": step}
-            (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-        for path in tmp.rglob("*"):
-            if path.is_file():
-                with open(path, "rb+") as fh:
-                    os.fsync(fh.fileno())
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        fsync_dir(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            tx.file("trainer_state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     atomic_write_bytes(root / LATEST, f"{final.name}\n".encode())
     _prune(root, keep)
     logger.info("checkpoint %s written", final)
     return final
 
 
+def _recover_killed_saves(root: Path) -> None:
+    """Finish or drop the saves a killed run left: the folder commit's `.<step>.steerable-*` siblings."""
+    for name in sorted({p.name[1:].split(".steerable-")[0] for p in root.glob(".step_*.steerable-*")}):
+        recover_folder(root / name)
+
+
 def _prune(root: Path, keep: int) -> None:
     done = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
-    for stale in root.glob(".step_*"):  # temp folders of a run killed mid-write
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 def latest_checkpoint(path: Path) -> Path | None:

@@ -1,17 +1,17 @@
-"""`--push_to_hub`: upload a policy checkpoint folder to a Hub model repository, with a model card."""
+"""`--push_to_hub`: a policy checkpoint folder to a Hub model repository, with its model card.
+
+The upload itself (and its errors) is the one Hub gateway's, `steerable.dataset.hub`.
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from steerable.errors import HubError
+from steerable.dataset.hub import upload_folder
 
 __all__ = ["model_card", "push_checkpoint"]
-
-logger = logging.getLogger(__name__)
 
 # Training-only files: a pushed checkpoint is for inference.
 _TRAINING_ONLY = ["optimizer.safetensors", "optimizer.json", "trainer_state.json"]
@@ -34,16 +34,8 @@ def model_card(folder: Path) -> str:
 
 def push_checkpoint(folder: Path, repo_id: str, *, private: bool = False, api: Any | None = None) -> str:
     """Upload `folder` (weights, config, tokenizer, recipe, stats, card) to `repo_id`; returns its URL."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    api = api or HfApi()
-    try:
-        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-        (folder / "README.md").write_text(model_card(folder), encoding="utf-8")
-        commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
-                                   commit_message="Upload policy (steerable train)", ignore_patterns=_TRAINING_ONLY)
-    except (HfHubHTTPError, OSError) as exc:
-        raise HubError(f"uploading the policy to {repo_id!r} failed: {exc}") from exc
-    logger.info("pushed %s to %s", folder, repo_id)
-    return str(getattr(commit, "commit_url", None) or f"https://huggingface.co/{repo_id}")
+    uploaded = upload_folder(
+        folder, repo_id, repo_type="model", card=model_card(folder), private=private, api=api,
+        commit_message="Upload policy (steerable train)", ignore_patterns=_TRAINING_ONLY,
+    )
+    return uploaded.url

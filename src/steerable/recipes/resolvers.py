@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from steerable.errors import LanguageRowTypeError, LanguageSchemaError, RecipeError
+from steerable.language.rows import Row
 from steerable.recipes.expressions import ResolverCall, resolver_call
 
-__all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "Row", "decoded_tool_calls", "normalize_rows", "row_timestamp"]
+__all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "decoded_tool_calls", "normalize_rows", "row_timestamp"]
 
-Row = dict[str, Any]
 Selector = tuple["str | None", "str | None", "str | None", "str | None"]
 # The reference matches persistent rows within ±0.1 s in emitted_at, so `t = frame / fps` still hits.
 EMITTED_AT_TOLERANCE_S = 0.1
@@ -94,11 +94,13 @@ class EpisodeTimeline:
     """One episode's language rows, indexed for resolvers. Build it once per episode.
 
     `persistent_rows` is the episode's persistent list (the same on every frame); `events_by_frame`
-    optionally maps a frame's stored timestamp to that frame's event rows; `fps` lets `emitted_at`
-    match persistent rows to exactly one frame instead of a ±0.1 s window.
+    optionally maps a frame's stored timestamp to that frame's event rows; `events_by_index` maps a
+    frame's dataset `index` to its event rows instead, for frames that share a timestamp (each keeps
+    its own rows, as in the reference); `fps` lets `emitted_at` match persistent rows to exactly one
+    frame instead of a ±0.1 s window.
     """
 
-    __slots__ = ("_events", "_indexes", "_rows", "fps", "task_rephrasings")
+    __slots__ = ("_by_index", "_events", "_indexes", "_rows", "fps", "task_rephrasings")
 
     def __init__(
         self,
@@ -106,9 +108,11 @@ class EpisodeTimeline:
         events_by_frame: Mapping[float, Sequence[Any]] | None = None,
         *,
         fps: float | None = None,
+        events_by_index: Mapping[int, Sequence[Any]] | None = None,
     ) -> None:
         self._rows = [(row_timestamp(row), row) for row in normalize_rows(persistent_rows)]
         self._events = {float(t): rows for t, rows in (events_by_frame or {}).items()}
+        self._by_index = None if events_by_index is None else dict(events_by_index)
         self._indexes: dict[tuple[Selector, bool], _Index] = {}
         self.fps = fps
         # `${task}` rotates over user task_aug rows in stored order, whatever their timestamp.
@@ -124,12 +128,19 @@ class EpisodeTimeline:
         """The stored timestamps of the frames that carry event rows, in order."""
         return sorted(t for t, rows in self._events.items() if rows)
 
-    def is_empty_at(self, t: float) -> bool:
-        """True when the frame at `t` has no language rows: no persistent rows and no events."""
-        return not self._rows and not self._events.get(float(t))
+    def is_empty_at(self, t: float, index: int | None = None) -> bool:
+        """True when the frame at `t` (dataset `index`) has no language rows: no persistent rows and no events."""
+        return not self._rows and not self.frame_events(t, index)
 
     def events_at(self, t: float) -> Sequence[Any]:
         """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
+        return self._events.get(float(t), ())
+
+    def frame_events(self, t: float, index: int | None = None) -> Sequence[Any]:
+        """One frame's event rows: by its dataset `index` where the timeline holds them per frame,
+        else by its timestamp `t`."""
+        if self._by_index is not None and index is not None:
+            return self._by_index.get(index, ())
         return self._events.get(float(t), ())
 
     def _index(self, selector: Selector, decode_calls: bool) -> _Index:

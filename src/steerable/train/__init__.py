@@ -6,10 +6,10 @@ that need torch raise MissingExtraError (extra `train`) when it is not installed
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from steerable.errors import MissingExtraError
+from steerable.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from steerable.train.collation import collate
@@ -32,35 +32,16 @@ __all__ = [
     "task_fallback",
 ]
 
-# name -> (module, the optional package it needs or None)
-_LAZY: dict[str, tuple[str, str | None]] = {
-    "RecipeDataset": ("steerable.train.torch_dataset", "torch"),
-    "collate": ("steerable.train.collation", "torch"),
-    "ChatTokenizer": ("steerable.train.tokenize", None),
-    "TokenizedSample": ("steerable.train.tokenize", None),
-    "IGNORE_INDEX": ("steerable.train.tokenize", None),
-    "ExportReport": ("steerable.train.export", None),
-    "export_samples": ("steerable.train.export", None),
-    "openai_messages": ("steerable.train.export", None),
-    "DatasetRenderer": ("steerable.train.samples", None),
-    "FrameSample": ("steerable.train.samples", None),
-    "task_fallback": ("steerable.train.samples", None),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'steerable.train' has no attribute {name!r}")
-    module, needs = _LAZY[name]
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        if needs is not None and (exc.name or "").split(".")[0] == needs:
-            raise MissingExtraError(needs, "train") from exc
-        raise
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# Only RecipeDataset and collate need torch; the others are torch-free.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "RecipeDataset": "torch_dataset",
+        "collate": "collation",
+        **dict.fromkeys(("ChatTokenizer", "TokenizedSample", "IGNORE_INDEX"), "tokenize"),
+        **dict.fromkeys(("ExportReport", "export_samples", "openai_messages"), "export"),
+        **dict.fromkeys(("DatasetRenderer", "FrameSample", "task_fallback"), "samples"),
+    },
+    needs=("torch",),
+    missing=lambda package: MissingExtraError(package, "train"),
+)

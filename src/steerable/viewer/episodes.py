@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.parquet import read_parquet
 from steerable.language.rows import Row, rows_from_arrow
-from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
+from steerable.language.styles import CONTEXT_STYLES, LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
 __all__ = [
     "MARKER_STYLES",
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Persistent styles drawn as spans (a row holds until the next row of its style), in track order.
-SPAN_STYLES = ("subtask", "plan", "memory", "motion")
+SPAN_STYLES = (*CONTEXT_STYLES, "motion")
 # Styles drawn as point markers: event rows, plus task rephrasings (all written at t=0).
 MARKER_STYLES = ("interjection", "speech", "vqa", "task_aug")
 

@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from steerable.errors import VLMError
+
 __all__ = ["ReplyParseError", "extract_json"]
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -19,7 +21,7 @@ _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _NOTHING = object()  # "no value found": None is a valid JSON value
 
 
-class ReplyParseError(ValueError):
+class ReplyParseError(VLMError, ValueError):
     """The reply holds no parseable JSON value; `kind` is 'empty', 'truncated' or 'invalid_json'."""
 
     def __init__(self, message: str, kind: str) -> None:

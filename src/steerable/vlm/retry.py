@@ -46,7 +46,7 @@ class Reply:
     finish_reason: str | None = None
 
 
-class AttemptError(Exception):
+class AttemptError(VLMError):
     """One attempt failed in transport (timeout, 5xx, refused connection); `kind` names the cause."""
 
     def __init__(self, message: str, kind: str) -> None:

@@ -16,12 +16,12 @@ import pyarrow.compute as pc
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.errors import SteerableError
 from steerable.language.rows import Row
+from steerable.language.styles import PERSISTENT_STYLE_ORDER
 from steerable.viewer.clips import browser_playable, cut_clip, remux_clip
 from steerable.viewer.episodes import episode_language, event_kind, speech_text, vqa_overlays
 
 __all__ = [
     "FRAME_TIMELINE",
-    "PERSISTENT_STYLES",
     "TIME_TIMELINE",
     "WHOLE_FILE_MAX_BYTES",
     "EpisodeLog",
@@ -37,8 +37,6 @@ logger = logging.getLogger(__name__)
 VideoMode = Literal["asset", "frames"]
 FRAME_TIMELINE = "frame_index"
 TIME_TIMELINE = "time"
-# Persistent styles: one entity each under language/, a value that holds until the next row.
-PERSISTENT_STYLES = ("subtask", "plan", "memory", "motion", "task_aug")
 _FRAME_COLUMNS = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})
 _NUMERIC = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64", "bool"})
 _COLORS = {"interjection": (230, 120, 40), "speech": (60, 150, 230), "vqa": (150, 90, 210), "tool": (120, 120, 120)}
@@ -200,7 +198,7 @@ def _log_camera(
 def _log_persistent(rr: Any, rec: Any, rows: Sequence[Row], index: _Index) -> int:
     """Each persistent style: a TextDocument + StateChange per distinct timestamp (rows there joined)."""
     count = 0
-    for style in PERSISTENT_STYLES:
+    for style in PERSISTENT_STYLE_ORDER:  # one entity each under language/, holding until the next row
         by_time: dict[float, list[str]] = {}
         for row in rows:
             if row.get("style") == style:

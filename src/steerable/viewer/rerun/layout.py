@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from steerable.language.styles import CONTEXT_STYLES
 from steerable.viewer.rerun.episode import FRAME_TIMELINE, camera_entity, camera_name
 
 __all__ = ["episode_blueprint"]
 
-_TEXT_STYLES = ("task", "subtask", "plan", "memory")
+_TEXT_STYLES = ("task", *CONTEXT_STYLES)
 
 
 def episode_blueprint(cameras: Sequence[str], plots: Sequence[str], fps: float = 30.0) -> Any:

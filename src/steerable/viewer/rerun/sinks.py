@@ -17,7 +17,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from steerable.dataset import LeRobotDataset
-from steerable.errors import ConfigError, MissingExtraError, WriteError, explain_os_error
+from steerable.dataset.atomic import atomic_path
+from steerable.errors import ConfigError, MissingExtraError, WriteError
 from steerable.viewer.rerun.episode import EpisodeLog, VideoMode, log_episode, plot_features
 from steerable.viewer.rerun.layout import episode_blueprint
 
@@ -174,9 +175,8 @@ def rerun_executable() -> str:
 
 
 def _write(parts: list[Path], dst: Path) -> None:
-    """One part: move it into place. Several: `rerun rrd merge` them (each stays its own recording)."""
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    try:
+    """One part: copy it into place. Several: `rerun rrd merge` them (each stays its own recording)."""
+    with atomic_path(dst) as tmp:
         if len(parts) == 1:
             shutil.copyfile(parts[0], tmp)
         else:
@@ -187,8 +187,3 @@ def _write(parts: list[Path], dst: Path) -> None:
             if done.returncode != 0:
                 tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 raise WriteError(f"could not merge the episode recordings into {dst}: {tail}")
-        os.replace(tmp, dst)
-    except OSError as exc:
-        raise WriteError(f"could not write {dst}: {explain_os_error(exc)}") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
