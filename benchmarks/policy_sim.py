@@ -108,7 +108,7 @@ def pick_rate(checkpoint: Path, episodes: int, seconds: float, *, bc: bool) -> d
     import numpy as np
 
     from steerable.runtime.policy_adapter import load_low_level
-    from steerable.runtime.sim.env import SimEnv
+    from steerable.synthetic.env import SimEnv
 
     low = load_low_level(checkpoint, observation="privileged")
     env = SimEnv(cameras=tuple(c.rsplit(".", 1)[-1] for c in low.runner.cfg.cameras))
@@ -118,7 +118,7 @@ def pick_rate(checkpoint: Path, episodes: int, seconds: float, *, bc: bool) -> d
         cube = spec.steps[0].cube
         assert env.world is not None
         index = env.world.scene.cube_index(cube)
-        command = spec.text if bc else f"pick up the {cube}"
+        command = spec.task if bc else f"pick up the {cube}"
         best = float("inf")
         while env.steps_taken < seconds * env.fps:
             for action in low.act(env.observe(), command).actions:

@@ -16,8 +16,8 @@ import numpy as np
 from steerable.runtime.evaluation import evaluate
 from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.recording import Recorder
-from steerable.runtime.sim import ScriptedController, ScriptedPlanner, SimEnv
 from steerable.runtime.stack import StackSpec
+from steerable.synthetic import ScriptedController, ScriptedPlanner, SimEnv
 from steerable.tools import load_tools
 
 TASK = "put the red cube in the left bin, then the orange cube in the right bin"

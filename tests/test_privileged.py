@@ -114,12 +114,19 @@ def test_make_dataset_privileged_state_writes_the_feature(tmp_path: Path) -> Non
 
 
 def test_default_dataset_is_unchanged(tmp_path: Path) -> None:
-    result = _make(tmp_path / "plain")
+    # `--camera_shapes legacy`: the bytes written before both cameras had one shape (the wrist 128x128).
+    result = _make(tmp_path / "plain", "--camera_shapes", "legacy")
     assert result.returncode == 0, result.stderr
     root = tmp_path / "plain"
     got = {name: hashlib.sha256((root / name).read_bytes()).hexdigest()[:16] for name in PINNED_DEFAULT}
     assert got == PINNED_DEFAULT
     assert ENVIRONMENT_STATE_FEATURE not in json.loads((root / "meta" / "info.json").read_text())["features"]
+    # The default shapes change the wrist frames only, never the data.
+    assert _make(tmp_path / "equal").returncode == 0
+    data = "data/chunk-000/file-000.parquet"
+    assert hashlib.sha256((tmp_path / "equal" / data).read_bytes()).hexdigest()[:16] == PINNED_DEFAULT[data]
+    info = json.loads((tmp_path / "equal" / "meta" / "info.json").read_text())
+    assert info["features"]["observation.images.wrist"]["shape"] == [160, 224, 3]
 
 
 def test_library_default_has_no_environment_state(tmp_path: Path) -> None:

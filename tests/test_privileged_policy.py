@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from policy_helpers import TINY, TINY_FLAGS, items, one_thread  # noqa: F401  (autouse fixture)
+from steerable.control import Observation
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
@@ -21,8 +22,7 @@ from steerable.policy.checkpoint import latest_checkpoint
 from steerable.policy.config import PolicyConfig
 from steerable.policy.setup import build_fresh
 from steerable.runtime.policy_adapter import load_high_level, load_low_level
-from steerable.runtime.protocols import Observation
-from steerable.runtime.sim.env import SimEnv
+from steerable.synthetic.env import SimEnv
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

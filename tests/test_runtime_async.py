@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from annotate_helpers import steerable
+from steerable.control import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
-from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.runtime.session import status_lines
 from steerable.testing.server import TestServer
 from steerable.testing.server.faults import FaultPlan

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steerable.control import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.runtime.clock import RateGate, VirtualClock
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
-from steerable.runtime.parsing import ParseError, parse_generation, parse_reply, split_say
-from steerable.runtime.protocols import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.runtime.parsing import REPLIES, MemoryReply, SpeechReply, SubtaskReply, split_say
 from steerable.runtime.state import RuntimeState
 from steerable.tools import SayTool, ToolRegistry
 
@@ -212,7 +212,7 @@ def test_ask_pauses_answers_and_resumes() -> None:
 
 
 def test_tool_calls_from_the_model_are_validated() -> None:
-    from steerable.runtime.protocols import ToolCall
+    from steerable.control import ToolCall
 
     planner = RecordingPlanner([HighLevelUpdate(subtask="x", tool_calls=(ToolCall("launch", {}), ToolCall("say", {})))])
     rt, _, events = _runtime(planner)
@@ -224,29 +224,44 @@ def test_tool_calls_from_the_model_are_validated() -> None:
     assert rt.state.context["subtask"] == "x"  # the rest of the update still applies
 
 
-def test_split_say_and_plan_parsing() -> None:
+def test_split_say_and_reply_models() -> None:
     assert split_say("turn left now <say>heading left</say>") == ("turn left now", ["heading left"])
     assert split_say("< SAY >'ok'</say>") == ("", ["ok"])
-    update = parse_generation("Subtask: pick up the red cube\nPlan:\n1. pick up the red cube\n2. place it in the bin\n"
-                              "Memory: nothing yet <say>Starting now.</say>")
-    assert update.subtask == "pick up the red cube"
-    assert update.plan == "1. pick up the red cube\n2. place it in the bin"
-    assert update.memory == "nothing yet" and update.speech == "Starting now."
-    assert parse_generation("place it in the right bin").subtask == "place it in the right bin"
-    assert parse_generation("ok <say>sure</say>", default_field="plan").plan == "ok"
+    update = SubtaskReply(subtask="pick up the red cube <say>Starting now.</say>",
+                          plan="1. pick up the red cube\n2. place it in the bin").update()
+    assert update == HighLevelUpdate(subtask="pick up the red cube", plan="1. pick up the red cube\n2. place it in "
+                                     "the bin", speech="Starting now.")
+    assert SubtaskReply(subtask="", task_done=True).update() == HighLevelUpdate(subtask="", task_done=True)
+    spoken = SpeechReply(speech="OK <say>the right bin</say>", subtask="place it in the right bin").update()
+    assert spoken.speech == "the right bin OK" and spoken.subtask == "place it in the right bin"
+    assert spoken.plan is None  # left out: the plan is kept
+    assert MemoryReply(memory="").update() == HighLevelUpdate(memory="")  # "" clears the memory
 
 
-def test_json_replies_and_tool_calls_parse_and_garbage_is_rejected() -> None:
-    update = parse_reply({"subtask": "open the gripper", "plan": ["open the gripper", "go home"],
-                          "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": '{"text": "hi"}'}}]})
-    assert update.plan == "1. open the gripper\n2. go home" and update.speech == "hi"
-    assert parse_generation('{"answer": "two cubes"}').answer == "two cubes"
-    with pytest.raises(ParseError):
-        parse_reply({"mood": "happy"})
-    with pytest.raises(ParseError):
-        parse_generation("   ")
-    with pytest.raises(ParseError):
-        parse_reply({"tool_calls": [{"function": {"name": "say", "arguments": "{not json"}}]})
+def test_replies_that_say_nothing_usable_are_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="empty subtask"):
+        SubtaskReply(subtask="<say>hello</say>")
+    with pytest.raises(ValidationError):
+        MemoryReply.model_validate({"memory": "x", "mood": "happy"})  # the schema allows no other key
+    with pytest.raises(ValidationError):
+        SubtaskReply.model_validate({"plan": "1. wave"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(REPLIES)), st.dictionaries(
+    st.sampled_from(["subtask", "plan", "memory", "speech", "answer", "task_done", "mood"]),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=60) | st.booleans() | st.none() | st.integers()))
+def test_any_json_reply_is_read_or_refused_cleanly(purpose: str, data: dict[str, object]) -> None:
+    from pydantic import ValidationError
+
+    try:
+        update = REPLIES[purpose].model_validate(data).update()  # type: ignore[index]
+    except ValidationError:
+        return
+    for value in (update.subtask, update.plan, update.memory, update.speech, update.answer):
+        assert value is None or isinstance(value, str)
 
 
 def test_model_text_is_printed_without_terminal_control_characters() -> None:
@@ -276,18 +291,6 @@ def test_measured_rates_cover_the_recent_window() -> None:
     rt.run(max_ticks=60)  # 6 s paused: the last 5 s saw ticks but no inference
     rates = rt.measured_rates()
     assert rates["chunk_hz"] == 0.0 and rates["ctrl_hz"] == pytest.approx(10.0)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=120) | st.sampled_from(
-    ["{", '{"subtask": 3}', '{"tool_calls": "x"}', "<say>", "<say></say>", "Plan:", '{"plan": [1, 2]}']))
-def test_any_generated_text_parses_or_is_refused_cleanly(text: str) -> None:
-    try:
-        update = parse_generation(text)
-    except ParseError:
-        return
-    for value in (update.subtask, update.plan, update.memory, update.speech, update.answer):
-        assert value is None or isinstance(value, str)
 
 
 class AlwaysDoneController:

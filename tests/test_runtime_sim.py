@@ -10,22 +10,15 @@ import pytest
 
 from annotate_helpers import steerable
 from runtime_helpers import recorded_language
+from steerable.control import Observation
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.runtime.evaluation import evaluate
 from steerable.runtime.loop import LoopRates, Runtime
-from steerable.runtime.protocols import Observation
 from steerable.runtime.session import Session, SessionOptions, read_commands
-from steerable.runtime.sim import (
-    Command,
-    CommandError,
-    ScriptedController,
-    SimEnv,
-    parse_command,
-    step_satisfied,
-)
-from steerable.runtime.sim.planner import describe_location
 from steerable.runtime.stack import StackSpec
-from steerable.synthetic.commands import PHRASINGS
+from steerable.synthetic.commands import PHRASINGS, Command, CommandError, parse_command
+from steerable.synthetic.controller import ScriptedController
+from steerable.synthetic.env import SimEnv, describe_location, step_satisfied
 from steerable.synthetic.tasks import PUSH_DISTANCE, Step
 
 TASK = "put the red cube in the left bin, then the orange cube in the left bin"
@@ -151,7 +144,12 @@ def test_env_renders_cameras_and_steps_like_the_dataset() -> None:
     obs = env.observe()
     assert isinstance(obs, Observation) and obs.state.shape == (4,)
     assert obs.images["observation.images.top"].shape == (160, 224, 3)
-    assert obs.images["observation.images.wrist"].shape == (128, 128, 3)
+    assert obs.images["observation.images.wrist"].shape == (160, 224, 3)  # one shape for both cameras
+    assert env.camera_shapes() == {k: v.shape for k, v in obs.images.items()}
+    legacy = SimEnv(camera_shapes="legacy")
+    legacy.reset(3)
+    assert legacy.observe().images["observation.images.wrist"].shape == (128, 128, 3)
+    assert legacy.camera_shapes()["observation.images.wrist"] == (128, 128, 3)
     assert env.observe(render=False).images == {}
     env.send_action(np.array([0.1, 0.1, 0.05, 0.0]))
     assert env.observe(render=False).state[:3] == pytest.approx([0.1, 0.1, 0.05])

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from annotate_helpers import steerable
+from steerable.control import LanguageContext, Observation
 from steerable.errors import ConfigError
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.prompts import RecipePrompts
-from steerable.runtime.protocols import LanguageContext, Observation
-from steerable.runtime.sim import ScriptedController, SimEnv
 from steerable.runtime.vlm_planner import VLMPlanner
+from steerable.synthetic import ScriptedController, SimEnv
 from steerable.testing.server import TestServer
 from steerable.testing.server.faults import FaultPlan
 from steerable.tools import load_tools

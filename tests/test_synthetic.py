@@ -16,7 +16,8 @@ import pytest
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
 from steerable.synthetic import generate_synthetic, read_ground_truth, render_frame, simulate_episode
-from steerable.synthetic.render import CAMERAS, object_boxes
+from steerable.synthetic.generate import synthetic_features
+from steerable.synthetic.render import CAMERAS, camera_sizes, object_boxes
 from steerable.synthetic.world import GRASP_THRESHOLD
 
 SEED = 7
@@ -75,7 +76,7 @@ def test_layout_is_a_valid_lerobot_v3_dataset(synth: Path) -> None:
     assert info["features"]["observation.state"]["names"] == ["ee.x", "ee.y", "ee.z", "gripper.closure"]
     assert info["features"]["action"]["names"] == info["features"]["observation.state"]["names"]
     assert info["features"]["observation.images.top"]["shape"] == [160, 224, 3]
-    assert info["features"]["observation.images.wrist"]["shape"] == [128, 128, 3]
+    assert info["features"]["observation.images.wrist"]["shape"] == [160, 224, 3]  # one shape for both cameras
     ds = open_dataset(synth)
     assert ds.camera_keys == list(CAMS)
     assert len(ds.episodes) == EPISODES == info["total_episodes"]
@@ -136,9 +137,22 @@ def test_decoded_frames_match_render_frame(synth: Path, camera: str) -> None:
 def test_render_frame_accepts_short_and_full_camera_names() -> None:
     _, demo = simulate_episode(0, 0, FPS)
     np.testing.assert_array_equal(render_frame(demo.states[5], "top"), render_frame(demo.states[5], CAMS[0]))
-    assert render_frame(demo.states[5], "wrist").shape == (128, 128, 3)
+    assert render_frame(demo.states[5], "wrist").shape == (160, 224, 3)
     with pytest.raises(ConfigError, match="unknown camera"):
         render_frame(demo.states[5], "front")
+
+
+def test_legacy_camera_shapes_keep_the_square_wrist_camera_as_the_centre_of_the_wide_one() -> None:
+    _, demo = simulate_episode(0, 0, FPS)
+    legacy = camera_sizes("legacy")
+    square = render_frame(demo.states[40], "wrist", legacy["wrist"])
+    assert square.shape == (128, 128, 3)
+    np.testing.assert_array_equal(render_frame(demo.states[40], "wrist")[16:144, 48:176], square)
+    features = synthetic_features(["top", "wrist"], camera_shapes="legacy")
+    assert features["observation.images.wrist"]["shape"] == [128, 128, 3]
+    assert features["observation.images.top"]["shape"] == [160, 224, 3]
+    with pytest.raises(ConfigError, match="--camera_shapes 'wide'"):
+        camera_sizes("wide")
 
 
 def test_subtasks_cover_each_episode_on_frame_timestamps(synth: Path) -> None:
@@ -223,7 +237,8 @@ def test_wrist_camera_sees_the_grasped_cube() -> None:
     assert held == task.steps[0].cube
     boxes = {b["name"]: b["box"] for b in object_boxes(state, "wrist")}
     x0, y0, x1, y1 = boxes[held]
-    assert x0 < 64 < x1 and y0 < 64 < y1, "the held cube is under the wrist camera"
+    width, height = CAMERAS["wrist"]
+    assert x0 < width // 2 < x1 and y0 < height // 2 < y1, "the held cube is under the wrist camera"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

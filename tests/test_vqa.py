@@ -29,7 +29,7 @@ from steerable.annotate.modules.vqa import (
     validate_vqa_rows,
 )
 from steerable.dataset import LeRobotDataset, open_dataset
-from steerable.errors import ConfigError
+from steerable.errors import AnnotationError, ConfigError
 from steerable.synthetic.generate import generate_synthetic
 from steerable.synthetic.ground_truth import read_ground_truth
 from steerable.testing.scripted import ScriptedVLM
@@ -69,8 +69,10 @@ class Truth:
 
 @pytest.fixture(scope="module")
 def truth(tmp_path_factory: pytest.TempPathFactory) -> Truth:
+    # Legacy camera shapes: the cameras differ in size, so prompts and boxes must each use their own.
     root = generate_synthetic(
-        tmp_path_factory.mktemp("syn") / "ds", episodes=EPISODES, cameras=("top", "wrist"), seed=11
+        tmp_path_factory.mktemp("syn") / "ds", episodes=EPISODES, cameras=("top", "wrist"), seed=11,
+        camera_shapes="legacy",
     )
     return Truth(root)
 
@@ -240,14 +242,13 @@ def test_out_of_frame_coordinates_are_clipped_or_rejected_by_rule(truth: Truth) 
     }
     clipped = one_question(truth, LooseVLM(reply), coordinate_format="pixels", out_of_range="clip")
     assert [d["bbox"] for _, d in stored_boxes(clipped)] == [[0, 10, 100, 160]]
-    rejected = one_question(
-        truth, LooseVLM(reply), coordinate_format="pixels", out_of_range="reject", max_retries=0
-    )
-    assert rejected.rows == [] and "outside the 224x160 frame" in rejected.notes[0]
+    # The episode's only question rejected: no usable answer at all, so the module has failed.
+    with pytest.raises(AnnotationError, match=r"none of its 1 questions got a usable answer .*outside the 224x160"):
+        one_question(truth, LooseVLM(reply), coordinate_format="pixels", out_of_range="reject", max_retries=0)
     # Above 1000 cannot be a 0-1000 value: rejected under an explicit relative scale.
     relative = {"question": "q", "answer": {"detections": [{"label": "a", "bbox": [0, 0, 1200, 500]}]}}
-    out = one_question(truth, LooseVLM(relative), coordinate_format="relative_1000", out_of_range="reject")
-    assert out.rows == [] and "relative_1000" in out.notes[0]
+    with pytest.raises(AnnotationError, match="relative_1000"):
+        one_question(truth, LooseVLM(relative), coordinate_format="relative_1000", out_of_range="reject")
 
 
 def test_auto_detection_rule() -> None:

@@ -27,10 +27,11 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from steerable.errors import ConfigError, MissingExtraError
+from steerable.language.styles import CONTEXT_STYLES
 
 if TYPE_CHECKING:
+    from steerable.control import Observation
     from steerable.runtime.loop import Runtime, RuntimeEvent
-    from steerable.runtime.protocols import Observation
 
 __all__ = ["RerunDisplay", "runtime_blueprint"]
 
@@ -38,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 FRAME_TIMELINE = "frame_index"
 TIME_TIMELINE = "time"
-_CONTEXT = ("task", "subtask", "plan", "memory")
+_CONTEXT = ("task", *CONTEXT_STYLES)
 _LOGS = {"interjection": (230, 120, 40), "speech": (60, 150, 230), "answer": (150, 90, 210), "tool": (120, 120, 120)}
 _RUNTIME_LEVELS = {"warn": "WARN", "mode": "INFO", "done": "INFO", "info": "INFO"}
 _URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")

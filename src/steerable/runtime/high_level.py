@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from steerable.runtime.protocols import (
+from steerable.control import (
     HighLevelModel,
     HighLevelRequest,
     HighLevelUpdate,
@@ -25,6 +25,7 @@ from steerable.runtime.protocols import (
     Observation,
     RequestKind,
 )
+from steerable.language.styles import CONTEXT_STYLES
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 
@@ -227,7 +228,7 @@ class HighLevelCalls:
 
     def _apply_update(self, update: HighLevelUpdate) -> None:
         st = self.state
-        for key in ("subtask", "plan", "memory"):
+        for key in CONTEXT_STYLES:
             value = getattr(update, key)
             if value is not None and st.set_context(key, value):
                 self.emit(key, value)

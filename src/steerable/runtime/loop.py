@@ -32,15 +32,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
-from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
-from steerable.runtime.protocols import (
+from steerable.control import (
     Environment,
     HighLevelModel,
     LowLevelController,
     Observation,
     RequestKind,
 )
+from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
+from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 

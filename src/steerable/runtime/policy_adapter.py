@@ -26,6 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from steerable.control import (
+    ActionChunk,
+    HighLevelRequest,
+    HighLevelUpdate,
+    Observation,
+    ToolCall,
+)
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy
 from steerable.policy.generation import GenerationConfig
@@ -37,13 +44,6 @@ from steerable.policy.inference import (
     plan_update_prompt,
     progress_prompt,
     subtask_prompt,
-)
-from steerable.runtime.protocols import (
-    ActionChunk,
-    HighLevelRequest,
-    HighLevelUpdate,
-    Observation,
-    ToolCall,
 )
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from steerable.control import LanguageContext, Observation, RequestKind
 from steerable.errors import ConfigError
 from steerable.language import speech_row
+from steerable.language.styles import CONTEXT_STYLES
 from steerable.recipes import EpisodeTimeline, Recipe, RenderOptions, load_recipe, render_sample
-from steerable.runtime.protocols import LanguageContext, Observation, RequestKind
 
 __all__ = ["DEFAULT_RECIPE", "PURPOSES", "Purpose", "RecipePrompts"]
 
@@ -95,7 +96,7 @@ class RecipePrompts:
         images = dict(observation.images) if observation is not None else {}
         target = next((t for t in targets if t.camera is None or t.camera in images), targets[0])
         rows: list[dict[str, Any]] = []
-        for style in ("subtask", "plan", "memory"):
+        for style in CONTEXT_STYLES:
             value = getattr(context, style)
             if value:
                 rows.append({"role": "assistant", "content": value, "style": style, "timestamp": 0.0})

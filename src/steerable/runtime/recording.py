@@ -21,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from steerable.control import Observation
 from steerable.dataset.atomic import check_writable
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import DatasetError
 from steerable.language import speech_row
+from steerable.language.styles import CONTEXT_STYLES
 from steerable.runtime.loop import RuntimeEvent
-from steerable.runtime.protocols import Observation
 from steerable.synthetic.ground_truth import EpisodeTruth, gripper_events, subtask_spans, write_ground_truth
 from steerable.synthetic.render import object_boxes
 from steerable.synthetic.world import WorldState
@@ -36,8 +37,6 @@ from steerable.synthetic.world import WorldState
 __all__ = ["Recorder"]
 
 logger = logging.getLogger(__name__)
-
-_PERSISTENT = ("subtask", "plan", "memory")
 
 
 @dataclass
@@ -93,7 +92,7 @@ class Recorder:
         if ep is None:
             return
         frame = event.frame - ep.start_frame
-        if event.kind in _PERSISTENT and event.text:
+        if event.kind in CONTEXT_STYLES and event.text:
             ep.persistent[(event.kind, frame)] = event.text
         elif event.kind == "interjection":
             ep.events.append((frame, {"role": "user", "content": event.text, "style": "interjection", "camera": None,
@@ -179,7 +178,7 @@ class Recorder:
         for key, frames in ep.images.items():
             height, width = frames[0].shape[:2]
             self._cameras[key] = (width, height)
-            boxes[key] = [object_boxes(w, key) for w in ep.worlds]
+            boxes[key] = [object_boxes(w, key, (width, height)) for w in ep.worlds]
         return EpisodeTruth(index, ep.task, subtask_spans(starts, times), gripper_events(closure, times), boxes)
 
     def close(self) -> Path | None:

@@ -13,7 +13,8 @@ def eval_table(report: EvalReport) -> Table:
     """Success overall, per task kind and with/without interjection."""
     n = len(report.episodes)
     title = (f"steerable run --eval_episodes {n}: high level {_named(report.high_level, 'planner')} · "
-             f"low level {_named(report.low_level, 'controller')} · {report.difficulty} tasks "
+             f"low level {_named(report.low_level, 'controller')} · "
+             f"{f'{report.difficulty} tasks' if report.difficulty else f'--env {report.env}'} "
              f"({report.wall_seconds:.1f} s)")
     table = Table(title=title, title_justify="left")
     for column in ("group", "episodes", "successes", "success rate"):

@@ -21,14 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from steerable.control import DescribesScene
 from steerable.errors import ConfigError
+from steerable.runtime.environments import EnvSpec, make_env
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.recording import Recorder
-from steerable.runtime.sim.env import SimEnv
-from steerable.runtime.sim.grammar import side_of
-from steerable.runtime.sim.planner import describe_location
 from steerable.runtime.stack import StackSpec, build_high, build_low
-from steerable.synthetic.generate import ROBOT_TYPE
 from steerable.tools import load_tools
 
 __all__ = [
@@ -140,8 +138,9 @@ def format_event(event: RuntimeEvent) -> str:
 @dataclass
 class SessionOptions:
     stack: StackSpec = field(default_factory=StackSpec)
+    env: EnvSpec = field(default_factory=EnvSpec)
     task: str | None = None
-    seed: int = 0
+    seed: int | None = None  # None: the first scene where the task fits (an env with `seed_for_task`), else 0
     record: Path | None = None
     tts: str = "text"
     rates: LoopRates = field(default_factory=LoopRates)
@@ -155,18 +154,25 @@ class Session:
     def __init__(self, options: SessionOptions, *, out: Callable[[str], None] = print) -> None:
         self.options = options
         self.out = out
-        self.seed = options.seed
-        self.env = SimEnv(fps=int(round(options.rates.ctrl_hz)))
+        self.env = make_env(options.env, int(round(options.rates.ctrl_hz)))
+        try:
+            self._start(options)
+        except BaseException:
+            self.env.close()  # a robot is released on every exit, a failed start included
+            raise
+
+    def _start(self, options: SessionOptions) -> None:
+        self.seed = options.seed if options.seed is not None else _seed_for(self.env, options.task)
         self.env.reset(self.seed, options.task or "")
         self.speech_dir = Path(tempfile.mkdtemp(prefix="steerable_say_")) if options.tts != "text" else None
         tools = load_tools({}, tts=options.tts, output_dir=self.speech_dir)
         self.recorder = (
-            Recorder(options.record, fps=self.env.fps, robot_type=ROBOT_TYPE, state_names=self.env.state_names,
-                     camera=self.env.camera_keys[0] if self.env.camera_keys else None)
+            Recorder(options.record, fps=self.env.fps, robot_type=self.env.robot_type,
+                     state_names=self.env.state_names, camera=self.env.camera_keys[0] if self.env.camera_keys else None)
             if options.record is not None
             else None
         )
-        high, low = build_high(options.stack), build_low(options.stack)
+        high, low = build_high(options.stack, self.env), build_low(options.stack, self.env)
         prompts = None
         if high is not None and options.stack.high_level == "policy":  # the VLM planner renders its own
             from steerable.runtime.prompts import RecipePrompts
@@ -187,10 +193,9 @@ class Session:
             self.runtime.submit("task", options.task)
 
     def describe_scene(self) -> str:
-        world = self.env.observe(render=False).privileged
-        cubes = ", ".join(c.name for c in world.scene.cubes)
-        places = ", ".join(f"{r.name} ({side_of(r)})" for r in world.scene.receptacles)
-        return f"scene (seed {self.seed}): cubes: {cubes}; receptacles: {places}"
+        env = self.env
+        what = env.describe_scene() if isinstance(env, DescribesScene) else f"--env {self.options.env.name}"
+        return f"scene (seed {self.seed}): {what}"
 
     def reset(self, text: str) -> None:
         """`/reset [seed]`: a new scene; the task is cleared (and the recording starts a new episode)."""
@@ -241,14 +246,13 @@ class Session:
         rt.run(until=finished)
 
     def final_report(self) -> str:
-        """Where each cube of the task ended up (from the simulator's state)."""
-        world = self.env.world
-        if world is None or not self.runtime.state.task:
+        """Whether the task is done and, from an env that can say it, where its objects ended up."""
+        task = self.runtime.state.task
+        if not task:
             return "final: no task"
-        task = self.runtime.state.task.lower()
-        named = [c.name for c in world.scene.cubes if c.name in task] or [c.name for c in world.scene.cubes]
-        where = " ".join(describe_location(world, c) for c in named)
-        report = f"final ({'task done' if self.runtime.state.done else 'task not done'}): {where}"
+        where = self.env.final_report(task) if isinstance(self.env, DescribesScene) else ""
+        status = "task done" if self.runtime.state.done else "task not done"
+        report = f"final ({status}): {where}" if where else f"final ({status})"
         wavs = sorted(self.speech_dir.glob("*.wav")) if self.speech_dir is not None else []
         return report + (f"\nspoken replies: {len(wavs)} wav file(s) in {self.speech_dir}" if wavs else "")
 
@@ -262,6 +266,12 @@ class Session:
             self.runtime.close()
             self.env.close()
             return self.recorder.close() if self.recorder is not None else None
+
+
+def _seed_for(env: object, task: str | None) -> int:
+    """The env's first scene that fits `task` (when it can search scenes), else 0."""
+    search = getattr(env, "seed_for_task", None)
+    return int(search(task)) if callable(search) and task else 0
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """Build the high-level model and low-level controller a run asks for, by name.
 
-`scripted` (test doubles for the simulator), `vlm` (any OpenAI-compatible server), `policy` (a
+`scripted` (the environment's own test doubles, its `scripted_planner()` / `scripted_controller()`:
+the simulator's read its true state), `vlm` (any OpenAI-compatible server), `policy` (a
 trained hierarchical policy checkpoint, through `steerable.runtime.policy_adapter`, imported lazily), and
 `none` for the high level (direct-task: the controller executes the task or the operator's words).
 A `StackSpec` is plain data so evaluation workers can rebuild the same stack in their process.
@@ -11,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from steerable.control import Environment, HighLevelModel, LowLevelController
 from steerable.errors import ConfigError
-from steerable.runtime.protocols import HighLevelModel, LowLevelController
 
-__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "StackSpec", "build_high", "build_low"]
+__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "StackSpec", "build_high", "build_low", "check_scripted"]
 
 HighKind = Literal["scripted", "vlm", "policy", "none"]
 LowKind = Literal["scripted", "policy"]
@@ -54,18 +55,33 @@ def _policy_runtime() -> Any:
     except ImportError as exc:
         raise ConfigError(
             "the trained-policy adapters (steerable.runtime.policy_adapter) are not available in this install "
-            f"({exc}); use --high_level scripted|vlm and --low_level scripted, or install steerable[train]"
+            f"({exc}); use --high_level scripted|vlm and --low_level scripted, or install steerable[policy]"
         ) from exc
     return policy_adapter
 
 
-def build_high(spec: StackSpec) -> HighLevelModel | None:
+def _scripted(env: Environment, flag: str, role: str) -> Any:
+    make = getattr(env, f"scripted_{role}", None)
+    if not callable(make):
+        raise ConfigError(f"{flag} scripted: this environment ({type(env).__name__}) has no scripted {role} "
+                          f"(a test double); choose another {flag}")
+    return make
+
+
+def check_scripted(spec: StackSpec, env: Environment) -> None:
+    """Raise ConfigError now when `spec` asks for a scripted model `env` does not have."""
+    if spec.high_level == "scripted":
+        _scripted(env, "--high_level", "planner")
+    if spec.low_level == "scripted":
+        _scripted(env, "--low_level", "controller")
+
+
+def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
     if spec.high_level == "none":
         return None
     if spec.high_level == "scripted":
-        from steerable.runtime.sim.planner import ScriptedPlanner
-
-        return ScriptedPlanner()
+        planner: HighLevelModel = _scripted(env, "--high_level", "planner")()
+        return planner
     if spec.high_level == "vlm":
         from steerable.runtime.vlm_planner import VLMPlanner
 
@@ -77,11 +93,10 @@ def build_high(spec: StackSpec) -> HighLevelModel | None:
     return model
 
 
-def build_low(spec: StackSpec) -> LowLevelController:
+def build_low(spec: StackSpec, env: Environment) -> LowLevelController:
     if spec.low_level == "scripted":
-        from steerable.runtime.sim.controller import ScriptedController
-
-        return ScriptedController(spec.fps)
+        scripted: LowLevelController = _scripted(env, "--low_level", "controller")()
+        return scripted
     controller: LowLevelController = _policy_runtime().load_low_level(
         spec.policy_path, spec.device, spec.observation)
     return controller

@@ -15,12 +15,12 @@ from typing import Literal
 
 import numpy as np
 
-from steerable.runtime.protocols import LanguageContext
+from steerable.control import LanguageContext
+from steerable.language.styles import CONTEXT_STYLES
 
-__all__ = ["CONTEXT_KEYS", "Mode", "RuntimeState"]
+__all__ = ["Mode", "RuntimeState"]
 
 Mode = Literal["action", "paused"]
-CONTEXT_KEYS = ("subtask", "plan", "memory")
 
 
 @dataclass
@@ -60,8 +60,8 @@ class RuntimeState:
 
     def set_context(self, key: str, value: str | None) -> bool:
         """Set (None or "" removes) one context entry; returns whether it changed."""
-        if key not in CONTEXT_KEYS:
-            raise KeyError(f"unknown context key {key!r}; one of {CONTEXT_KEYS}")
+        if key not in CONTEXT_STYLES:
+            raise KeyError(f"unknown context key {key!r}; one of {CONTEXT_STYLES}")
         with self.lock:
             if (value or None) == self.context.get(key):
                 return False

@@ -64,15 +64,19 @@ def _min_jerk(s: np.ndarray) -> np.ndarray:
     return 10 * s**3 - 15 * s**4 + 6 * s**5
 
 
-def place_position(state: WorldState, target: Step) -> tuple[float, float]:
-    """Where the expert puts `target.cube`: on the other cube, or a free slot of the receptacle."""
+def place_position(state: WorldState, target: Step, exclude: int | None = None) -> tuple[float, float]:
+    """Where `target.cube` goes: on the other cube, or the next free slot of the receptacle, counting
+    the cubes inside it but cube `exclude` (the scripted controller leaves out the cube it places, so
+    the slot stays put while that cube arrives; the expert picks its slot once, counting every cube)."""
     scene = state.scene
     if target.stack:
         x, y, _ = state.positions[scene.cube_index(target.target)]
         return (x, y)
     rec = scene.receptacle(target.target)
     x0, y0, x1, y1 = rec.rect
-    inside = sum(1 for px, py, _ in state.positions if x0 <= px <= x1 and y0 <= py <= y1)
+    inside = sum(
+        1 for i, (px, py, _) in enumerate(state.positions) if i != exclude and x0 <= px <= x1 and y0 <= py <= y1
+    )
     dx, dy = _SLOT_OFFSETS[inside % len(_SLOT_OFFSETS)]
     cx, cy = rec.center
     return (cx + dx, cy + dy)

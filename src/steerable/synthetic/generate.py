@@ -25,7 +25,7 @@ from steerable.synthetic.privileged import (
     environment_state,
 )
 from steerable.synthetic.recording import Recording, record
-from steerable.synthetic.render import CAMERAS
+from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes
 from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task
 from steerable.synthetic.world import sample_world
 
@@ -58,7 +58,9 @@ def camera_key(camera: str) -> str:
     return f"observation.images.{camera}"
 
 
-def synthetic_features(cameras: Sequence[str], privileged_state: bool = False) -> dict[str, dict]:
+def synthetic_features(
+    cameras: Sequence[str], privileged_state: bool = False, camera_shapes: str = DEFAULT_CAMERA_SHAPES
+) -> dict[str, dict]:
     """info.json features of the synthetic dataset for the chosen cameras (and the privileged state)."""
     features: dict[str, dict] = {
         "observation.state": {"dtype": "float32", "shape": [len(STATE_NAMES)], "names": list(STATE_NAMES)},
@@ -68,8 +70,9 @@ def synthetic_features(cameras: Sequence[str], privileged_state: bool = False) -
         features[ENVIRONMENT_STATE_FEATURE] = {
             "dtype": "float32", "shape": [len(ENVIRONMENT_STATE_NAMES)], "names": list(ENVIRONMENT_STATE_NAMES)
         }
+    sizes = camera_sizes(camera_shapes)
     for cam in cameras:
-        width, height = CAMERAS[cam]
+        width, height = sizes[cam]
         features[camera_key(cam)] = {"dtype": "video", "shape": [height, width, 3]}
     return features
 
@@ -117,6 +120,7 @@ def record_episode(
     difficulty: str | Difficulty = EASY,
     interjection_rate: float = 0.0,
     cameras: Sequence[str] = (),
+    camera_shapes: str = DEFAULT_CAMERA_SHAPES,
 ) -> tuple[TaskSpec, Recording, EpisodeTruth]:
     """Episode `episode_index` as `generate_synthetic` stores it, without writing files.
 
@@ -124,9 +128,10 @@ def record_episode(
     The state does not depend on `cameras`, so a benchmark can score the annotator in memory.
     """
     level = get_difficulty(difficulty)
+    sizes = camera_sizes(camera_shapes)
     task, demo = simulate_episode(seed, episode_index, fps, level, interjection_rate)
     cams = [c.rsplit(".", 1)[-1] for c in cameras]
-    rec = record(demo, level, np.random.default_rng([seed, episode_index, _RECORDING_STREAM]), cams, fps)
+    rec = record(demo, level, np.random.default_rng([seed, episode_index, _RECORDING_STREAM]), cams, fps, sizes)
     return task, rec, _truth(episode_index, task.text, rec, cams, fps)
 
 
@@ -141,6 +146,7 @@ def generate_synthetic(
     with_language: bool = False,
     interjection_rate: float | None = None,
     privileged_state: bool = False,
+    camera_shapes: str = DEFAULT_CAMERA_SHAPES,
 ) -> Path:
     """Write `episodes` scripted tabletop demonstrations to `out`; same arguments, same bytes.
 
@@ -149,8 +155,11 @@ def generate_synthetic(
     `interjection_rate`: share of episodes with a redirect (default 0.5 with language, else 0).
     `privileged_state`: also write every object's true position (`steerable.synthetic.privileged`)
     as `observation.environment_state`.
+    `camera_shapes`: "equal" (both cameras 224x160, as `steerable run --env sim` renders them) or
+    "legacy" (the wrist camera 128x128, as datasets made before).
     """
     level = get_difficulty(difficulty)
+    sizes = camera_sizes(camera_shapes)
     rate = (
         (DEFAULT_INTERJECTION_RATE if with_language else 0.0)
         if interjection_rate is None
@@ -158,13 +167,13 @@ def generate_synthetic(
     )
     cams = _check(episodes, cameras, fps, rate)
     out = Path(out)
-    features = synthetic_features(cams, privileged_state)
+    features = synthetic_features(cams, privileged_state, camera_shapes)
     builder = DatasetBuilder(out, fps=fps, features=features, robot_type=ROBOT_TYPE)
     truths: list[EpisodeTruth] = []
     tasks: list[TaskSpec] = []
     with builder:
         for ep in range(episodes):
-            task, rec, truth = record_episode(seed, ep, fps, level, rate, cams)
+            task, rec, truth = record_episode(seed, ep, fps, level, rate, cams, camera_shapes)
             columns = {"observation.state": rec.state, "action": rec.action}
             if privileged_state:
                 columns[ENVIRONMENT_STATE_FEATURE] = np.stack(
@@ -180,7 +189,7 @@ def generate_synthetic(
             logger.debug("episode %d: %d frames, %r", ep, len(rec.ticks), task.text)
         # Into the folder being built, which the builder's exit commits to `out`.
         write_ground_truth(
-            builder.build_dir, fps, {camera_key(c): CAMERAS[c] for c in cams}, truths, level.name
+            builder.build_dir, fps, {camera_key(c): sizes[c] for c in cams}, truths, level.name
         )
     if with_language:
         _write_language(out, seed, tasks, truths)

@@ -5,7 +5,7 @@ steps that remain (the current one first, numbered), and a `memory` row at each 
 subtask saying what is done so far. Event rows: at each redirect, the person's `interjection`
 and the robot's spoken reply (a `say` tool call) on the frame where the expert turned; the plan
 row of that frame already names the new receptacle. Subtask texts are the commands of
-`steerable.synthetic.commands`, so the runtime's scripted controller can execute them.
+`steerable.synthetic.commands`, so the scripted controller can execute them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from steerable.dataset.writer import EpisodeLanguage
 from steerable.language import speech_row
-from steerable.synthetic.commands import parse_command
+from steerable.synthetic.commands import CommandError, parse_command
 from steerable.synthetic.ground_truth import EpisodeTruth, Interjection
 from steerable.synthetic.tasks import TaskSpec
 
@@ -58,14 +58,16 @@ def memory_text(done: list[str]) -> str:
     facts: list[str] = []
     holding: str | None = None
     for text in done:
-        cmd = parse_command(text)
-        if cmd is None:
+        try:
+            cmd = parse_command(text)
+        except CommandError:
             facts.append(text)
-        elif cmd.kind == "pick":
+            continue
+        if cmd.kind == "pick":
             holding = cmd.cube
-        elif cmd.kind in ("place", "stack"):
+        elif cmd.kind == "place":
             cube = cmd.cube or holding
-            facts.append(f"the {cube} is {'on' if cmd.kind == 'stack' else 'in'} the {cmd.target}")
+            facts.append(f"the {cube} is {'on' if cmd.stack else 'in'} the {cmd.target}")
             holding = None
         elif cmd.kind == "push":
             facts.append(f"the {cmd.cube} was pushed {cmd.direction}")

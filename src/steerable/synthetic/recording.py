@@ -19,7 +19,7 @@ import numpy as np
 
 from steerable.synthetic.difficulty import Difficulty
 from steerable.synthetic.expert import Demo
-from steerable.synthetic.render import CAMERAS, camera_name, object_boxes, render_frame
+from steerable.synthetic.render import CAMERAS, CameraSize, camera_name, object_boxes, render_frame
 
 __all__ = ["Recording", "record"]
 
@@ -45,6 +45,7 @@ class Recording:
     action: np.ndarray  # (n, 4) float32
     true_closure: np.ndarray  # (n,) the gripper's real closure (for the true gripper events)
     cameras: dict[str, _CameraEffects] = field(default_factory=dict)
+    sizes: dict[str, CameraSize] = field(default_factory=lambda: dict(CAMERAS))  # camera -> (width, height)
 
     def frame_of(self, tick: int) -> int:
         """The first recorded frame at or after demo frame `tick`."""
@@ -55,7 +56,7 @@ class Recording:
         cache: dict[int, np.ndarray] = {}
         for k in range(len(self.ticks)):
             if fx is None:
-                yield render_frame(self.demo.states[int(self.ticks[k])], camera)
+                yield render_frame(self.demo.states[int(self.ticks[k])], camera, self.sizes[camera_name(camera)])
                 continue
             src = int(fx.source[k])
             if src not in cache:
@@ -64,16 +65,17 @@ class Recording:
             yield cache[src]
 
     def boxes(self, camera: str) -> list[list[dict[str, Any]]]:
+        size = self.sizes[camera_name(camera)]
         fx = self.cameras.get(camera_name(camera))
         if fx is None:
-            return [object_boxes(self.demo.states[int(t)], camera) for t in self.ticks]
-        width, height = CAMERAS[camera_name(camera)]
+            return [object_boxes(self.demo.states[int(t)], camera, size) for t in self.ticks]
+        width, height = size
         out = []
         for k in range(len(self.ticks)):
             src = int(fx.source[k])
             dx, dy = (int(v) for v in fx.shift[src])
             shifted = []
-            for b in object_boxes(self.demo.states[int(self.ticks[src])], camera):
+            for b in object_boxes(self.demo.states[int(self.ticks[src])], camera, size):
                 bx0, by0, bx1, by1 = (int(v) for v in b["box"])  # type: ignore[attr-defined]
                 x0, x1 = max(bx0 + dx, 0), min(bx1 + dx, width)
                 y0, y1 = max(by0 + dy, 0), min(by1 + dy, height)
@@ -83,7 +85,7 @@ class Recording:
         return out
 
     def _image(self, camera: str, fx: _CameraEffects, k: int) -> np.ndarray:
-        img = render_frame(self.demo.states[int(self.ticks[k])], camera)
+        img = render_frame(self.demo.states[int(self.ticks[k])], camera, self.sizes[camera_name(camera)])
         hand = fx.hand[k] if fx.hand else None
         if hand is not None:
             _draw_hand(img, hand)
@@ -96,14 +98,21 @@ class Recording:
 
 
 def record(
-    demo: Demo, difficulty: Difficulty, rng: np.random.Generator, cameras: list[str], fps: int
+    demo: Demo,
+    difficulty: Difficulty,
+    rng: np.random.Generator,
+    cameras: list[str],
+    fps: int,
+    sizes: dict[str, CameraSize] | None = None,
 ) -> Recording:
-    """Record `demo` as a recorder at `difficulty` would (exactly, at `easy`)."""
+    """Record `demo` as a recorder at `difficulty` would (exactly, at `easy`); `sizes`: camera ->
+    (width, height) of its images (default: `CAMERAS`)."""
     n = len(demo.states)
     true_obs = demo.observations()
     actions = demo.actions()
+    sizes = {**CAMERAS, **(sizes or {})}
     if difficulty.is_easy:
-        return Recording(demo, np.arange(n), true_obs, actions, true_obs[:, 3].copy())
+        return Recording(demo, np.arange(n), true_obs, actions, true_obs[:, 3].copy(), sizes=sizes)
     ticks = np.arange(n)
     if difficulty.stall_rate > 0:
         lost = rng.random(n) < difficulty.stall_rate
@@ -115,9 +124,10 @@ def record(
     state[:, 3] = np.clip(state[:, 3] + rng.normal(0.0, closure_std, size=len(ticks)), 0.0, 1.0)
     if difficulty.gripper_glitch_rate > 0:
         _gripper_glitches(state[:, 3], difficulty, rng, fps)
-    rec = Recording(demo, ticks, state.astype(np.float32), actions[ticks], true_obs[ticks, 3].copy())
+    rec = Recording(demo, ticks, state.astype(np.float32), actions[ticks], true_obs[ticks, 3].copy(), sizes=sizes)
     for cam in cameras:
-        rec.cameras[camera_name(cam)] = _camera_effects(camera_name(cam), len(ticks), difficulty, rng, fps)
+        name = camera_name(cam)
+        rec.cameras[name] = _camera_effects(name, len(ticks), difficulty, rng, fps, sizes[name])
     return rec
 
 
@@ -134,7 +144,7 @@ def _gripper_glitches(
 
 
 def _camera_effects(
-    camera: str, n: int, difficulty: Difficulty, rng: np.random.Generator, fps: int
+    camera: str, n: int, difficulty: Difficulty, rng: np.random.Generator, fps: int, size: CameraSize
 ) -> _CameraEffects:
     source = np.arange(n)
     dropped = rng.random(n) < difficulty.dropped_frame_rate
@@ -154,13 +164,13 @@ def _camera_effects(
             gain[int(rng.integers(n)) :] += float(rng.choice([-1, 1])) * 0.5 * difficulty.lighting
     hand: list[tuple[float, float] | None] = []
     if camera == "top" and rng.random() < difficulty.distractor_rate:
-        hand = _hand_path(n, rng, fps)
+        hand = _hand_path(n, rng, fps, size)
     return _CameraEffects(source, shift, gain, hand)
 
 
-def _hand_path(n: int, rng: np.random.Generator, fps: int) -> list[tuple[float, float] | None]:
+def _hand_path(n: int, rng: np.random.Generator, fps: int, size: CameraSize) -> list[tuple[float, float] | None]:
     """A hand reaching in from the bottom edge of the top image, lingering, and withdrawing."""
-    width, height = CAMERAS["top"]
+    width, height = size
     length = min(n, int(rng.uniform(1.5, 3.0) * fps))
     start = int(rng.integers(0, max(1, n - length)))
     x = float(rng.uniform(0.15, 0.85)) * width

@@ -1,8 +1,12 @@
 """Numpy rendering of the tabletop from the top camera and the wrist camera, plus object boxes.
 
 Top: orthographic, 400 px per metre, the whole table (224x160). Wrist: a pinhole camera 10 cm
-above the fingertips looking straight down (128x128), so objects grow as the gripper descends.
-Boxes are `[x0, y0, x1, y1]` pixel edges with x1/y1 exclusive, computed by the same code that draws.
+above the fingertips looking straight down, so objects grow as the gripper descends; 224x160 like
+the top camera (`camera_shapes="equal"`, the default: policies that stack cameras need one shape),
+or 128x128 (`"legacy"`, the shape of datasets made before both cameras had one shape). A frame of
+another size shows the same camera with a smaller or larger sensor: the same pixels around the
+centre (wrist) or the top-left table corner (top). Boxes are `[x0, y0, x1, y1]` pixel edges with
+x1/y1 exclusive, computed by the same code that draws.
 """
 
 from __future__ import annotations
@@ -16,10 +20,26 @@ import numpy as np
 from steerable.errors import ConfigError
 from steerable.synthetic.world import TABLE_DEPTH, TABLE_WIDTH, Receptacle, Scene, WorldState
 
-__all__ = ["CAMERAS", "camera_name", "object_boxes", "render_frame"]
+__all__ = [
+    "CAMERAS",
+    "CAMERA_SHAPES",
+    "DEFAULT_CAMERA_SHAPES",
+    "CameraSize",
+    "camera_name",
+    "camera_sizes",
+    "object_boxes",
+    "render_frame",
+]
 
-# camera -> (width, height)
-CAMERAS: dict[str, tuple[int, int]] = {"top": (224, 160), "wrist": (128, 128)}
+CameraSize = tuple[int, int]  # (width, height) in pixels
+# camera layout -> camera -> (width, height)
+CAMERA_SHAPES: dict[str, dict[str, CameraSize]] = {
+    "equal": {"top": (224, 160), "wrist": (224, 160)},
+    "legacy": {"top": (224, 160), "wrist": (128, 128)},
+}
+DEFAULT_CAMERA_SHAPES = "equal"
+# camera -> (width, height) of the default layout
+CAMERAS: dict[str, CameraSize] = CAMERA_SHAPES[DEFAULT_CAMERA_SHAPES]
 
 _TOP_SCALE = 400.0
 _WRIST_FOCAL = 112.0
@@ -47,19 +67,28 @@ def camera_name(camera: str) -> str:
     return short
 
 
-def render_frame(state: WorldState, camera: str) -> np.ndarray:
-    """The RGB uint8 HxWx3 image `camera` sees in `state`."""
+def camera_sizes(shapes: str = DEFAULT_CAMERA_SHAPES) -> dict[str, CameraSize]:
+    """camera -> (width, height) of the layout `shapes` ("equal" or "legacy")."""
+    found = CAMERA_SHAPES.get(shapes)
+    if found is None:
+        raise ConfigError(f"--camera_shapes {shapes!r}: choose {' or '.join(CAMERA_SHAPES)}")
+    return dict(found)
+
+
+def render_frame(state: WorldState, camera: str, size: CameraSize | None = None) -> np.ndarray:
+    """The RGB uint8 HxWx3 image `camera` sees in `state`, `size` (width, height) or its default."""
     cam = camera_name(camera)
+    width, height = size or CAMERAS[cam]
     if cam == "top":
-        return _render_top(state)
-    return _render_wrist(state)
+        return _render_top(state, width, height)
+    return _render_wrist(state, width, height)
 
 
-def object_boxes(state: WorldState, camera: str) -> list[dict[str, object]]:
+def object_boxes(state: WorldState, camera: str, size: CameraSize | None = None) -> list[dict[str, object]]:
     """`{"name", "box"}` for every cube and receptacle at least partly inside the camera's image."""
     cam = camera_name(camera)
-    width, height = CAMERAS[cam]
-    project = _top_rect if cam == "top" else _wrist_projector(state)
+    width, height = size or CAMERAS[cam]
+    project = _top_rect if cam == "top" else _wrist_projector(state, width, height)
     boxes: list[dict[str, object]] = []
     for rec in state.scene.receptacles:
         _add_box(boxes, rec.name, project(rec.rect, 0.0), width, height)
@@ -174,8 +203,7 @@ def _top_shadow(rect: Rect, z: float) -> PixelRect:
 
 
 @lru_cache(maxsize=64)
-def _top_background(scene: Scene) -> np.ndarray:
-    w, h = CAMERAS["top"]
+def _top_background(scene: Scene, w: int, h: int) -> np.ndarray:
     xs = (np.arange(w) + 0.5) / _TOP_SCALE
     ys = (np.arange(h) + 0.5) / _TOP_SCALE
     img = _table_texture(xs, ys, scene.texture_phase)
@@ -185,8 +213,8 @@ def _top_background(scene: Scene) -> np.ndarray:
     return img
 
 
-def _render_top(state: WorldState) -> np.ndarray:
-    img = _top_background(state.scene).copy()
+def _render_top(state: WorldState, w: int, h: int) -> np.ndarray:
+    img = _top_background(state.scene, w, h).copy()
     g = state.gripper
     fingers = _finger_rects(g.x, g.y, g.closure)
     for rect in fingers:
@@ -206,10 +234,9 @@ def _finger_rects(x: float, y: float, closure: float) -> tuple[Rect, Rect]:
     return left, right
 
 
-def _wrist_projector(state: WorldState) -> Projector:
+def _wrist_projector(state: WorldState, w: int, h: int) -> Projector:
     g = state.gripper
     cam_z = g.z + _WRIST_HEIGHT
-    w, h = CAMERAS["wrist"]
 
     def project(rect: Rect, z: float) -> PixelRect | None:
         depth = cam_z - z
@@ -227,14 +254,13 @@ def _wrist_projector(state: WorldState) -> Projector:
     return project
 
 
-def _render_wrist(state: WorldState) -> np.ndarray:
+def _render_wrist(state: WorldState, w: int, h: int) -> np.ndarray:
     g = state.gripper
-    w, h = CAMERAS["wrist"]
     metres_per_px = (g.z + _WRIST_HEIGHT) / _WRIST_FOCAL
     xs = g.x + (np.arange(w) + 0.5 - w / 2) * metres_per_px
     ys = g.y + (np.arange(h) + 0.5 - h / 2) * metres_per_px
     img = _table_texture(xs, ys, state.scene.texture_phase)
-    project = _wrist_projector(state)
+    project = _wrist_projector(state, w, h)
     for rec in state.scene.receptacles:
         _draw_receptacle(img, rec, project)
     _draw_cubes(img, state, project, None)

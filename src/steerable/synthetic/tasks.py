@@ -5,21 +5,42 @@ receptacle, or onto another cube when `stack` is set) yields two subtasks, "pick
 "place X ..."; a push step yields one, "push X <direction>", with no gripper event. Phrasings come
 from `steerable.synthetic.commands`. A step may carry a `redirect`: mid-way through the placement
 the person says to use another receptacle, and the expert follows (the oracle-language
-interjection episodes).
+interjection episodes). `parse_task` reads a task in these phrasings back into steps, and
+`step_commands` says a step as the commands the scripted controller executes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from steerable.synthetic.commands import DIRECTIONS, pick_text, place_text, push_text
+from steerable.synthetic.commands import (
+    DIRECTION_WORDS,
+    DIRECTIONS,
+    CommandError,
+    clean_text,
+    pick_text,
+    place_text,
+    push_text,
+    resolve_cube,
+    resolve_target,
+)
 from steerable.synthetic.difficulty import EASY, Difficulty
 from steerable.synthetic.world import CUBE_SIZE, TABLE_DEPTH, TABLE_WIDTH, Scene
 
-__all__ = ["PUSH_DISTANCE", "Step", "TaskSpec", "add_redirect", "push_is_clear", "sample_task"]
+__all__ = [
+    "PUSH_DISTANCE",
+    "Step",
+    "TaskSpec",
+    "add_redirect",
+    "parse_task",
+    "push_is_clear",
+    "sample_task",
+    "step_commands",
+]
 
 _SINGLE = ("put the {c} in the {t}", "place the {c} in the {t}", "move the {c} into the {t}")
 _MULTI = (
@@ -188,3 +209,41 @@ def add_redirect(task: TaskSpec, scene: Scene, rng: np.random.Generator) -> Task
     choices = [name for name in others if name != step.target]
     new = replace(step, redirect=choices[int(rng.integers(len(choices)))])
     return TaskSpec(task.text, task.steps[:i] + (new,) + task.steps[i + 1 :])
+
+
+def step_commands(step: Step, holding: bool = False) -> list[str]:
+    """The subtask commands that perform `step` (in the synthetic phrasings); `holding`: already picked."""
+    if step.push:
+        return [push_text(step.cube, step.target)]
+    place = place_text(None, step.target, step.stack)
+    return [place] if holding else [pick_text(step.cube), place]
+
+
+_STEP = re.compile(
+    r"(?:the )?(?P<cube>\w+ cube) (?P<prep>in|into|on top of|on|onto) (?:the )?(?P<target>\w+ (?:bin|zone|cube))"
+)
+_PUSH_STEP = re.compile(rf"push (?:the )?(?P<cube>\w+ cube) (?P<direction>{DIRECTION_WORDS})\b")
+
+
+def parse_task(text: str, scene: Scene) -> tuple[Step, ...]:
+    """The steps of a task in the synthetic dataset's phrasings; raises CommandError when none are found."""
+    steps: list[Step] = []
+    for part in re.split(r",? then |, and (?:finally )?|;", clean_text(text)):
+        push = _PUSH_STEP.search(part)
+        if push is not None:
+            steps.append(Step(resolve_cube(push.group("cube"), scene, text), push.group("direction"), push=True))
+            continue
+        match = _STEP.search(part)
+        if match is None:
+            continue
+        cube = resolve_target(match.group("cube"), scene)
+        target = resolve_target(match.group("target"), scene)
+        if cube is None or not cube[1] or target is None:
+            raise CommandError(f"task {text!r} names an object this scene does not have ({part!r})")
+        steps.append(Step(cube[0], target[0], stack=target[1]))
+    if not steps:
+        raise CommandError(
+            f"cannot read task {text!r}; say e.g. 'put the red cube in the blue bin' "
+            "or 'stack the red cube on the green cube'"
+        )
+    return tuple(steps)

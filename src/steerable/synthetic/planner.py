@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
-from steerable.runtime.sim.env import step_satisfied
-from steerable.runtime.sim.grammar import parse_task, resolve_target, step_commands
-from steerable.synthetic.tasks import Step
+from steerable.control import HighLevelRequest, HighLevelUpdate
+from steerable.synthetic.commands import resolve_target
+from steerable.synthetic.env import describe_location, step_satisfied
+from steerable.synthetic.tasks import Step, parse_task, step_commands
 from steerable.synthetic.world import WorldState
 
-__all__ = ["ScriptedPlanner", "describe_location"]
+__all__ = ["ScriptedPlanner"]
 
 
 def _numbered(lines: list[str]) -> str:
@@ -28,24 +28,6 @@ def _fact(step: Step) -> str:
     if step.push:
         return f"The {step.cube} was pushed {step.target}."
     return f"The {step.cube} is {'on' if step.stack else 'in'} the {step.target}."
-
-
-def describe_location(world: WorldState, cube: str) -> str:
-    """Where a cube is, in words: in the gripper, in a receptacle, on another cube, on the table."""
-    scene = world.scene
-    i = scene.cube_index(cube)
-    if world.held == i:
-        return f"The {cube} is in the gripper."
-    x, y, z = world.positions[i]
-    for rec in scene.receptacles:
-        x0, y0, x1, y1 = rec.rect
-        if x0 <= x <= x1 and y0 <= y <= y1:
-            return f"The {cube} is in the {rec.name}."
-    if z > 1e-3:
-        for j, (ox, oy, _) in enumerate(world.positions):
-            if j != i and abs(ox - x) < 0.02 and abs(oy - y) < 0.02:
-                return f"The {cube} is on the {scene.cubes[j].name}."
-    return f"The {cube} is on the table."
 
 
 class ScriptedPlanner:

@@ -1,7 +1,7 @@
-"""The runtime's adapter contracts: what a high-level model, a low-level controller and an env provide.
+"""The control contract's data and model types: observations, action chunks, language, the two models.
 
 Everything here is plain data plus `typing.Protocol`s, so an adapter (ours, a LeRobot policy
-wrapper, `steerable.runtime.policy_adapter`) implements them without importing the rest of the runtime.
+wrapper, `steerable.runtime.policy_adapter`) implements them without importing the runtime.
 
 - A `HighLevelModel` reads the rendered prompt (`HighLevelRequest.messages`, laid out by the recipe
   the model was trained with), the live language context and the latest observation, and returns a
@@ -9,7 +9,8 @@ wrapper, `steerable.runtime.policy_adapter`) implements them without importing t
 - A `LowLevelController` reads an observation and the current command (the subtask, or the task
   for a flat policy) and returns an `ActionChunk`: the next actions, and whether it is done with the
   command or could not execute it.
-- An `Environment` (the simulator, a LeRobot robot) gives observations and takes actions.
+- An `Environment` (`steerable.control.environment`: the simulator, a LeRobot env or robot) gives
+  observations and takes actions.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import numpy as np
 
 __all__ = [
     "ActionChunk",
-    "Environment",
     "HighLevelModel",
     "HighLevelRequest",
     "HighLevelUpdate",
@@ -157,26 +157,4 @@ class LowLevelController(Protocol):
 
     def reset(self) -> None:
         """Forget per-episode state (action queues of a policy, a scripted plan)."""
-        ...
-
-
-@runtime_checkable
-class Environment(Protocol):
-    """Something that observes and acts at `fps`: the simulator or a robot."""
-
-    fps: int
-    action_dim: int
-    state_names: tuple[str, ...]
-    camera_keys: tuple[str, ...]
-
-    def observe(self, *, render: bool = True) -> Observation:
-        """The current observation; `render=False` skips camera frames (faster, for scripted stacks)."""
-        ...
-
-    def send_action(self, action: np.ndarray) -> None:
-        """Execute one action (advances the simulator by one step)."""
-        ...
-
-    def close(self) -> None:
-        """Stop the robot / release the simulator."""
         ...

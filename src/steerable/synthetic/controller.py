@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from steerable.runtime.protocols import ActionChunk, Observation
-from steerable.runtime.sim.grammar import Command, CommandError, parse_command
-from steerable.synthetic.commands import DIRECTIONS
-from steerable.synthetic.tasks import PUSH_DISTANCE
+from steerable.control import ActionChunk, Observation
+from steerable.synthetic.commands import DIRECTIONS, Command, CommandError, parse_command
+from steerable.synthetic.expert import place_position
+from steerable.synthetic.tasks import PUSH_DISTANCE, Step
 from steerable.synthetic.world import HOME, PUSHER_RADIUS, Gripper, WorldState, step, support_height
 
 __all__ = ["ScriptedController"]
 
-_SLOT_OFFSETS = ((-0.025, -0.025), (0.025, 0.025), (0.025, -0.025), (-0.025, 0.025))
 _XY_TOL = 0.002
 _Z_TOL = 0.003
 _OPEN = 0.02
 
 
 class ScriptedController:
-    """Executes `pick up ...`, `place it in ...`, `push ...`, `open/close the gripper`, `go home` (see grammar)."""
+    """Executes `pick up ...`, `place it in ...`, `push ...`, `open/close the gripper`, `go home`
+    (`steerable.synthetic.commands`)."""
 
     name = "scripted controller (test double)"
     wants_images = False
@@ -58,19 +58,11 @@ class ScriptedController:
         return out
 
     def _place_xy(self, world: WorldState, cmd: Command, cube: int) -> tuple[float, float]:
-        scene = world.scene
+        """The expert's placement for `cube`, not counting the cube itself in the receptacle (it is
+        recomputed every step, so the slot must not move once the cube is over the receptacle)."""
         assert cmd.target is not None
-        if cmd.stack:
-            x, y, _ = world.positions[scene.cube_index(cmd.target)]
-            return (x, y)
-        rec = scene.receptacle(cmd.target)
-        x0, y0, x1, y1 = rec.rect
-        inside = sum(
-            1 for i, (px, py, _) in enumerate(world.positions) if i != cube and x0 <= px <= x1 and y0 <= py <= y1
-        )
-        dx, dy = _SLOT_OFFSETS[inside % len(_SLOT_OFFSETS)]
-        cx, cy = rec.center
-        return (cx + dx, cy + dy)
+        step_ = Step(world.scene.cubes[cube].name, cmd.target, stack=cmd.stack)
+        return place_position(world, step_, exclude=cube)
 
     def _waypoint(self, world: WorldState, pose: np.ndarray, cmd: Command) -> np.ndarray | None | str:
         """The pose to head for next; None when the command is complete; a string when it cannot run."""

@@ -1,0 +1,34 @@
+"""The control contract: what an environment, a high-level model and a low-level controller provide.
+
+Plain data and `typing.Protocol`s over numpy only, low in the layers, so the simulator
+(`steerable.synthetic`), the runtime and the policy adapters all build on the same types.
+"""
+
+from steerable.control.environment import DescribesScene, Environment, EpisodeSpec, TakesInterjections
+from steerable.control.types import (
+    ActionChunk,
+    HighLevelModel,
+    HighLevelRequest,
+    HighLevelUpdate,
+    LanguageContext,
+    LowLevelController,
+    Observation,
+    RequestKind,
+    ToolCall,
+)
+
+__all__ = [
+    "ActionChunk",
+    "DescribesScene",
+    "Environment",
+    "EpisodeSpec",
+    "HighLevelModel",
+    "HighLevelRequest",
+    "HighLevelUpdate",
+    "LanguageContext",
+    "LowLevelController",
+    "Observation",
+    "RequestKind",
+    "TakesInterjections",
+    "ToolCall",
+]

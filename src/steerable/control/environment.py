@@ -1,0 +1,103 @@
+"""The environment contract: the simulator, a LeRobot env or a LeRobot robot, as the runtime drives it.
+
+An `Environment` is reset to an episode (a seed, and a task or, without one, a task it draws
+itself), observed, sent one action per control step at `fps`, asked whether the task succeeded, and
+closed. It names its features as a LeRobot dataset does: `state_names` (`observation.state`),
+`action_names` (`action`), `camera_keys` (`observation.images.*`) and `camera_shapes()` (H, W, 3 per
+camera key); `robot_type` goes into a recording's `meta/info.json`.
+
+Some abilities are optional; the runtime checks them with `isinstance` against the protocols below:
+- `DescribesScene`: the scene and where things ended up, in words (`steerable run` prints them);
+- `TakesInterjections`: an operator's correction planned for an evaluation episode, when to say
+  it, and the corrected task success is then checked against (`steerable run --eval_interjections`);
+and by name: `scripted_planner()` / `scripted_controller()` (the env's test doubles behind
+`--high_level scripted` / `--low_level scripted`), `seed_for_task(task)` (the first seed whose scene
+fits a task: the session's seed when none is given).
+
+Environments are built by name through the runtime's registry (`steerable.runtime.environments`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from steerable.control.types import Observation
+
+__all__ = ["DescribesScene", "Environment", "EpisodeSpec", "TakesInterjections"]
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What `Environment.reset` started: the task text actually used, and how an evaluation groups it
+    (`kind`, e.g. "single", "2-step", "stack", "push"; "free-form" when the env knows no structure)."""
+
+    task: str
+    kind: str = "free-form"
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Something that is reset to an episode, observes and acts at `fps`, and judges success."""
+
+    fps: int
+    robot_type: str
+    state_names: tuple[str, ...]
+    action_names: tuple[str, ...]
+    camera_keys: tuple[str, ...]
+
+    def camera_shapes(self) -> dict[str, tuple[int, int, int]]:
+        """(height, width, 3) of each camera key's frames."""
+        ...
+
+    def reset(self, seed: int, task: str | None = None) -> EpisodeSpec:
+        """A new episode from `seed`, with `task` (its text) or, when None, a task the env draws."""
+        ...
+
+    def observe(self, *, render: bool = True) -> Observation:
+        """The current observation; `render=False` skips camera frames (faster, for scripted stacks)."""
+        ...
+
+    def send_action(self, action: np.ndarray) -> None:
+        """Execute one action (one step at `fps`)."""
+        ...
+
+    def success(self) -> bool | None:
+        """Whether the episode's task is done now; None when the env cannot tell."""
+        ...
+
+    def close(self) -> None:
+        """Stop the robot / release the simulator."""
+        ...
+
+
+@runtime_checkable
+class DescribesScene(Protocol):
+    """An environment that can say what its scene holds and where things ended up."""
+
+    def describe_scene(self) -> str:
+        """The scene in one line (e.g. "cubes: red cube, ...; receptacles: blue bin (left), ...")."""
+        ...
+
+    def final_report(self, task: str) -> str:
+        """Where the objects `task` names are now, in words ("" when there is nothing to say)."""
+        ...
+
+
+@runtime_checkable
+class TakesInterjections(Protocol):
+    """An environment that can correct an evaluation episode's task part way, as an operator would."""
+
+    def plan_interjection(self, seed: int) -> str | None:
+        """Arm one correction of the episode just reset; what the operator will say (None: none fits)."""
+        ...
+
+    def interjection_due(self) -> bool:
+        """Whether the armed correction is to be said now (asked once per control step)."""
+        ...
+
+    def apply_interjection(self) -> None:
+        """The correction was said: from now on success is checked against the corrected task."""
+        ...
