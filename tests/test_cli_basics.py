@@ -45,8 +45,8 @@ def test_user_errors_are_one_line_with_status_2_and_debug_shows_the_traceback(tm
     plain = steerable("info", missing)
     assert plain.returncode == 2
     assert plain.stderr.strip().count("\n") == 0 and "does not exist" in plain.stderr
-    debug = steerable("--debug", "info", missing)
-    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    debug = steerable("--debug", "info", missing)  # still a user error: status 2, now with the traceback
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "does not exist" in debug.stderr
 
 
 def test_make_dataset_range_errors_name_their_flag(tmp_path: Path) -> None:
@@ -55,3 +55,22 @@ def test_make_dataset_range_errors_name_their_flag(tmp_path: Path) -> None:
         result = steerable("make-dataset", "synthetic", "--out", str(tmp_path / "ds"), *flags)
         assert result.returncode == 2 and named in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "ds").exists()
+
+
+def test_a_yaml_config_gives_an_argparse_commands_options_and_flags_given_too_win(lingzu: Path,
+                                                                                 tmp_path: Path) -> None:
+    config = tmp_path / "info.yaml"
+    config.write_text("json: true\n")
+    shown = steerable("info", str(lingzu), "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["total_episodes"] == 4
+    made_yaml = tmp_path / "make.yaml"
+    made_yaml.write_text(f"out: {tmp_path / 'ds'}\nepisodes: 5\nfps: 10\ncameras: [top]\n")
+    made = steerable("make-dataset", "synthetic", "--config", str(made_yaml), "--episodes", "1")
+    assert made.returncode == 0, made.stderr
+    info = json.loads(steerable("info", str(tmp_path / "ds"), "--json").stdout)
+    assert info["total_episodes"] == 1 and info["fps"] == 10 and list(info["cameras"]) == ["observation.images.top"]
+    config.write_text("jsno: true\n")
+    typo = steerable("info", str(lingzu), "--config", str(config))
+    assert typo.returncode == 2 and "unknown key jsno (did you mean json?)" in typo.stderr
+    assert len(typo.stderr.strip().splitlines()) == 1

@@ -157,3 +157,52 @@ def test_a_recording_says_who_wrote_its_language(tmp_path: Path) -> None:
     assert producers["interjection"] == "operator" and producers["task_aug"] == "operator"
     for style in ("subtask", "plan", "memory", "tool_call"):
         assert producers[style] == "steerable run: scripted planner (test double)", producers
+
+
+def test_a_yaml_config_sets_the_session_and_flags_given_too_win(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    commands = tmp_path / "cmds.txt"
+    commands.write_text("/task put the red cube in the left bin\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"seed: 7\nhigh_level: none\ncommands: {commands}\nvlm:\n  request_timeout_s: 5\n")
+    assert main(["run", "--config", str(config), "--high_level", "scripted"]) == 0
+    out = capsys.readouterr().out
+    assert "high level: scripted planner (test double)" in out and "done: task complete" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--eval_episode", "2"], "unknown option --eval_episode (did you mean --eval_episodes?)"),
+        (["--vlm.base_ulr", "http://127.0.0.1:9/v1"], "unknown option --vlm.base_ulr (did you mean --vlm.base_url?)"),
+        (["--polcy.path", "ckpt"], "(did you mean --policy.path?)"),
+        (["--vlm.request_timeout_s", "0"], "--vlm.timeout_s: Input should be greater than 0"),  # one setting, two names
+        (["--display", "tv"], "--display: Input should be 'none' or 'rerun'"),
+        (["--env", "moon"], "--env 'moon': choose one of sim"),
+    ],
+)
+def test_bad_flags_are_one_line_naming_the_flag(argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_a_config_file_with_an_unknown_key_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text("hihg_level: none\n")
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}: unknown key hihg_level (did you mean high_level?)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_help_lists_every_flag_with_its_help() -> None:
+    from steerable.cli.flags import iter_flags
+    from steerable.runtime.settings import RunSettings
+
+    helped = steerable("run", "--help")
+    assert helped.returncode == 0, helped.stderr
+    for name, _, _, doc in iter_flags(RunSettings):
+        assert f"\n  --{name}" in helped.stdout and doc, name
+    assert "--vlm.timeout_s=30.0 (or --vlm.request_timeout_s)" in helped.stdout
+    assert "--config FILE.yaml" in helped.stdout

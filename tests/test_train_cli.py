@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -150,3 +151,63 @@ def test_backbone_from_a_local_folder(dataset: Path, tmp_path: Path) -> None:
     result = _run(_cmd(dataset, out, "--steps", "2", f"--policy.backbone={folder}"))
     assert result.returncode == 0, result.stderr
     assert str(folder) in (out / "checkpoints" / "step_00000002" / "config.json").read_text()
+
+
+def test_a_yaml_config_sets_the_run_and_flags_given_too_win(dataset: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from steerable.cli.main import main
+
+    out = tmp_path / "o"
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump({"dataset": str(dataset), "output_dir": str(out), "steps": 50, "batch_size": 4,
+                                      "progress": False, "eval_every": 100, "policy": {**TINY, "chunk_size": 6}}))
+    assert main(["train", "--config", str(config), "--steps", "2", "--policy.n_action_steps=3"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().out
+    saved = json.loads((out / "checkpoints" / "step_00000002" / "config.json").read_text())
+    policy = saved["policy"]
+    assert policy["chunk_size"] == 6 and policy["n_action_steps"] == 3 and policy["tiny_hidden"] == TINY["tiny_hidden"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--stpes", "3"], "unknown option --stpes (did you mean --steps?)"),
+        (["--policy.chunk_sise", "3"], "unknown option --policy.chunk_sise (did you mean --policy.chunk_size?)"),
+        (["--polcy.backbone", "tiny"], "(did you mean --policy.backbone?)"),
+        (["--no_progres"], "(did you mean --no_progress?)"),
+    ],
+)
+def test_an_unknown_flag_is_one_line_with_a_suggestion(tmp_path: Path, argv: list[str], message: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from steerable.cli.main import main
+
+    assert main(["train", "--dataset", str(tmp_path), "--output_dir", str(tmp_path / "o"), *argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_a_config_file_with_an_unknown_key_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from steerable.cli.main import main
+
+    config = tmp_path / "train.yaml"
+    config.write_text("dataset: d\noutput_dir: o\npolicy:\n  backbnoe: tiny\n")
+    assert main(["train", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key policy.backbnoe (did you mean policy.backbone?)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_help_lists_every_flag_without_importing_torch() -> None:
+    from steerable.cli.flags import iter_flags
+    from steerable.policy.settings import TrainSettings
+
+    code = ("import sys\nfrom steerable.cli.main import main\nmain(['train', '--help'])\n"
+            "print('heavy:', [m for m in ('torch', 'numpy', 'pyarrow', 'PIL') if m in sys.modules])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith("heavy: []"), result.stdout[-300:]
+    for name, _, _, doc in iter_flags(TrainSettings):
+        assert f"\n  --{name}" in result.stdout and doc, name
+    for spelling in ("--no_progress", "--dataset (required)", "--policy.backbone=tiny", "--config FILE.yaml"):
+        assert spelling in result.stdout

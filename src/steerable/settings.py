@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from steerable.errors import ConfigError
 
-__all__ = ["Settings", "error_text"]
+__all__ = ["Settings", "describe", "error_text"]
 
 
 def error_text(item: Mapping[str, Any]) -> str:
@@ -20,10 +20,34 @@ def error_text(item: Mapping[str, Any]) -> str:
     return message
 
 
+def describe(error: ValidationError, *, prefix: str = "", title: str = "invalid configuration", hint: str = "") -> str:
+    """One line for every problem, each naming its flag (`--<prefix><field>`).
+
+    A validator that raised a ConfigError named its flags already: its message is kept as it is.
+    """
+    own: list[str] = []
+    problems: list[str] = []
+    for item in error.errors():
+        inner = (item.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):
+            own.append(str(inner))
+            continue
+        key = prefix + ".".join(str(p) for p in item["loc"])
+        flag = f"--{key.rstrip('.')}" if key else ""
+        if item["type"] == "missing":
+            problems.append(f"{flag} is required")
+        else:
+            problems.append(f"{flag}: {error_text(item)}" if flag else error_text(item))
+    if problems:
+        own.append(f"{title}: " + "; ".join(problems) + hint)
+    return "; ".join(own)
+
+
 class Settings(BaseModel):
     """A pydantic model whose validation errors become one ConfigError line naming each flag.
 
-    Subclasses set `section` (the flag prefix) and `doc` (the page that explains the settings).
+    Subclasses set `section` (the flag prefix; "" for a command's top-level flags) and `doc` (the
+    page that explains the settings).
     """
 
     section: ClassVar[str] = ""
@@ -37,10 +61,7 @@ class Settings(BaseModel):
 
     @classmethod
     def config_error(cls, error: ValidationError) -> ConfigError:
-        parts = []
-        for item in error.errors():
-            key = ".".join(str(p) for p in item["loc"])
-            flag = f"--{cls.section}.{key}" if key else f"--{cls.section}"
-            parts.append(f"{flag}: {error_text(item)}")
+        prefix = f"{cls.section}." if cls.section else ""
+        title = f"invalid {cls.section} settings" if cls.section else "invalid settings"
         hint = f" (see {cls.doc})" if cls.doc else ""
-        return ConfigError(f"invalid {cls.section} settings: " + "; ".join(parts) + hint)
+        return ConfigError(describe(error, prefix=prefix, title=title, hint=hint))

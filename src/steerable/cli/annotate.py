@@ -29,23 +29,20 @@ annotated, 1 some episodes failed (--allow_failures: 0), 2 nothing was run. Ever
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "annotate", help="annotate a dataset with a VLM or the no-model motion annotator", add_help=False
-    )
-    # Every option is a dotted flag of the config tree, parsed by steerable.cli.flags.
-    parser.set_defaults(func=run, pass_through=True)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "annotate", help="annotate a dataset with a VLM or the no-model motion annotator", func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from steerable.annotate.config import AnnotateConfig
-    from steerable.cli.flags import flag_help, parse_config
+    from steerable.cli.flags import parse_command
 
-    if any(o in ("-h", "--help") for o in args.options):
-        print(USAGE + "\n" + flag_help(AnnotateConfig))
+    cfg = parse_command(AnnotateConfig, args, USAGE)
+    if cfg is None:
         return 0
     from steerable.annotate.run import annotate
 
-    cfg = parse_config(AnnotateConfig, args.options)
     executor = None
     if cfg.executor.backend == "ray":
         from steerable.distributed import RayExecutor
@@ -58,13 +55,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(summary: RunSummary) -> None:
     out = sys.stdout
+    runs = summary.episodes_selected * len(summary.modules)
+    whole = f"{summary.episodes_resumed} whole episode{'' if summary.episodes_resumed == 1 else 's'}"
+    resumed = f"resumed from staging: {summary.module_runs_resumed} of {runs} module runs, {whole}"
     print(
-        f"annotated {summary.episodes_annotated}/{summary.episodes_selected} episodes "
-        f"({summary.episodes_resumed} resumed from staging) with modules {', '.join(summary.modules)}",
+        f"annotated {summary.episodes_annotated}/{summary.episodes_selected} episodes ({resumed}) "
+        f"with modules {', '.join(summary.modules)}",
         file=out,
     )
     if summary.heuristic_subtasks:
-        print("subtasks are HEURISTIC (derived from gripper events and pauses, no model)", file=out)
+        if all(p.startswith("heuristic:") for p in summary.producers.get("subtask", "").split(" + ")):
+            print("subtasks are HEURISTIC (derived from gripper events and pauses, no model)", file=out)
+        else:
+            print("some subtasks are HEURISTIC: those of episodes without video (see the notes)", file=out)
     for note in summary.notes:
         print(f"note: {note}", file=out)
     print(f"output: {summary.output}", file=out)

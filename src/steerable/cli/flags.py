@@ -1,25 +1,32 @@
 """Dotted command-line flags (`--plan.frames_per_second=2`) and YAML files over a pydantic config tree.
 
 The same tree loads from `--config file.yaml` and from flags; flags win. Unknown flags and bad
-values raise ConfigError naming the flag, with a suggestion for typos.
+values raise ConfigError naming the flag, with a suggestion for typos. A field's other names
+(pydantic `AliasChoices`) are flags too, and a boolean `--name` also reads `--no_name` (false).
+Every command built on a settings tree (annotate, train, run) registers with `add_command` and
+parses with `parse_command`.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 
 from steerable.errors import ConfigError
-from steerable.settings import error_text
+from steerable.settings import describe
 
-__all__ = ["flag_help", "iter_flags", "parse_config"]
+__all__ = [
+    "add_command", "flag_aliases", "flag_help", "iter_flags", "load_yaml", "parse_command", "parse_config", "suggest",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,14 +50,48 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 
 def iter_flags(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any, Any, str]]:
-    """(flag name, annotation, default, description) for every leaf of the tree."""
+    """(flag name, annotation, default, description) for every leaf of the tree.
+
+    A field's flag is its alias where it has one (`as_json` with alias `json` is `--json`).
+    """
     for name, field in model.model_fields.items():
+        flag = field.alias or name
         sub = _submodel(field.annotation)
         if sub is not None:
-            yield from iter_flags(sub, f"{prefix}{name}.")
+            yield from iter_flags(sub, f"{prefix}{flag}.")
         else:
             default = field.get_default(call_default_factory=True)
-            yield f"{prefix}{name}", field.annotation, default, field.description or ""
+            yield f"{prefix}{flag}", field.annotation, default, field.description or ""
+
+
+def flag_aliases(model: type[BaseModel], prefix: str = "") -> dict[str, str]:
+    """{other name: flag name} for every field that accepts other names (`AliasChoices`)."""
+    out: dict[str, str] = {}
+    for name, field in model.model_fields.items():
+        flag = field.alias or name
+        sub = _submodel(field.annotation)
+        if sub is not None:
+            out.update(flag_aliases(sub, f"{prefix}{flag}."))
+        elif isinstance(field.validation_alias, AliasChoices):
+            for choice in field.validation_alias.choices:
+                if isinstance(choice, str) and choice != flag:
+                    out[f"{prefix}{choice}"] = f"{prefix}{flag}"
+    return out
+
+
+def _negation(name: str) -> str:
+    """`section.no_name` for the boolean flag `section.name`."""
+    head, dot, last = name.rpartition(".")
+    return f"{head}{dot}no_{last}"
+
+
+def _negated(key: str, leaves: Mapping[str, Any]) -> str | None:
+    """The boolean flag that `--[section.]no_NAME` switches off, if there is one."""
+    head, dot, last = key.rpartition(".")
+    positive = f"{head}{dot}{last.removeprefix('no_')}"
+    if last.startswith("no_") and positive in leaves and bool in _unwrap(leaves[positive]):
+        return positive
+    return None
 
 
 def _coerce(raw: str, annotation: Any) -> Any:
@@ -80,10 +121,8 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--config") -> M:
-    """Build `model` from an optional YAML file and dotted flags (flags override the file)."""
-    leaves = {name: (ann, default) for name, ann, default, _ in iter_flags(model)}
-    tree: dict[str, Any] = {}
+def _split(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(name, text) of every `--name value` / `--name=value`; text None for a bare switch (`--json`)."""
     flags: list[tuple[str, str | None]] = []
     args = list(argv)
     i = 0
@@ -98,21 +137,39 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
             if nxt is not None and not nxt.startswith("--"):
                 value, i = nxt, i + 1
             else:
-                value = None  # bare boolean switch
-        flags.append((key, value if (eq or value is not None) else None))
+                value = None
+        flags.append((key, value))
         i += 1
+    return flags
+
+
+def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--config") -> M:
+    """Build `model` from an optional YAML file and dotted flags (flags override the file)."""
+    leaves = {name: ann for name, ann, _, _ in iter_flags(model)}
+    aliases = flag_aliases(model)
+    known = {**leaves, **{alias: leaves[name] for alias, name in aliases.items()}}
+    tree: dict[str, Any] = {}
+    flags = _split(argv)
     for key, value in flags:
         if f"--{key}" == config_flag:
             if value is None:
                 raise ConfigError(f"{config_flag} needs a file path")
-            tree = _load_yaml(Path(value))
-            _check_keys(tree, leaves, Path(value))
+            tree = load_yaml(Path(value))
+            _check_keys(tree, known, Path(value))
     for key, value in flags:
         if f"--{key}" == config_flag:
             continue
-        if key not in leaves:
-            raise ConfigError(f"unknown option --{key}{_suggest(key, leaves, '--')}")
-        annotation, _ = leaves[key]
+        negated = _negated(key, leaves) if key not in known else None
+        if negated is not None:
+            if value is not None:
+                raise ConfigError(f"--{key} takes no value (it is --{negated} false)")
+            _set(tree, negated, False)
+            continue
+        if key not in known:
+            switches = {_negation(name): ann for name, ann in leaves.items() if bool in _unwrap(ann)}
+            raise ConfigError(f"unknown option --{key}{suggest(key, {**known, **switches}, '--')}")
+        key = aliases.get(key, key)
+        annotation = leaves[key]
         if value is None:
             if bool not in _unwrap(annotation):
                 raise ConfigError(f"--{key} needs a value")
@@ -127,26 +184,10 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
     try:
         return model.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from exc
+        raise ConfigError(describe(exc)) from exc
 
 
-def _describe(exc: ValidationError) -> str:
-    """One line for every problem; a section that already explained itself keeps its own words."""
-    own: list[str] = []
-    problems: list[str] = []
-    for err in exc.errors():
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigError):  # a sub-config's validator named the flag already
-            own.append(str(inner))
-            continue
-        where = ".".join(str(p) for p in err["loc"])
-        problems.append(f"--{where}: {error_text(err)}" if where else error_text(err))
-    if problems:
-        own.append("invalid configuration: " + "; ".join(problems))
-    return "; ".join(own)
-
-
-def _suggest(key: str, leaves: Mapping[str, Any], prefix: str) -> str:
+def suggest(key: str, leaves: Mapping[str, Any], prefix: str) -> str:
     """' (did you mean <prefix>closest?)' among the options and sections as deep as `key`, or --help."""
     depth = key.count(".") + 1
     names = {".".join(name.split(".")[:depth]) for name in leaves}
@@ -163,10 +204,10 @@ def _check_keys(tree: Mapping[str, Any], leaves: Mapping[str, Any], path: Path, 
         if isinstance(value, Mapping) and any(name.startswith(dotted + ".") for name in leaves):
             _check_keys(value, leaves, path, dotted + ".")
             continue
-        raise ConfigError(f"{path}: unknown key {dotted}{_suggest(dotted, leaves, '')}")
+        raise ConfigError(f"{path}: unknown key {dotted}{suggest(dotted, leaves, '')}")
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
+def load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -183,19 +224,44 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 
 def flag_help(model: type[BaseModel]) -> str:
-    """Every flag with its default and description, grouped by section."""
-    lines: list[str] = []
-    section = None
-    for name, _annotation, default, doc in iter_flags(model):
-        group = name.split(".")[0] if "." in name else ""
-        if group != section:
-            section = group
-            lines.append(f"\n{group or 'general'}:")
-        if default is None:
-            shown: Any = "null"
+    """Every flag with its default (its other names) and description; the command's own flags first,
+    then one group per section."""
+    aliases: dict[str, list[str]] = {}
+    for alias, name in flag_aliases(model).items():
+        aliases.setdefault(name, []).append(f"--{alias}")
+    groups: dict[str, list[str]] = {"general": []}
+    for name, annotation, default, doc in iter_flags(model):
+        others = list(aliases.get(name, []))
+        if default is True and bool in _unwrap(annotation):
+            others.append(f"--{_negation(name)}")
+        if default is PydanticUndefined:
+            flag = f"--{name} (required)"
+        elif default is None:
+            flag = f"--{name}=null"
         elif isinstance(default, list | tuple):
-            shown = ",".join(str(v) for v in default)
+            flag = f"--{name}=" + ",".join(str(v) for v in default)
         else:
-            shown = default
-        lines.append(f"  --{name}={shown}" + (f"    {doc}" if doc else ""))
-    return "\n".join(lines).lstrip("\n")
+            flag = f"--{name}={default}"
+        flag += f" (or {', '.join(others)})" if others else ""
+        group = name.split(".")[0] if "." in name else "general"
+        groups.setdefault(group, []).append(f"  {flag}" + (f"    {doc}" if doc else ""))
+    groups["config"] = ["  --config FILE.yaml    options from a YAML file (keys as the flags, a section as a "
+                        "mapping); flags given too win"]
+    return "\n\n".join(f"{group}:\n" + "\n".join(lines) for group, lines in groups.items() if lines)
+
+
+def add_command(
+    sub: argparse._SubParsersAction, name: str, *, help: str, func: Callable[[argparse.Namespace], int]
+) -> None:
+    """A subcommand whose options are the flags of a settings tree, read by `parse_command` in `func`."""
+    parser = sub.add_parser(name, help=help, add_help=False)
+    parser.set_defaults(func=func, pass_through=True)
+
+
+def parse_command(model: type[M], args: argparse.Namespace, usage: str) -> M | None:
+    """The command's settings from its options and `--config FILE.yaml`; None once `--help` printed
+    `usage` and every flag."""
+    if any(o in ("-h", "--help") for o in args.options):
+        print(usage.rstrip("\n") + "\n\n" + flag_help(model))
+        return None
+    return parse_config(model, args.options)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from steerable import __version__
+from steerable.cli._config_file import add_config_flag, expand_config
 from steerable.cli._dataset_args import normalize_aliases
 from steerable.cli.errors import USER_ERROR_EXIT, run_command
 from steerable.errors import SteerableError
@@ -17,7 +18,9 @@ from steerable.errors import SteerableError
 SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "train", "run")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `steerable` parser. Given a known subcommand, only that one is registered: running a
+    command imports no other command's module, nor what its flags need (pydantic, rich)."""
     parser = argparse.ArgumentParser(
         prog="steerable",
         description="Language annotations, recipes and steering for LeRobot v3 datasets.",
@@ -25,8 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"steerable {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    module = command.replace("-", "_") if command and "_" not in command else ""  # make-dataset: make_dataset
+    for name in (module,) if module in SUBCOMMANDS else SUBCOMMANDS:
         import_module(f"steerable.cli.{name}").register(sub)
+    add_config_flag(parser)
     return parser
 
 
@@ -36,9 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     if debug:
         argv.remove("--debug")
-    parser = build_parser()
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     try:
         argv = normalize_aliases(argv)  # --dataset/--root/--only_episodes...: one spelling per command
+        argv = expand_config(parser, argv)  # --config FILE.yaml of an argparse command: its options
     except SteerableError as exc:
         print(f"steerable: error: {exc}", file=sys.stderr)
         return USER_ERROR_EXIT

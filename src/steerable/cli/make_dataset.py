@@ -22,6 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, help="folder to create (must be new or empty)")
     parser.add_argument("--episodes", type=int, default=20, help="number of episodes (default 20)")
     parser.add_argument("--cameras", default="top,wrist", help="comma-separated cameras: top, wrist")
+    parser.add_argument(
+        "--camera_shapes",
+        choices=["equal", "legacy"],
+        default="equal",
+        help="equal (default): both cameras 224x160, as `steerable run --env sim` renders them (policies that "
+        "stack cameras need one shape); legacy: the wrist camera 128x128, as datasets made before",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed; same seed, same files")
     parser.add_argument("--fps", type=int, default=15, help="frames per second (default 15)")
     parser.add_argument(
@@ -79,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             with_language=args.with_language,
             interjection_rate=args.interjection_rate,
             privileged_state=args.privileged_state,
+            camera_shapes=args.camera_shapes,
         )
     info = load_info(out)
     print(

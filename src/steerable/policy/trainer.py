@@ -15,7 +15,6 @@ import math
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
+from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
 from steerable.recipes import load_recipe
 from steerable.train import collate
@@ -34,49 +34,6 @@ from steerable.train import collate
 __all__ = ["TrainConfig", "train"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainConfig:
-    """A training run; `policy` holds PolicyConfig overrides (`--policy.NAME`)."""
-
-    dataset: Path
-    output_dir: Path
-    recipe: str = "hierarchical"
-    policy: dict[str, Any] = field(default_factory=dict)
-    steps: int = 2500
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup_steps: int = 100
-    grad_clip: float = 1.0
-    eval_every: int = 500
-    eval_fraction: float = 0.1
-    eval_batches: int = 4
-    eval_text_cases: int = 64
-    save_every: int = 500
-    log_every: int = 25
-    seed: int = 0
-    device: str = "cpu"
-    num_workers: int = 0
-    event_repeat: int = 16
-    threads: int | None = None
-    progress: bool = True
-
-    def check(self) -> None:
-        if self.event_repeat < 0:
-            raise ConfigError(f"--event_repeat must be >= 0, got {self.event_repeat}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"--threads must be at least 1, got {self.threads}")
-        for name in ("steps", "batch_size", "eval_every", "save_every", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.eval_fraction < 1:
-            raise ConfigError(f"--eval_fraction must be in [0, 1), got {self.eval_fraction}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
-        if self.device not in ("cpu",) and not self.device.startswith("cuda"):
-            raise ConfigError(f"--device must be cpu or cuda[:N], got {self.device!r}")
 
 
 def _epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -93,13 +50,14 @@ def _lr_factor(step: int, warmup: int, total: int) -> float:
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train (or resume) and return a summary: steps, final metrics, the last checkpoint's path."""
-    cfg.check()
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
     dataset = open_dataset(cfg.dataset)
     recipe = load_recipe(cfg.recipe)
     recipe_text = Path(recipe.origin).read_text(encoding="utf-8")
     output = Path(cfg.output_dir).expanduser()
     output.mkdir(parents=True, exist_ok=True)
-    built = resume_from(output) or build_fresh(dataset, cfg.policy, cfg.eval_fraction, cfg.seed)
+    built = resume_from(output) or build_fresh(dataset, cfg.policy.overrides(), cfg.eval_fraction, cfg.seed)
     if built.checkpoint is not None:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
     model, processor = built.model.to(cfg.device), built.processor

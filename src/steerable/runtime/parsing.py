@@ -1,33 +1,27 @@
-"""Turn a model's generated text (or JSON reply) into a `HighLevelUpdate`.
+"""The VLM planner's replies: one pydantic model per prompt purpose, and how a reply becomes an update.
 
-Accepted shapes, mixed freely:
-- a JSON object with any of `subtask`, `plan`, `memory`, `speech`/`say`, `answer`, `tool_calls`,
-  `task_done` (the reply schema the VLM planner asks for);
-- labelled lines: `Subtask: ...`, `Plan: ...` (numbered lines may follow), `Memory: ...`,
-  `Answer: ...`;
-- `<say>...</say>` markers (the way tokenizers flatten a `say` call), anywhere: every marker becomes
-  speech and is removed from the rest of the text;
-- bare text, which becomes `default_field` (what the prompt asked for, e.g. the subtask).
+The model a reply is read into is also the JSON schema the server is constrained by
+(`steerable.vlm.structured.ask`), so the two cannot drift apart. Text fields may hold
+`<say>...</say>` markers (the way tokenizers flatten a `say` call, so a VLM fine-tuned on
+`steerable export` output may write them): every marker becomes speech and leaves the text.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from steerable.runtime.protocols import HighLevelUpdate, ToolCall
+from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = ["REPLY_FIELDS", "ParseError", "parse_generation", "parse_reply", "split_say"]
+from steerable.control import HighLevelUpdate
 
-REPLY_FIELDS = ("subtask", "plan", "memory", "speech", "answer")
+if TYPE_CHECKING:
+    from steerable.runtime.prompts import Purpose
+
+__all__ = ["REPLIES", "AnswerReply", "MemoryReply", "Reply", "SpeechReply", "SubtaskReply", "split_say"]
+
 _SAY = re.compile(r"<\s*say\s*>(.*?)<\s*/\s*say\s*>", re.IGNORECASE | re.DOTALL)
-_LABEL = re.compile(r"^\s*(subtask|plan|memory|answer|speech|say)\s*:\s*(.*)$", re.IGNORECASE)
-
-
-class ParseError(ValueError):
-    """The reply holds nothing the runtime can use."""
 
 
 def split_say(text: str) -> tuple[str, list[str]]:
@@ -38,97 +32,70 @@ def split_say(text: str) -> tuple[str, list[str]]:
     return rest, [s for s in spoken if s]
 
 
-def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
-    """OpenAI-style calls (`{"function": {"name", "arguments"}}`, arguments maybe a JSON string)."""
-    calls: list[ToolCall] = []
-    for item in raw if isinstance(raw, list) else []:
-        function = item.get("function", item) if isinstance(item, Mapping) else None
-        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-            raise ParseError(f"a tool call needs a function name, got {item!r}")
-        args = function.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except ValueError as exc:
-                raise ParseError(f"tool call {function['name']!r} has arguments that are not JSON") from exc
-        calls.append(ToolCall(function["name"], args if isinstance(args, Mapping) else {"value": args}))
-    return tuple(calls)
+class Reply(BaseModel):
+    """A reply of the VLM planner; `update()` is what it tells the runtime."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def update(self) -> HighLevelUpdate:
+        """The reply as an update: fields it leaves out keep their value, `<say>` markers become speech."""
+        texts: dict[str, str] = {}
+        speech: list[str] = []
+        for key, value in self.model_dump(exclude_none=True).items():
+            if not isinstance(value, str):
+                continue
+            text, said = split_say(value)
+            speech += said
+            if key == "speech":
+                speech += [text] if text else []
+            else:
+                texts[key] = text
+        return HighLevelUpdate(
+            subtask=texts.get("subtask"), plan=texts.get("plan"), memory=texts.get("memory"),
+            answer=texts.get("answer"), speech=" ".join(speech) or None,
+        )
 
 
-def parse_reply(reply: Mapping[str, Any]) -> HighLevelUpdate:
-    """A JSON reply (already decoded) as an update; text fields may still hold `<say>` markers."""
-    fields: dict[str, str | None] = {}
-    speech: list[str] = []
-    for key in (*REPLY_FIELDS, "say"):
-        value = reply.get(key)
-        if value is None:
-            continue
-        if isinstance(value, list):  # a plan given as a list of steps
-            value = "\n".join(f"{i}. {step}" for i, step in enumerate(value, 1))
-        if not isinstance(value, str):
-            raise ParseError(f"field {key!r} must be text, got {type(value).__name__}")
-        text, said = split_say(value)
-        speech += said
-        if key in ("speech", "say"):
-            speech += [text] if text else []
-        else:
-            fields[key] = text
-    calls = _tool_calls(reply.get("tool_calls"))
-    speech += [str(c.arguments.get("text", "")) for c in calls if c.name == "say" and c.arguments.get("text")]
-    others = tuple(c for c in calls if c.name != "say")
-    update = HighLevelUpdate(
-        subtask=fields.get("subtask"),
-        plan=fields.get("plan"),
-        memory=fields.get("memory"),
-        answer=fields.get("answer"),
-        speech=" ".join(speech) or None,
-        tool_calls=others,
-        task_done=bool(reply.get("task_done", False)),
-    )
-    if update == HighLevelUpdate() and not reply.get("task_done"):
-        raise ParseError(f"the reply holds none of {', '.join(REPLY_FIELDS)}: {dict(reply)!r}"[:300])
-    return update
+class SubtaskReply(Reply):
+    """A periodic update: the subtask now (and the plan), or that the task is done."""
+
+    subtask: str
+    plan: str | None = None
+    task_done: bool = False
+
+    @model_validator(mode="after")
+    def _says_what_to_do(self) -> SubtaskReply:
+        if not split_say(self.subtask)[0] and not self.task_done:
+            raise ValueError("the model returned an empty subtask")
+        return self
+
+    def update(self) -> HighLevelUpdate:
+        return replace(super().update(), task_done=self.task_done)
 
 
-def parse_generation(text: str, *, default_field: str = "subtask") -> HighLevelUpdate:
-    """Generated text as an update (see the module docstring for the accepted shapes)."""
-    stripped = text.strip()
-    if not stripped:
-        raise ParseError("the model generated no text")
-    if stripped.startswith("{"):
-        try:
-            decoded = json.loads(stripped)
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, Mapping):
-            return parse_reply(decoded)
-    rest, speech = split_say(stripped)
-    fields: dict[str, list[str]] = {}
-    current: str | None = None
-    loose: list[str] = []
-    for line in rest.splitlines():
-        match = _LABEL.match(line)
-        if match:
-            current = match.group(1).lower()
-            current = "speech" if current == "say" else current
-            fields.setdefault(current, [])
-            if match.group(2).strip():
-                fields[current].append(match.group(2).strip())
-        elif current is not None and line.strip():
-            fields[current].append(line.strip())
-        elif line.strip():
-            loose.append(line.strip())
-    if loose:
-        fields.setdefault(default_field, []).extend(loose)
-    values = {k: "\n".join(v) if k == "plan" else " ".join(v) for k, v in fields.items()}
-    if "speech" in values:
-        speech.insert(0, values.pop("speech"))
-    if default_field == "speech" and not values and not speech:
-        raise ParseError("the model generated no text")
-    return HighLevelUpdate(
-        subtask=values.get("subtask"),
-        plan=values.get("plan"),
-        memory=values.get("memory"),
-        answer=values.get("answer"),
-        speech=" ".join(s for s in speech if s) or None,
-    )
+class MemoryReply(Reply):
+    """The memory note written when the subtask changed."""
+
+    memory: str
+
+
+class SpeechReply(Reply):
+    """The reply to an interjection: what to say, and the subtask (and plan) it leads to."""
+
+    speech: str
+    subtask: str | None = None
+    plan: str | None = None
+
+
+class AnswerReply(Reply):
+    """The answer to an operator's question."""
+
+    answer: str
+
+
+REPLIES: dict[Purpose, type[Reply]] = {
+    "subtask": SubtaskReply,
+    "memory": MemoryReply,
+    "speech": SpeechReply,
+    "vqa": AnswerReply,
+}

@@ -1,7 +1,8 @@
 """A high-level model served by any OpenAI-compatible VLM (vLLM, SGLang, a hosted API).
 
 Prompts come from the recipe (`RecipePrompts`), so a VLM fine-tuned on `steerable export` output
-sees the layout it was trained on; each request asks for a reply following a JSON schema. The
+sees the layout it was trained on; each request asks for a reply model of `runtime.parsing` (its
+JSON schema constrains the server, `vlm.structured.ask` reads the reply into it). The
 reference cascade: an update asks for the subtask, and when it changed, for a memory note. The
 async client runs on a private event loop thread; every call has a deadline. Garbage or a timeout
 raises, and the runtime holds the robot still and tells the operator.
@@ -16,29 +17,17 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from steerable.control import HighLevelRequest, HighLevelUpdate
 from steerable.errors import VLMUnavailableError
-from steerable.runtime.parsing import ParseError, parse_reply
+from steerable.runtime.parsing import REPLIES
 from steerable.runtime.prompts import Purpose, RecipePrompts
-from steerable.runtime.protocols import HighLevelRequest, HighLevelUpdate
 from steerable.vlm import VLMClient, VLMConfig, make_vlm
+from steerable.vlm.structured import ask
 
-__all__ = ["REPLY_SCHEMAS", "VLMPlanner"]
+__all__ = ["VLMPlanner"]
 
 T = TypeVar("T")
 
-
-def _schema(required: str, **optional: str) -> dict[str, Any]:
-    props: dict[str, Any] = {required: {"type": "string"}}
-    props.update({k: {"type": v} for k, v in optional.items()})
-    return {"type": "object", "properties": props, "required": [required], "additionalProperties": False}
-
-
-REPLY_SCHEMAS: dict[Purpose, dict[str, Any]] = {
-    "subtask": _schema("subtask", plan="string", task_done="boolean"),
-    "memory": _schema("memory"),
-    "speech": _schema("speech", subtask="string", plan="string"),
-    "vqa": _schema("answer"),
-}
 _PURPOSE = {"update": "subtask", "interjection": "speech", "ask": "vqa"}
 
 
@@ -93,13 +82,8 @@ class VLMPlanner:
             raise TimeoutError(f"no reply within {self.timeout_s:g} s") from None
 
     def _ask(self, purpose: Purpose, messages: list[dict[str, Any]]) -> HighLevelUpdate:
-        reply = self._run(self.client.generate_json(messages, REPLY_SCHEMAS[purpose], purpose=f"runtime:{purpose}"))
-        if not isinstance(reply, Mapping):
-            raise ParseError(f"the reply is not a JSON object: {reply!r}"[:200])
-        update = parse_reply(reply)
-        if purpose == "subtask" and not update.subtask and not update.task_done:
-            raise ParseError("the model returned an empty subtask")
-        return update
+        reply = self._run(ask(self.client, messages, REPLIES[purpose], purpose=f"runtime:{purpose}"))
+        return reply.update()
 
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         purpose: Purpose = _PURPOSE[request.kind]  # type: ignore[assignment]

@@ -1,0 +1,143 @@
+"""The settings of `steerable train`: a training run (`TrainConfig`) and its `--policy.*` section.
+
+Torch-free, so `steerable train --help` and parsing the flags cost nothing. The `--policy.*` flags
+are generated from the `PolicyConfig` dataclass (its types and defaults; the help text below), so a
+new policy setting is a flag once it has a help line; the sizes read from the dataset are not flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from steerable.policy.config import PolicyConfig
+from steerable.settings import Settings
+
+__all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
+
+FROM_DATASET = ("state_dim", "action_dim")
+_POLICY_HELP = {
+    "backbone": "'tiny' (built in code, random weights) or a local folder with a SmolVLM/Idefics3 model",
+    "cameras": "comma-separated camera keys (default: every camera of the dataset)",
+    "state_key": "state feature, or several comma-separated, concatenated in that order",
+    "action_key": "action feature",
+    "chunk_size": "actions predicted per chunk",
+    "n_action_steps": "actions of a chunk executed before the next inference (at most chunk_size)",
+    "image_size": "side in pixels the camera images are resized to",
+    "state_mode": "bins (256-bin state tokens), projector (one state token), or none",
+    "state_bins": "bins of --policy.state_mode bins",
+    "expert_layers": "how many of the last backbone layers the action expert reads",
+    "expert_hidden": "width of the action expert (a multiple of --policy.expert_heads)",
+    "expert_heads": "attention heads of the action expert",
+    "freeze_vision": "true: do not train the vision encoder",
+    "flow_steps": "Euler steps when sampling an action chunk",
+    "text_loss_weight": "weight of the text (subtask, plan, memory, speech) loss",
+    "flow_loss_weight": "weight of the flow-matching action loss",
+    "max_length": "most tokens of a prompt plus its target",
+    "tiny_hidden": "tiny backbone: text tower width",
+    "tiny_layers": "tiny backbone: text tower layers",
+    "tiny_heads": "tiny backbone: text tower attention heads",
+    "tiny_vision_hidden": "tiny backbone: vision tower width",
+    "tiny_vision_layers": "tiny backbone: vision tower layers",
+    "tiny_patch_size": "tiny backbone: vision patch size in pixels",
+    "tiny_vocab_size": "tiny backbone: tokenizer vocabulary size",
+}
+
+
+class PolicySettings(Settings):
+    """The `--policy.*` flags: how to build a fresh policy (a resumed run keeps its checkpoint's)."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "policy"
+
+    # One field per PolicyConfig setting, with its default (see the module docstring).
+    _hints = typing.get_type_hints(PolicyConfig)
+    _defaults = PolicyConfig()
+    for _f in dataclasses.fields(PolicyConfig):
+        if _f.name not in FROM_DATASET:
+            __annotations__[_f.name] = _hints[_f.name]
+            locals()[_f.name] = Field(getattr(_defaults, _f.name), description=_POLICY_HELP.get(_f.name, ""))
+    del _hints, _defaults, _f
+
+    @model_validator(mode="after")
+    def _buildable(self) -> PolicySettings:
+        PolicyConfig.from_dict(self.overrides())  # its own checks (ConfigError naming --policy.*)
+        return self
+
+    def overrides(self) -> dict[str, Any]:
+        """The settings as `PolicyConfig` fields (what `setup.dataset_policy_config` completes)."""
+        return self.model_dump()
+
+
+class TrainConfig(Settings):
+    """A training run: data, recipe, policy, optimisation, evaluation and checkpoint cadence."""
+
+    model_config = ConfigDict(extra="forbid")
+    doc: ClassVar[str | None] = "docs/train.md"
+
+    dataset: Path = Field(description="annotated LeRobot v3 dataset folder")
+    output_dir: Path = Field(description="where checkpoints and logs.jsonl go (resumes from one there)")
+    recipe: str = Field("hierarchical", description="built-in recipe name or YAML path")
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    steps: int = Field(2500, description="optimizer steps")
+    batch_size: int = Field(32, description="samples per step")
+    lr: float = Field(1e-3, gt=0, description="peak learning rate")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")
+    grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
+    eval_every: int = Field(500, description="steps between held-out evaluations")
+    eval_fraction: float = Field(0.1, description="share of episodes held out")
+    eval_batches: int = Field(4, ge=1, description="batches scored at each held-out evaluation")
+    eval_text_cases: int = Field(64, ge=0, description="held-out frames whose generated text is scored")
+    save_every: int = Field(500, description="steps between checkpoints")
+    log_every: int = Field(25, description="steps between lines of logs.jsonl")
+    seed: int = Field(0, description="seed of the episode split, data order and initial weights")
+    device: str = Field("cpu", description="cpu or cuda[:N] (bf16 autocast on cuda)")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    event_repeat: int = Field(
+        16, description="extra samples per event frame (interjection, spoken reply) for the components "
+        "that read events (0: none)"
+    )
+    threads: int | None = Field(
+        None, description="torch CPU threads (default: 1 for the tiny backbone, torch's default otherwise)"
+    )
+    progress: bool = Field(True, description="progress bar on stderr")
+
+    @field_validator("steps", "batch_size", "eval_every", "save_every", "log_every", "threads")
+    @classmethod
+    def _at_least_one(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be at least 1, got {value}")
+        return value
+
+    @field_validator("event_repeat")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {value}")
+        return value
+
+    @field_validator("eval_fraction")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0 <= value < 1:
+            raise ValueError(f"must be in [0, 1), got {value}")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value != "cpu" and not value.startswith("cuda"):
+            raise ValueError(f"must be cpu or cuda[:N], got {value!r}")
+        return value
+
+
+class TrainSettings(TrainConfig):
+    """`steerable train`: a training run, then optionally an upload of its final checkpoint."""
+
+    push_to_hub: str | None = Field(None, description="upload the final checkpoint to this Hub model repo (REPO_ID)")
+    private: bool = Field(False, description="with --push_to_hub: create the repo private")

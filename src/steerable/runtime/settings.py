@@ -1,0 +1,183 @@
+"""The settings of `steerable run`: which models steer which environment, and how the session runs.
+
+Every `steerable run` flag is a field here (`--policy.*` and `--vlm.*` are sections), so flags,
+`--config FILE.yaml` and `--help` come from one definition, and every check of a combination runs
+when the settings are built, before anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from steerable.errors import ConfigError
+from steerable.settings import Settings
+
+if TYPE_CHECKING:
+    from steerable.runtime.environments import EnvSpec
+    from steerable.runtime.stack import StackSpec
+
+__all__ = ["RunPolicySettings", "RunSettings", "RunVLMSettings"]
+
+TTS_BACKENDS = ("text", "espeak", "pocket")
+
+
+class RunPolicySettings(Settings):
+    """`--policy.*`: the trained checkpoint behind `--high_level policy` / `--low_level policy`."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "policy"
+
+    path: str | None = Field(None, description="a trained policy checkpoint (--*_level policy)")
+    device: str = Field("cpu", description="device for the policy")
+
+
+class RunVLMSettings(Settings):
+    """`--vlm.*`: the OpenAI-compatible server behind `--high_level vlm`."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "vlm"
+
+    base_url: str | None = Field(None, description="OpenAI-compatible server for --high_level vlm")
+    model_id: str | None = Field(None, description="model name on that server")
+    timeout_s: float = Field(
+        30.0, gt=0, validation_alias=AliasChoices("timeout_s", "request_timeout_s"), description="deadline per reply"
+    )
+
+    def options(self) -> dict[str, Any]:
+        """The planner's options: VLMConfig fields plus its `timeout_s`."""
+        out: dict[str, Any] = {"timeout_s": self.timeout_s}
+        if self.base_url:
+            out.update(base_url=self.base_url, backend="openai")
+        if self.model_id:
+            out["model_id"] = self.model_id
+        return out
+
+
+class RunSettings(Settings):
+    """Everything `steerable run` does: a session (REPL, commands file, recording) or an evaluation."""
+
+    model_config = ConfigDict(extra="forbid")
+    doc: ClassVar[str | None] = "docs/run.md"
+
+    env: str = Field("sim", description="environment, by its name in steerable.runtime.environments (sim: the "
+                     "synthetic tabletop)")
+    camera_shapes: str | None = Field(
+        None, description="--env sim: equal (the default: both cameras 224x160) | legacy (the wrist camera 128x128, "
+        "as synthetic datasets made before; for policies trained on them)"
+    )
+    high_level: str = Field("scripted", description="scripted | vlm | policy | none (direct task)")
+    low_level: str = Field("scripted", description="scripted | policy")
+    policy: RunPolicySettings = Field(default_factory=RunPolicySettings)
+    observation: str = Field(
+        "standard", description="standard | privileged (simulator only): a policy may read every object's true "
+        "position (observation.environment_state), as trained with make-dataset --privileged_state"
+    )
+    vlm: RunVLMSettings = Field(default_factory=RunVLMSettings)
+    recipe: str | None = Field(None, description="recipe (builtin name or YAML) laying out the high-level prompt")
+    task: str | None = Field(None, description="the task to start with")
+    seed: int | None = Field(None, description="scene seed (default: the first scene where --task fits, else 0)")
+    commands: Path | None = Field(None, description="play REPL lines from FILE ('@2.5s text' times)")
+    record: Path | None = Field(None, description="record the rollout as a LeRobot v3 dataset in DIR")
+    tts: str = Field("text", description="voice of `say`: text | espeak | pocket")
+    ctrl_hz: float = Field(15.0, description="action dispatch rate (the simulator's fps)")
+    chunk_hz: float = Field(5.0, description="most action-chunk inferences per second")
+    high_level_hz: float = Field(1.0, description="periodic high-level update rate")
+    realtime: bool = Field(False, description="pace --commands runs at the control rate")
+    max_seconds: float | None = Field(
+        None, description="simulated time limit of a run (300) or of each eval episode (90)"
+    )
+    eval_episodes: int | None = Field(None, description="evaluate N seeded episodes, no person")
+    eval_interjections: bool = Field(False, description="interject a target change mid-way")
+    eval_difficulty: str | None = Field(
+        None, description="task mix: easy | realistic | hard (as make-dataset; default: the mix a --policy.path "
+        "policy was trained on, else easy)"
+    )
+    workers: int | None = Field(None, description="evaluation processes (default: one per core)")
+    # `json` would shadow BaseModel.json: the field has another name, the flag keeps its own.
+    as_json: bool = Field(False, alias="json", description="with --eval_episodes: print one JSON object")
+    display: Literal["none", "rerun"] = Field(
+        "none", description="none | rerun: stream cameras, language context, events and loop rates to Rerun "
+        "([rerun] extra)"
+    )
+    display_to: str | None = Field(
+        None, description="with --display rerun: a running viewer (rerun+http://HOST:9876/proxy) or a file "
+        "FILE.rrd (default: spawn a viewer)"
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        from steerable.runtime.environments import EnvSpec
+
+        EnvSpec(value)  # a registered name (its own message lists them)
+        return value
+
+    @field_validator("ctrl_hz", "chunk_hz", "high_level_hz")
+    @classmethod
+    def _positive_rate(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError(f"must be positive, got {value:g}")
+        return value
+
+    @field_validator("tts")
+    @classmethod
+    def _tts(cls, value: str) -> str:
+        if value not in TTS_BACKENDS:
+            raise ConfigError(f"--tts {value!r}: choose text, espeak or pocket")
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ConfigError("--task is empty: say what the robot should do, e.g. --task 'put the red cube in the "
+                              "blue bin'")
+        return value
+
+    @field_validator("max_seconds")
+    @classmethod
+    def _max_seconds(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ConfigError("--max_seconds must be positive")
+        return value
+
+    @field_validator("eval_episodes", "workers")
+    @classmethod
+    def _at_least_one(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value < 1:
+            raise ConfigError(f"--{info.field_name} must be at least 1, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RunSettings:
+        evaluating = self.eval_episodes is not None
+        if self.record is not None and evaluating:
+            raise ConfigError("--record records one session; it does not combine with --eval_episodes")
+        if self.display != "none" and evaluating:
+            raise ConfigError("--display shows one session; it does not combine with --eval_episodes")
+        if self.display_to is not None and self.display == "none":
+            raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
+        if self.high_level == "vlm" and not self.vlm.base_url:
+            raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id")
+        self.stack()  # the names of the models and the observation (StackSpec's own checks)
+        return self
+
+    def environment(self) -> EnvSpec:
+        """The environment to build, with the options set on the command line."""
+        from steerable.runtime.environments import EnvSpec
+
+        options = {"camera_shapes": self.camera_shapes} if self.camera_shapes is not None else {}
+        return EnvSpec(self.env, options)
+
+    def stack(self) -> StackSpec:
+        """The models to run, as plain data evaluation workers can rebuild."""
+        from steerable.runtime.stack import StackSpec
+
+        return StackSpec(
+            high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
+            device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
+            observation=self.observation,
+        )
