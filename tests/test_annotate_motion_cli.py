@@ -40,8 +40,17 @@ def test_motion_only_run_writes_valid_rows_and_resumes(synthetic: Path, tmp_path
     before = file_hashes(root)
     again = steerable("annotate", "--root", str(root))
     assert again.returncode == 0, again.stderr
-    assert "3 resumed from staging" in again.stdout
+    assert "(resumed from staging: 3 of 3 module runs, 3 whole episodes)" in again.stdout
     assert file_hashes(root) == before  # resuming rewrites the same bytes
+
+
+def test_a_partial_resume_counts_the_module_runs_it_saved(synthetic: Path, tmp_path: Path) -> None:
+    root = copy_dataset(synthetic, tmp_path / "ds")
+    assert steerable("annotate", "--root", str(root), "--only_episodes", "1").returncode == 0
+    again = steerable("annotate", "--root", str(root))
+    assert again.returncode == 0, again.stderr
+    assert "(resumed from staging: 1 of 3 module runs, 1 whole episode)" in again.stdout
+    assert summary_of(root)["module_runs_resumed"] == 1
 
 
 def test_output_dir_leaves_source_untouched(synthetic: Path, tmp_path: Path) -> None:

@@ -47,8 +47,10 @@ def test_jsonl_lines_are_openai_chat_samples_with_jpeg_frames(
     out = tmp_path / "out"
     report = export_samples(ds, load_recipe("hirobot"), out)
     records = read_jsonl(out)
-    assert len(records) == report.samples and report.samples + report.skipped == ds.total_frames
+    assert len(records) == report.samples
+    assert report.samples + report.skipped + report.untargeted == ds.total_frames
     assert report.skipped > 0  # frames whose drawn component has nothing there (fallback none)
+    assert all(record["metadata"]["target_message_indices"] for record in records)
     referenced: set[str] = set()
     for record in records:
         meta = record["metadata"]
@@ -100,7 +102,7 @@ def test_tool_calls_follow_the_openai_format(ds: LeRobotDataset, annotated: Anno
 
 def test_max_samples_episodes_and_fallback(ds: LeRobotDataset, tmp_path: Path) -> None:
     recipe = load_recipe("hirobot")
-    some = export_samples(ds, recipe, tmp_path / "a", episodes=[2, 0], max_samples=200)
+    some = export_samples(ds, recipe, tmp_path / "a", episodes=[2, 0], max_samples=200, keep_untargeted=True)
     episodes = [r["metadata"]["episode_index"] for r in read_jsonl(tmp_path / "a")]
     assert some.samples == len(episodes) == 200 and episodes == sorted(episodes, key=[2, 0].index)
     assert set(episodes) == {0, 2}
@@ -114,8 +116,41 @@ def test_max_samples_episodes_and_fallback(ds: LeRobotDataset, tmp_path: Path) -
     assert export_samples(renderer, None, tmp_path / "d", max_samples=5).samples == 5
 
 
+def test_samples_without_a_text_target_are_left_out_and_counted_unless_kept(ds: LeRobotDataset,
+                                                                           tmp_path: Path) -> None:
+    """`subtask` draws low_level_execution on most frames: a lone low-level user turn, nothing for a
+    VLM to learn. A text export leaves those out and counts them; --keep_untargeted keeps them."""
+    recipe = load_recipe("subtask")
+    default = export_samples(ds, recipe, tmp_path / "a")
+    records = read_jsonl(tmp_path / "a")
+    assert records and all(r["metadata"]["target_message_indices"] for r in records)
+    assert default.untargeted > default.samples > 0
+    assert default.samples + default.skipped + default.untargeted == ds.total_frames
+    kept = export_samples(ds, recipe, tmp_path / "b", keep_untargeted=True)
+    assert kept.samples == default.samples + default.untargeted and kept.untargeted == 0
+    bare = [r for r in read_jsonl(tmp_path / "b") if not r["metadata"]["target_message_indices"]]
+    assert len(bare) == default.untargeted
+    assert all(r["metadata"]["message_streams"] == ["low_level"] for r in bare)
+    # The task fallback exists to add such samples: asking for it keeps them, unless told otherwise.
+    assert export_samples(ds, recipe, tmp_path / "c", fallback="task").samples == ds.total_frames
+    targeted = export_samples(ds, recipe, tmp_path / "d", fallback="task", keep_untargeted=False)
+    assert targeted.samples == default.samples and targeted.untargeted == ds.total_frames - default.samples
+
+    cli = steerable("export", str(ds.root), "--recipe", "subtask", "--out", str(tmp_path / "e"))
+    assert cli.returncode == 0, cli.stderr
+    assert f"exported {default.samples} samples" in cli.stdout
+    assert f"{default.untargeted} samples without a text target skipped" in cli.stdout
+    cli = steerable("export", str(ds.root), "--recipe", "subtask", "--out", str(tmp_path / "f"), "--keep_untargeted")
+    assert cli.returncode == 0 and f"exported {kept.samples} samples" in cli.stdout, cli.stderr
+    actions = tmp_path / "actions.yaml"  # only a low-level turn: nothing with a text target at all
+    actions.write_text("messages:\n  - {role: user, content: '${subtask}', stream: low_level, if_present: subtask}\n")
+    none = steerable("export", str(ds.root), "--recipe", str(actions), "--out", str(tmp_path / "g"))
+    assert none.returncode == 1 and none.stderr.count("\n") == 1, none.stderr
+    assert "has a text target" in none.stderr and "--keep_untargeted" in none.stderr
+
+
 def test_hf_export_loads_with_datasets(ds: LeRobotDataset, annotated: Annotated, tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets", reason="--format hf needs the datasets package (steerable[train])")
+    import datasets  # --format hf needs the datasets package
     report = export_samples(ds, load_recipe("hirobot"), tmp_path / "hf", format="hf")
     loaded = datasets.load_from_disk(str(tmp_path / "hf"))
     assert len(loaded) == report.samples and report.images == 6
@@ -157,7 +192,6 @@ def test_out_must_be_empty_unless_overwrite_and_failures_leave_nothing(ds: LeRob
 
 def test_render_export_tokenize_end_to_end(ds: LeRobotDataset, tmp_path: Path) -> None:
     """Exported JSONL lines tokenize to exactly what the training dataset path gives for the same frame."""
-    pytest.importorskip("torch", reason="RecipeDataset needs torch (steerable[train])")
     from steerable.train import RecipeDataset
 
     recipe = load_recipe("subtask_mem_vqa_speech")
@@ -167,7 +201,7 @@ def test_render_export_tokenize_end_to_end(ds: LeRobotDataset, tmp_path: Path) -
     data = RecipeDataset(ds, recipe, fallback="none", decode_images=False)
     records = read_jsonl(tmp_path / "out")
     checked = 0
-    for record in records[::7] + [r for r in records if "tools" in r or r["metadata"]["component"].startswith("ask")]:
+    for record in records[::3] + [r for r in records if "tools" in r or r["metadata"]["component"].startswith("ask")]:
         meta = record["metadata"]
         exported = ct.encode(record["messages"], meta["message_streams"], meta["target_message_indices"])
         item = data[meta["index"]]

@@ -21,7 +21,7 @@ from steerable.annotate.modules.plan.rows import plan_rows, subtask_rows
 from steerable.annotate.modules.plan.spans import Span
 from steerable.annotate.staging import Staging
 from steerable.dataset import LeRobotDataset, open_dataset
-from steerable.errors import AnnotationError, ConfigError
+from steerable.errors import AnnotationError, ConfigError, VLMReplyError
 from steerable.synthetic.generate import generate_synthetic
 from steerable.synthetic.ground_truth import EpisodeTruth, read_ground_truth
 from steerable.testing.scripted import ScriptedVLM
@@ -244,6 +244,21 @@ def test_empty_replies_skip_the_interjection_not_the_episode(synthetic) -> None:
     )
     assert not [r for r in out.rows if r["style"] == "interjection"]
     assert any("an interjection was dropped" in n for n in out.notes)
+
+
+class DeadVLM:
+    """A fake client whose every call fails after its retries (a server that never answers)."""
+
+    async def generate_json(self, messages: Any, schema: Any, *, affinity: Any = None, purpose: str = "") -> Any:
+        raise VLMReplyError("no reply", reason="no reply within 5s", purpose=purpose)
+
+
+def test_every_call_failed_fails_the_module_instead_of_an_empty_output(synthetic) -> None:
+    """An empty output would be staged as done and resumed; a module that got nothing has failed."""
+    ds, truths = synthetic
+    module = InterjectionsModule(InterjectionsConfig(interjection_min_t=0.0))
+    with pytest.raises(AnnotationError, match=r"every one of its \d+ VLM calls failed \(.*no reply within 5s"):
+        run(module, context(ds, 0, DeadVLM(), upstream={"plan": truth_rows(truths[0])}))
 
 
 def test_validator_reports_missing_say_missing_refresh_and_ambiguous_plans() -> None:

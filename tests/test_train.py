@@ -12,17 +12,15 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
+import transformers  # noqa: F401  (the chat tokenizer tests need it: a broken install must fail them)
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch", reason="steerable.train needs torch (pip install 'steerable[train]')")
-pytest.importorskip("transformers", reason="the chat tokenizer tests need transformers (steerable[train])")
-
-from torch.utils.data import DataLoader  # noqa: E402
-
-from steerable.dataset import LeRobotDataset  # noqa: E402
-from steerable.errors import ConfigError, MissingExtraError  # noqa: E402
-from steerable.recipes import Recipe, load_recipe  # noqa: E402
-from steerable.train import IGNORE_INDEX, ChatTokenizer, RecipeDataset, collate  # noqa: E402
-from train_data import (  # noqa: E402
+from steerable.dataset import LeRobotDataset
+from steerable.errors import ConfigError, MissingExtraError
+from steerable.recipes import Recipe, load_recipe
+from steerable.train import IGNORE_INDEX, ChatTokenizer, RecipeDataset, collate
+from train_data import (
     TEXT_ONLY_TEMPLATE,
     TOP,
     WRIST,

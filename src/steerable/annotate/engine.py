@@ -185,13 +185,10 @@ async def _run_episode(
         try:
             await attempt(module)
         except (SteerableError, OSError, ValueError) as exc:
-            if debug:
-                raise
             result.failures[module.name] = str(exc)
-            log.info("episode %d: %s failed: %s", ep.episode_index, module.name, exc)  # listed at the end
+            # Listed at the end; --debug adds the traceback here, and the run goes on all the same.
+            log.info("episode %d: %s failed: %s", ep.episode_index, module.name, exc, exc_info=debug)
         except Exception as exc:  # a bug: keep the run going, but keep the evidence
-            if debug:
-                raise
             result.failures[module.name] = f"internal error {type(exc).__name__}: {exc}"
             log.error("episode %d crashed in %s:\n%s", ep.episode_index, module.name, traceback.format_exc())
         finally:

@@ -57,6 +57,9 @@ class ModuleOutput:
     Every row carries `timestamp`: for persistent styles its emission time, for event styles the
     stored timestamp of the frame it belongs on. `meta` holds small facts later modules may use
     (e.g. the effective task); `notes` are human-readable remarks for the run summary.
+
+    An output is staged as done. A module whose every call failed therefore raises (with the
+    reason) instead of returning no rows: it is then a failed module, redone on the next run.
     """
 
     rows: list[dict[str, Any]] = field(default_factory=list)

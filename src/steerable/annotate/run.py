@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from steerable.annotate.collect import EpisodeRows, split_rows, validate_episode
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.engine import EpisodeResult, Progress
 from steerable.annotate.executor import EpisodeJob, Executor, LocalExecutor
+from steerable.annotate.lock import RunLock
 from steerable.annotate.module import ModuleCheck
 from steerable.annotate.progress import ProgressDisplay
 from steerable.annotate.registry import module_checks
@@ -59,7 +61,11 @@ def annotate(
     ws = open_workspace(cfg)
     episodes = _select(ws.target, cfg.only_episodes)
     staging = chosen or Staging(ws.work_dir / "staging")
-    return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm, executor or LocalExecutor()))
+    lock = RunLock.acquire(ws.work_dir, ws.out)  # before any check that contacts a model
+    try:
+        return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm, executor or LocalExecutor()))
+    finally:
+        lock.release(ws.work_dir)
 
 
 async def _annotate(
@@ -100,6 +106,9 @@ async def _annotate(
     write_started = time.monotonic()
     checks = module_checks(stages, names)
     replaces = {s.name: s.replaces(names) for s in stages if s.name in names}
+    standins = {s.name: s.styles - replaces[s.name] for s in stages if s.name in names}
+    for result in results:
+        _drop_standins(result, standins, replaces)
     report = _validate_and_write(ws, results, checks, replaces, producers(model_of, results))
     summary = _summary(ws, results, names, notes, report, stats, model_of)
     summary.timings = Timings(
@@ -147,6 +156,18 @@ def _camera(cfg: AnnotateConfig, ds: LeRobotDataset, *, needs_video: bool) -> st
             "run without a VLM (motion annotator only) or pick a dataset with videos"
         )
     return cameras[0] if cameras else None
+
+
+def _drop_standins(
+    result: EpisodeResult, standins: dict[str, frozenset[str | None]], replaces: dict[str, frozenset[str | None]]
+) -> None:
+    """A module's rows of a style it writes only as a stand-in (motion's subtasks for an episode
+    without video, while plan runs) are dropped where another module that succeeded writes it."""
+    owned = {style for name in result.outputs for style in replaces.get(name, ())}
+    for name, out in result.outputs.items():
+        dropped = standins.get(name, frozenset()) & owned
+        if dropped and any(row.get("style") in dropped for row in out.rows):
+            result.outputs[name] = replace(out, rows=[r for r in out.rows if r.get("style") not in dropped])
 
 
 def _validate_and_write(
@@ -211,7 +232,7 @@ def _summary(
         if r.failures
     ]
     written = [r for r in results if r.outputs]
-    motion = [r.outputs["motion"].meta for r in written if "motion" in r.outputs]
+    wrote = producers(model_of, written)
     return RunSummary(
         dataset=str(ws.source.root),
         output=str(ws.out),
@@ -220,13 +241,14 @@ def _summary(
         episodes_annotated=sum(1 for r in results if not r.failures),
         episodes_resumed=sum(1 for r in results if len(r.reused) == len(names) and not r.failures),
         failures=failures,
-        heuristic_subtasks=any(m.get("heuristic_subtasks") for m in motion),
-        producers=producers(model_of, written),
+        heuristic_subtasks="heuristic:" in wrote.get("subtask", ""),
+        producers=wrote,
         notes=group_notes(notes, {r.episode_index: _notes(r) for r in results}),
         per_module=module_counts(names, results),
         written=WriteSummary.of(report),
         vlm=stats,
         timings=Timings(),
+        module_runs_resumed=sum(len(r.reused) for r in results),
     )
 
 

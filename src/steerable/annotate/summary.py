@@ -77,7 +77,7 @@ class RunSummary:
     modules: list[str]
     episodes_selected: int
     episodes_annotated: int  # every module's rows written
-    episodes_resumed: int
+    episodes_resumed: int  # every module of the episode taken from staging
     failures: list[EpisodeFailure]
     heuristic_subtasks: bool
     producers: dict[str, str]  # style -> model id, or heuristic:<module>
@@ -86,6 +86,7 @@ class RunSummary:
     written: WriteSummary
     vlm: VLMStats | None
     timings: Timings
+    module_runs_resumed: int = 0  # (episode, module) outputs taken from staging, of episodes x modules
     summary_path: str | None = None
     push: dict[str, str] | None = None
 
@@ -103,16 +104,20 @@ class RunSummary:
 def producers(modules: Mapping[str, str | None], results: Sequence[EpisodeResult]) -> dict[str, str]:
     """style -> who wrote it: the model id for model modules, `heuristic:<module>` otherwise.
 
-    `modules` maps each module that ran to its model id (None for a module without a model).
+    `modules` maps each module that ran to its model id (None for a module without a model). A
+    style written by two (the model's subtasks, motion's where an episode has no video) names both.
     """
-    out: dict[str, str] = {}
+    found: dict[str, set[str]] = {}
     for r in results:
         for name, staged in r.outputs.items():
             producer = modules.get(name) or f"heuristic:{name}"
             for row in staged.rows:
-                style = row.get("style") or "tool_call"
-                out.setdefault(str(style), producer)
-    return dict(sorted(out.items()))
+                found.setdefault(str(row.get("style") or "tool_call"), set()).add(producer)
+    return {style: " + ".join(sorted(names, key=_model_first)) for style, names in sorted(found.items())}
+
+
+def _model_first(producer: str) -> tuple[bool, str]:
+    return producer.startswith("heuristic:"), producer
 
 
 def group_notes(run_notes: Sequence[str], episode_notes: Mapping[int, Sequence[str]]) -> list[str]:

@@ -10,7 +10,8 @@
   what a shell reports for a tool that a closed pipe stops), with stdout sent to /dev/null so
   the interpreter's final flush does not fail again (Python's recommended handling).
 
-Anything else is a bug and keeps its traceback; `--debug` shows the traceback for everything.
+Anything else is a bug and keeps its traceback; `--debug` shows the traceback for everything (a
+user error still exits 2).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 
 from steerable.errors import SteerableError, explain_os_error, os_cause
@@ -49,8 +51,10 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
             _silence_stdout()
             return BROKEN_PIPE_EXIT
         message = user_message(exc)
-        if message is None or debug:
+        if message is None:
             raise
+        if debug:  # the traceback too, but a user error keeps its status
+            traceback.print_exc()
         print(f"steerable: error: {message}", file=sys.stderr)
         return USER_ERROR_EXIT
 

@@ -5,7 +5,8 @@ episode, and every other column, type, order and schema metadata as it was (a le
 `subtask_index` / `tools` column is dropped). Episodes not in the update keep their rows; an updated
 episode keeps its stored rows of every style its update does not replace (`EpisodeLanguage.replaces`).
 A shard is rewritten when it holds an updated episode, or when it lacks the language columns: info.json
-declares them for the whole dataset, and LeRobot's loader needs every shard to match it.
+declares them for the whole dataset, and LeRobot's loader needs every shard to match it. A shard
+that is not readable parquet and holds no updated episode is left as it was.
 
 The rewritten shards and info.json form one new version of the dataset folder, switched in at once
 by `steerable.dataset.commit` (untouched files, videos included, are hard links): a reader sees the
@@ -155,11 +156,24 @@ def _write(
 def _plan(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> list[_Shard]:
     targets = {ds.data_path(ds.episode(ep)) for ep in updates}
     for path in ds.data_files():
-        names = file_metadata(path).schema.to_arrow_schema().names
-        if not all(column in names for column in LANGUAGE_COLUMNS):
+        if path in targets:
+            continue
+        names = _columns(path)
+        if names is None:
+            logger.warning("%s is not a readable parquet file: left as it was", path)
+        elif not all(column in names for column in LANGUAGE_COLUMNS):
             targets.add(path)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # parquet reads drop the GIL
         return list(pool.map(_read_shard, sorted(targets)))
+
+
+def _columns(path: Path) -> list[str] | None:
+    """The columns of a shard no update touches, or None when it cannot be read: such a shard is
+    left as it was (its episodes failed before the write), not a reason to write nothing at all."""
+    try:
+        return list(file_metadata(path).schema.to_arrow_schema().names)
+    except CorruptDatasetError:
+        return None
 
 
 def _read_shard(path: Path) -> _Shard:
@@ -338,13 +352,10 @@ def _update_info(ds: LeRobotDataset, tx: FolderCommit, producers: Mapping[str, s
     info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
     features: dict[str, Any] = info["features"]
     features.update(language_feature_info())
-    remaining = {
-        name
-        for p in ds.data_files()
-        for name in file_metadata(tx.root / p.relative_to(ds.root)).schema.to_arrow_schema().names
-    }
-    for name in _LEGACY_COLUMNS:
-        if name in features and name not in remaining:
+    shards = [_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
+    remaining = {name for names in shards for name in names or ()}
+    for name in _LEGACY_COLUMNS:  # kept while an unreadable shard may still hold it
+        if name in features and name not in remaining and None not in shards:
             del features[name]
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
     if producers:

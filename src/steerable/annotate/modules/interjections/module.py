@@ -167,6 +167,8 @@ class InterjectionsModule:
         for result_rows, result_notes in results:
             rows.extend(result_rows)
             notes.extend(result_notes)
+        if jobs and not rows:  # every call failed: a failed module, never staged as done
+            raise AnnotationError(f"every one of its {len(jobs)} VLM calls failed ({notes[-1]})")
         meta = {
             "interjections": [{"time": p.boundary.time, "scenario": p.scenario} for p in planned],
             "plan_refresh": refresh,

@@ -108,6 +108,8 @@ class VqaModule:
             if scale:
                 scales[scale] += 1
         answered = len(rows) // 2
+        if questions and not answered:  # nothing usable: a failed module, never staged as done
+            raise AnnotationError(f"none of its {len(questions)} questions got a usable answer ({notes[-1]})")
         meta = {
             "cameras": cameras,
             "asked": len(questions),
@@ -125,7 +127,7 @@ class VqaModule:
         messages: list[dict[str, Any]] = [
             {"role": "user", "content": [{"type": "image", "image": frame}, {"type": "text", "text": prompt}]}
         ]
-        where = f"a {q.qtype} question on {q.camera}"  # no time: the run summary groups and counts them
+        where = f"{'an' if q.qtype[0] in 'aeiou' else 'a'} {q.qtype} question on {q.camera}"  # no time: the run summary groups and counts them
         problem = ""
         for _ in range(1 + self.config.max_retries):
             try:
