@@ -211,3 +211,20 @@ def test_help_lists_every_flag_without_importing_torch() -> None:
         assert f"\n  --{name}" in result.stdout and doc, name
     for spelling in ("--no_progress", "--dataset (required)", "--policy.backbone=tiny", "--config FILE.yaml"):
         assert spelling in result.stdout
+
+
+def test_episodes_picks_what_is_trained_and_held_out(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "two"
+    result = _run(_cmd(dataset, out, "--steps", "2", "--save_every", "2", "--eval_every", "100",
+                       "--episodes", "0-1", "--eval_fraction", "0.5"))
+    assert result.returncode == 0, result.stderr
+    state = json.loads((out / "checkpoints" / "step_00000002" / "trainer_state.json").read_text())
+    assert sorted(state["train_episodes"] + state["eval_episodes"]) == [0, 1]
+    assert state["eval_episodes"] and state["train_episodes"]
+
+
+def test_episodes_the_dataset_lacks_are_one_line(dataset: Path, tmp_path: Path) -> None:
+    result = _run(_cmd(dataset, tmp_path / "bad", "--steps", "2", "--episodes", "1,7"))
+    assert result.returncode == 2
+    assert "--episodes [7]: not in the dataset" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset
 
 from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import feature_matrix
+from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
@@ -34,9 +35,19 @@ __all__ = ["PolicyDataset", "event_components", "fit_normalizer", "split_episode
 logger = logging.getLogger(__name__)
 
 
-def split_episodes(dataset: LeRobotDataset, eval_fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
-    """(train, held-out) episode indices: a seeded draw of `eval_fraction` (at least one when possible)."""
+def split_episodes(
+    dataset: LeRobotDataset, eval_fraction: float, seed: int = 0, only: Sequence[int] | None = None,
+) -> tuple[list[int], list[int]]:
+    """(train, held-out) episode indices of `only` (default: every episode): a seeded draw of
+    `eval_fraction` (at least one when possible)."""
     episodes = [e.episode_index for e in dataset.episodes]
+    if only is not None:
+        unknown = sorted(set(only) - set(episodes))
+        if unknown:
+            raise ConfigError(f"--episodes {unknown}: not in the dataset (it has {len(episodes)} episodes, "
+                              f"indices {episodes[0]}-{episodes[-1]})" if episodes else "the dataset has no episodes")
+        chosen = set(only)
+        episodes = [e for e in episodes if e in chosen]
     if eval_fraction <= 0 or len(episodes) < 2:
         return episodes, []
     rng = np.random.default_rng(seed)

@@ -82,6 +82,10 @@ class TrainConfig(Settings):
     dataset: Path = Field(description="annotated LeRobot v3 dataset folder")
     output_dir: Path = Field(description="where checkpoints and logs.jsonl go (resumes from one there)")
     recipe: str = Field("hierarchical", description="built-in recipe name or YAML path")
+    episodes: list[int] | None = Field(
+        None, description="train (and hold out) only these episodes, e.g. 0,3,7-9 (default: every episode; "
+        "a resumed run keeps its own)"
+    )
     policy: PolicySettings = Field(default_factory=PolicySettings)
     steps: int = Field(2500, description="optimizer steps")
     batch_size: int = Field(32, description="samples per step")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,10 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
                         action_dim=dims["action"])
 
 
-def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int) -> Built:
+def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int,
+                episodes: Sequence[int] | None = None) -> Built:
     cfg = dataset_policy_config(dataset, overrides)
-    train_eps, eval_eps = split_episodes(dataset, eval_fraction, seed)
+    train_eps, eval_eps = split_episodes(dataset, eval_fraction, seed, episodes)
     normalizer = fit_normalizer(dataset, cfg, train_eps)
     if cfg.is_tiny:
         tokenizer = build_tiny_tokenizer(corpus_from_dataset(dataset), cfg.tiny_vocab_size)

@@ -57,7 +57,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     recipe_text = Path(recipe.origin).read_text(encoding="utf-8")
     output = Path(cfg.output_dir).expanduser()
     output.mkdir(parents=True, exist_ok=True)
-    built = resume_from(output) or build_fresh(dataset, cfg.policy.overrides(), cfg.eval_fraction, cfg.seed)
+    built = resume_from(output) or build_fresh(dataset, cfg.policy.overrides(), cfg.eval_fraction, cfg.seed,
+                                                cfg.episodes)
     if built.checkpoint is not None:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
     model, processor = built.model.to(cfg.device), built.processor
