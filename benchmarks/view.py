@@ -7,13 +7,17 @@ the first episode is ready (list, tracks, plot drawn and the video's metadata lo
 clicking a span to the video's `seeked` event, and the time to open another episode from the list.
 The server is warmed first, as `steerable view` does while it starts (the cold cost of the episode
 list and the first payload is printed on its own); the export's build time is reported too.
-Run: `python benchmarks/view.py [--episodes 500]`.
+Then `view --export` of real episodes whose video a browser cannot play (`../shared/data/lingzu_teleop_4`:
+MPEG-4 part 2, 640x480, 30 fps, re-encoded to H.264), in seconds per episode, with one clip at a time
+and with the default pool (one clip per two cores).
+Run: `python benchmarks/view.py [--episodes 500] [--real_only]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -28,6 +32,7 @@ from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.viewer import ViewerData, export_site, make_server
 
+REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "lingzu_teleop_4"
 FPS, FRAMES, W, H = 10, 24, 64, 48
 CAMERA = "observation.images.top"
 CHROMIUM_ARGS = [
@@ -134,12 +139,52 @@ def measure_cold(root: Path) -> dict[str, float]:
     return {"summary": (t1 - t0) * 1000, "episode": (t2 - t1) * 1000}
 
 
+def measure_real_export(root: Path, tmp: Path, workers: int | None) -> dict[str, float]:
+    """`view --export` of every episode of a real dataset with MPEG-4 part 2 video (s per episode)."""
+    ds = LeRobotDataset(root)
+    site = tmp / f"real_site_{workers}"
+    t0 = time.perf_counter()
+    export_site(ds, site, workers=workers)
+    spent = time.perf_counter() - t0
+    clips = sorted((site / "videos").rglob("*.mp4"))
+    return {
+        "workers": float(workers or max(1, min((os.cpu_count() or 1) // 2, len(ds.episodes)))),
+        "default": float(workers is None),
+        "episodes": len(ds.episodes),
+        "frames": sum(e.length for e in ds.episodes),
+        "s": spent,
+        "per_episode": spent / max(1, len(ds.episodes)),
+        "mb_per_episode": sum(c.stat().st_size for c in clips) / 1e6 / max(1, len(ds.episodes)),
+    }
+
+
+def measure_real(tmp: Path) -> list[dict[str, float]]:
+    return [measure_real_export(REAL, tmp, workers) for workers in (1, 2, None)]
+
+
+def print_real(runs: list[dict[str, float]]) -> None:
+    for real in runs:
+        print(f"real export ({REAL.name}: {real['episodes']:.0f} episodes, {real['frames']:.0f} frames 640x480 "
+              f"MPEG-4 part 2 -> H.264, {os.cpu_count()} cores, {real['workers']:.0f} clip(s) at a time"
+              f"{' (default)' if real['default'] else ''}): "
+              f"{real['s']:.1f} s, {real['per_episode']:.2f} s per episode, "
+              f"clips {real['mb_per_episode']:.2f} MB per episode")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--seeks", type=int, default=30)
     parser.add_argument("--switches", type=int, default=10)
+    parser.add_argument("--real_only", action="store_true", help="only the export of the real episodes")
     args = parser.parse_args()
+    if args.real_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            real = measure_real(Path(tmp))
+        print_real(real)
+        print(f"RESULT real_export_s_per_episode={real[-1]['per_episode']:.2f} "
+              f"real_export_one_clip_s_per_episode={real[0]['per_episode']:.2f} real_episodes={real[0]['episodes']:.0f}")
+        return
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,10 +205,12 @@ def main() -> None:
             browser.close()
         server.shutdown()
         server.server_close()
+        real = measure_real(Path(tmp))
 
     print(f"{args.episodes} episodes x {FRAMES} frames ({W}x{H} h264), dataset made in {made:.1f} s, "
           f"static export built in {exported:.1f} s; cold server: episode list {cold['summary']:.0f} ms, "
           f"first episode payload {cold['episode']:.0f} ms (the server computes both while starting)")
+    print_real(real)
     print(f"| {'mode':<16} | first paint ms | ready ms | seek median ms | seek p95 ms | open episode ms |")
     print(f"|{'-' * 18}|---|---|---|---|---|")
     for name, m in (("served", served), ("export (file://)", static)):
@@ -174,7 +221,9 @@ def main() -> None:
         f"view_seek_ms={served['seek']:.1f} view_open_episode_ms={served['switch']:.0f} "
         f"export_first_paint_ms={static['fcp']:.0f} export_ready_ms={static['ready']:.0f} "
         f"export_seek_ms={static['seek']:.1f} export_build_s={exported:.1f} "
-        f"cold_list_ms={cold['summary']:.0f} episodes={args.episodes}"
+        f"cold_list_ms={cold['summary']:.0f} episodes={args.episodes} "
+        f"real_export_s_per_episode={real[-1]['per_episode']:.2f} "
+        f"real_export_one_clip_s_per_episode={real[0]['per_episode']:.2f}"
     )
 
 

@@ -3,7 +3,8 @@
 Served and exported (file://) the same checks run: tracks drawn with subtask spans, the h264 video
 plays, clicking a span seeks the video, a VQA box/point is drawn over the right camera at its frame,
 the camera switch keeps the time, seeking to a frame's timestamp shows that very frame, the recipe
-panel shows a sample; the screenshot shows the box.
+panel shows a sample, heuristic tracks and rows say so; the screenshot shows the box. On a real
+dataset, the plot draws idle joints flat.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
     assert spans.first.get_attribute("data-style") == "subtask"
     assert pg.locator(".span.motion").count() == len(tracks["motion"])
     assert pg.locator(".marker.vqa").count() == 2 and pg.locator(".marker.speech").count() == 1
+    # `annotate` without a model wrote the subtask and motion rows: marked heuristic, as `steerable info` shows
+    badges = pg.eval_on_selector_all(".track-label .heuristic", "ns => ns.map(n => n.parentNode.dataset.style)")
+    assert badges == ["subtask", "motion"]
+    assert pg.locator("#active dt.subtask .heuristic").count() == 1
+    assert pg.locator("#active dt.plan .heuristic").count() == 0
     offset = {c["key"]: c["offset"] for c in ep["cameras"]}
     pg.click("#zoom-in")
     pg.click("#zoom-in")
@@ -179,3 +185,25 @@ def test_exported_viewer_from_file_url(page: Any, viewer_ds: Path, tmp_path: Pat
     # another episode's data script loads on demand from disk
     page.locator("#episode-list .episode[data-episode='0']").click()
     page.wait_for_function("window.steerableView.state.ep.episode_index === 0 && document.body.dataset.ready === '1'")
+
+
+def test_real_idle_joints_are_drawn_flat(page: Any, lingzu: Path) -> None:
+    proc, url = start_view(str(lingzu), "--episodes", "0")
+    try:
+        page.goto(url)
+        page.wait_for_selector("body[data-ready='1']", timeout=60000)
+        heights = page.eval_on_selector_all(
+            "svg[data-feature='state'] polyline.dim",
+            """ns => ns.map(n => {
+                const ys = n.getAttribute('points').split(' ').map(p => +p.split(',')[1]);
+                return [n.dataset.dim, Math.max(...ys) - Math.min(...ys), n.classList.contains('flat')];
+            })""",
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    drawn = {name: (height, flat) for name, height, flat in heights}
+    for joint in range(1, 8):  # the idle left arm: a flat line, marked flat
+        assert drawn[f"left.joint_{joint}.pos"] == (0, True)
+    right = [drawn[f"right.joint_{joint}.pos"] for joint in range(1, 8)]
+    assert not any(flat for _, flat in right) and max(h for h, _ in right) > 80  # the working arm fills the plot

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import av
@@ -118,3 +126,93 @@ def test_missing_videos_leave_a_note_not_a_failure(so101: Path, tmp_path: Path) 
     assert all("missing" in c["error"] for c in ep["cameras"])
     assert ep["plot"]["series"][0]["key"] == "observation.state" and ep["length"] > 0
     assert not (index.parent / "videos").exists()
+
+
+def top_level_boxes(path: Path) -> list[str]:
+    """The mp4's top-level box types, in file order."""
+    data, boxes, at = path.read_bytes(), [], 0
+    while at + 8 <= len(data):
+        size, kind = struct.unpack(">I4s", data[at : at + 8])
+        boxes.append(kind.decode("latin-1"))
+        if size == 1:
+            size = struct.unpack(">Q", data[at + 8 : at + 16])[0]
+        at += size if size else len(data)
+    return boxes
+
+
+def test_mpeg4_episodes_export_as_clips_a_browser_streams(lingzu: Path, tmp_path: Path) -> None:
+    index = export_site(lingzu, tmp_path / "site", episodes=[2, 3], recipes=["subtask_mem"])
+    ds = LeRobotDataset(lingzu)
+    for n in (2, 3):
+        clip = index.parent / "videos" / "image" / f"episode_{n:06d}.mp4"
+        with av.open(str(clip)) as c:
+            stream = c.streams.video[0]
+            assert stream.codec_context.name == "h264" and stream.codec_context.format.name == "yuv420p"
+            assert stream.codec_context.profile in ("Baseline", "Constrained Baseline", "Main")
+            frames = [f.to_ndarray(format="rgb24").astype(int) for f in c.decode(stream)]
+        assert len(frames) == ds.episode(n).length
+        boxes = top_level_boxes(clip)
+        assert boxes.index("moov") < boxes.index("mdat")  # faststart: playable before the whole file is read
+        stamps = ds.episode_timestamps(n)
+        for k in (0, len(frames) // 2, len(frames) - 1):
+            (orig,) = ds.decode_frames(n, "image", [float(stamps[k])])
+            assert np.abs(frames[k] - orig).mean() < 4  # re-encoded: close to the dataset's frame k
+
+
+def test_export_of_a_reversed_range_is_refused(viewer_ds: Path, tmp_path: Path) -> None:
+    done = steerable("view", str(viewer_ds), "--export", str(tmp_path / "site"), "--episodes", "2-1")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--episodes" in done.stderr and "2-1" in done.stderr
+    assert not (tmp_path / "site").exists()
+
+
+def test_export_reports_progress_in_a_pipe(viewer_ds: Path, tmp_path: Path) -> None:
+    done = steerable("view", str(viewer_ds), "--export", str(tmp_path / "site"), "--episodes", "0,2")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("view --export:")]
+    assert lines and "episodes 2/2" in lines[-1] and "ETA" in lines[-1], done.stderr
+
+
+def test_export_shows_a_live_line_on_a_terminal(viewer_ds: Path, tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", "view", str(viewer_ds), "--export", str(tmp_path / "site")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        try:
+            chunk = os.read(leader, 4096) if ready else b""
+        except OSError:  # the child closed the terminal
+            chunk = b""
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0, seen
+    text = seen.decode(errors="replace")
+    assert "view --export: episodes 3/3" in text and "ETA" in text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_an_export_leaves_nothing_behind(lingzu: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    parent = tmp_path / "out"
+    parent.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", "view", str(lingzu), "--export", str(parent / "site")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any("-new-" in p.name for p in parent.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the export is building its new version: stop it now
+    assert proc.poll() is None, "the export ended before it could be stopped"
+    proc.send_signal(sig)
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10, "the encoders did not stop"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert list(parent.iterdir()) == []  # no half-built site, no lock, no staging folder

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
+import signal
 import socket
+import struct
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import av
 import pytest
 
+from steerable.dataset import LeRobotDataset
+from steerable.viewer import ViewerData, make_server
 from steerable.viewer.files import parse_range
 from viewer_data import (
     SAY_FRAME,
@@ -222,3 +230,66 @@ def test_mpeg4_video_is_served_as_a_playable_clip(lingzu: Path, tmp_path: Path) 
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def reset(conn: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a browser drops a video range request it no longer needs."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def test_connection_resets_print_no_traceback(viewer_ds: Path) -> None:
+    proc, url = start_view(str(viewer_ds))
+    host, port = url[len("http://") :].rstrip("/").rsplit(":", 1)
+    srv = (host, int(port))
+    rel = "/files/videos/observation.images.top/chunk-000/file-000.mp4"
+    try:
+        half = socket.create_connection(srv)  # a request cut off mid-headers
+        half.sendall(b"GET " + rel.encode() + b" HTTP/1.1\r\nHost: x\r\n")
+        reset(half)
+        idle = socket.create_connection(srv)  # a kept-alive connection reset after its reply
+        idle.sendall(f"GET {rel} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-99\r\n\r\n".encode())
+        assert idle.recv(12).startswith(b"HTTP/1.1 206")
+        reset(idle)
+        assert request(srv, "/api/dataset")[0] == 200  # still serving
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert "Traceback" not in err and "ConnectionResetError" not in err, err
+
+
+def test_other_request_errors_are_still_logged(viewer_ds: Path, caplog: pytest.LogCaptureFixture,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    server = make_server(ViewerData(LeRobotDataset(viewer_ds)), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def broken(self: object, **_: object) -> None:
+        raise RuntimeError("a bug in a handler")
+
+    monkeypatch.setattr("steerable.viewer.server._Handler._dispatch", broken)
+    try:
+        with caplog.at_level(logging.ERROR, logger="steerable.viewer.server"):
+            with pytest.raises((http.client.HTTPException, ConnectionError)):
+                request(server.server_address[:2], "/api/dataset")
+            server.shutdown()
+    finally:
+        server.server_close()
+    assert any(r.exc_info and "a bug in a handler" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_sigterm_stops_the_server_and_removes_its_clips(lingzu: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable.cli.main", "view", str(lingzu), "--episodes", "3", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().split(" at ")[1].split()[0]
+    host, port = url[len("http://") :].rstrip("/").rsplit(":", 1)
+    status, _, body = request((host, int(port)), "/clips/3/image.mp4", headers={"Range": "bytes=0-99"})
+    assert status == 206 and body[4:8] == b"ftyp"
+    assert [p.name.startswith("steerable-view-") for p in tmp_path.iterdir()] == [True]
+    proc.terminate()
+    _, err = proc.communicate(timeout=10)
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # the re-encoded clips went with the server

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
+from steerable.cli._dataset_args import parse_episodes
 from steerable.errors import ConfigError
 
-__all__ = ["parse_episodes", "register"]
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,34 +34,51 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_episodes(text: str | None) -> list[int] | None:
-    """'0,3,7-9' -> [0, 3, 7, 8, 9]; None stays None."""
-    if text is None:
-        return None
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        first, sep, last = part.partition("-")
-        if not (first.isdigit() and (not sep or last.isdigit())):
-            raise ConfigError(f"--episodes takes indices and ranges like 0,3,7-9, got {text!r}")
-        out.extend(range(int(first), int(last) + 1) if sep else [int(first)])
-    return out
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the viewer as Ctrl-C does: clips stop, temp folders and half-built exports are removed."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run(args: argparse.Namespace) -> int:
-    from steerable.dataset import open_dataset
-    from steerable.viewer import ViewerData, export_site, make_server
-
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
-    episodes = parse_episodes(args.episodes)
+    episodes = parse_episodes(args.episodes)  # the one parser of render, export and annotate
     if args.rerun is not None:
         return _rerun(args, episodes)
+    with _sigterm_as_interrupt():
+        return _export(args, episodes) if args.export else _serve(args, episodes)
+
+
+def _export(args: argparse.Namespace, episodes: list[int] | None) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.progress import ProgressLine
+    from steerable.viewer import export_site
+
     ds = open_dataset(args.dataset, revision=args.revision)
-    if args.export:
-        index = export_site(ds, args.export, episodes)
-        print(f"static viewer written: {index}")
-        return 0
+    total = len(set(episodes)) if episodes is not None else len(ds.episodes)
+    with ProgressLine("view --export", total) as line:
+        index = export_site(ds, args.export, episodes, progress=line.advance)
+    print(f"static viewer written: {index}")
+    return 0
+
+
+def _serve(args: argparse.Namespace, episodes: list[int] | None) -> int:
+    from steerable.dataset import open_dataset
+    from steerable.viewer import ViewerData, make_server
+
+    ds = open_dataset(args.dataset, revision=args.revision)
     server = make_server(ViewerData(ds, episodes=episodes), args.host, args.port)
     server.warm()
     print(f"steerable view: {ds.root} at {server.url} (Ctrl-C to stop)", flush=True)

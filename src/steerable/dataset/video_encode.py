@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +27,10 @@ class VideoWriter:
 
     `codec` is a family ("h264", "av1") or an encoder name ("libx264", "libsvtav1"); `gop` is the
     keyframe interval in frames and `preset` the encoder's speed preset ("veryfast" for x264, "0".."13"
-    for SVT-AV1); None keeps the encoder's default. Frames are H x W x 3 uint8 RGB.
+    for SVT-AV1); None keeps the encoder's default. `options` are further encoder options (x264:
+    `profile`, `tune`), `threads` the encoder's thread count (None: the encoder decides), and
+    `faststart` puts the index at the front of the file, so a browser plays it before it has it all.
+    Frames are H x W x 3 uint8 RGB (`write`) or decoded PyAV frames (`write_frame`).
     """
 
     def __init__(
@@ -40,6 +44,9 @@ class VideoWriter:
         pix_fmt: str = "yuv420p",
         gop: int | None = None,
         preset: str | None = None,
+        options: Mapping[str, str] | None = None,
+        threads: int | None = None,
+        faststart: bool = False,
     ) -> None:
         if fps <= 0 or width <= 0 or height <= 0:
             raise ConfigError(f"video fps, width and height must be positive, got {fps}, {width}x{height}")
@@ -53,6 +60,7 @@ class VideoWriter:
         self.fps, self.width, self.height = fps, width, height
         self.encoder = resolve_encoder(codec)
         self.crf, self.pix_fmt, self.gop, self.preset = crf, pix_fmt, gop, preset
+        self.options, self.threads, self.faststart = dict(options or {}), threads, faststart
         self.frames_written = 0
         self._stack: contextlib.ExitStack | None = None
         self._container: OutputContainer | None = None
@@ -65,7 +73,9 @@ class VideoWriter:
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(atomic_path(self.path))
             try:
-                container = av.open(str(tmp), mode="w", format="mp4")
+                container = av.open(
+                    str(tmp), mode="w", format="mp4", options={"movflags": "+faststart"} if self.faststart else {}
+                )
                 stack.callback(container.close)
                 stream = cast(VideoStream, container.add_stream(self.encoder, rate=self.fps))
                 stream.width, stream.height, stream.pix_fmt = self.width, self.height, self.pix_fmt
@@ -75,10 +85,12 @@ class VideoWriter:
                 stream.codec_context.bit_rate = 0  # constant quality (crf), no bitrate target
                 if self.gop is not None:
                     stream.codec_context.gop_size = self.gop
-                options = {"crf": str(self.crf)}
+                options = {"crf": str(self.crf), **self.options}
                 if self.preset is not None:
                     options["preset"] = self.preset
                 stream.codec_context.options = options
+                if self.threads is not None:
+                    stream.codec_context.thread_count = self.threads
                 stream.codec_context.open()
             except (av.error.FFmpegError, ValueError) as exc:
                 raise WriteError(
@@ -96,8 +108,20 @@ class VideoWriter:
         expected = (self.height, self.width, 3)
         if frame.shape != expected or frame.dtype != np.uint8:
             raise ValueError(f"expected an {expected} uint8 RGB frame, got {frame.shape} {frame.dtype}")
-        video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+        self._encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24"))
+
+    def write_frame(self, frame: av.VideoFrame) -> None:
+        """Encode one decoded frame; converted only where its size or pixel format differ from the file's."""
+        if frame.width != self.width or frame.height != self.height or frame.format.name != self.pix_fmt:
+            frame = frame.reformat(width=self.width, height=self.height, format=self.pix_fmt)
+        frame.pict_type = av.video.frame.PictureType.NONE  # the encoder places the keyframes, not the source
+        self._encode(frame)
+
+    def _encode(self, video_frame: av.VideoFrame) -> None:
+        if self._container is None or self._stream is None:
+            raise RuntimeError("VideoWriter.write() called outside its `with` block")
         video_frame.pts = self.frames_written
+        video_frame.time_base = self._stream.codec_context.time_base  # 1/fps: pts is the frame number
         try:
             self._container.mux(self._stream.encode(video_frame))
         except av.error.FFmpegError as exc:

@@ -25,6 +25,7 @@ __all__ = [
     "episode_language",
     "episode_list",
     "event_kind",
+    "is_heuristic",
     "speech_text",
     "tracks",
     "vqa_overlays",
@@ -121,8 +122,17 @@ def episode_language(ds: LeRobotDataset, ep: EpisodeMeta) -> tuple[list[Row], li
     return persistent, events, stamps
 
 
-def tracks(persistent: Iterable[Row], events: Iterable[Mapping[str, Any]], duration: float) -> list[dict[str, Any]]:
-    """One track per style: spans for the persistent styles, markers for events and task rephrasings."""
+def tracks(
+    persistent: Iterable[Row],
+    events: Iterable[Mapping[str, Any]],
+    duration: float,
+    producers: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """One track per style: spans for the persistent styles, markers for events and task rephrasings.
+
+    Each track names who wrote its style (`producers`, from info.json as `steerable info` shows it)
+    and whether that was a heuristic (`heuristic:<module>`) rather than a model.
+    """
     by_style: dict[str, list[Row]] = {}
     for row in persistent:
         by_style.setdefault(str(row.get("style") or ""), []).append(row)
@@ -147,7 +157,16 @@ def tracks(persistent: Iterable[Row], events: Iterable[Mapping[str, Any]], durat
             item = {"t": event["t"], "text": text or "", "camera": row.get("camera")}
             markers.setdefault(kind, []).append(item)
     out.extend({"style": style, "kind": "marker", "items": items} for style, items in markers.items())
+    for track in out:
+        producer = (producers or {}).get(track["style"])
+        track["producer"] = producer
+        track["heuristic"] = is_heuristic(producer)
     return out
+
+
+def is_heuristic(producer: str | None) -> bool:
+    """Whether a producer recorded in info.json is one of our heuristics rather than a model."""
+    return producer is not None and producer.startswith("heuristic:")
 
 
 def _answer(content: Any) -> Any:

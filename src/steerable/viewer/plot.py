@@ -3,12 +3,20 @@
 Gripper dims and keystates come from the motion library (`steerable.motion`: the same rules that
 wrote the motion rows, with the `--motion.*` defaults); motion rows naming a gripper action stand in
 for the keystates when it finds none.
+
+Each dim is drawn on its dataset-wide range (`meta/stats.json` min/max; the episode's own range
+when the stats lack it), so a joint that barely moves is not stretched to full height. A dim is
+marked flat (drawn as a level line) when it moves less than `FLAT_FRACTION` of that range in the
+episode, or when its whole range is under `FLAT_FRACTION` of the widest among the feature's dims of
+the same quantity (names ending alike, e.g. `*.pos`: one unit) — an arm that only jitters by an
+encoder tick while the other one works.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,7 +27,7 @@ from steerable.errors import SteerableError
 from steerable.language.rows import Row
 from steerable.motion import MotionParams, detect_keystates, find_dims
 
-__all__ = ["MAX_POINTS", "plot_data", "vector_features"]
+__all__ = ["FLAT_FRACTION", "MAX_POINTS", "dim_ranges", "flat_dims", "plot_data", "vector_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +35,7 @@ logger = logging.getLogger(__name__)
 MAX_POINTS = 1000
 _PREFERRED = ("observation.state", "state", "action", "actions")
 _FLOATS = {"float16", "float32", "float64"}
+FLAT_FRACTION = 0.01
 
 
 def vector_features(ds: LeRobotDataset) -> list[str]:
@@ -34,6 +43,54 @@ def vector_features(ds: LeRobotDataset) -> list[str]:
     found = [k for k, f in ds.features.items() if f.get("dtype") in _FLOATS and k != "timestamp"]
     ordered = [k for k in _PREFERRED if k in found] + [k for k in found if k not in _PREFERRED]
     return ordered[:2]
+
+
+def dim_ranges(values: np.ndarray, stats: Mapping[str, Any] | None) -> np.ndarray:
+    """(dims, 2) low/high per dim of a (frames, dims) matrix: the dataset's (stats min/max) where known.
+
+    The episode's own values widen it (stale stats); a dim with no finite value gets NaN.
+    """
+    low, high = _extremes(values)
+    width = values.shape[1]
+    for key, pick, out in (("min", np.fmin, low), ("max", np.fmax, high)):
+        try:
+            known = np.asarray((stats or {}).get(key), dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            continue
+        if known.shape == (width,):
+            out[:] = pick(out, np.where(np.isfinite(known), known, np.nan))
+    return np.stack([low, high], axis=1)
+
+
+def flat_dims(values: np.ndarray, ranges: np.ndarray, names: list[str]) -> list[int]:
+    """The dims to draw as a level line (see the module docstring)."""
+    low, high = _extremes(values)
+    span = high - low
+    width = ranges[:, 1] - ranges[:, 0]
+    quantity = [n.rsplit(".", 1)[1] if "." in n else "" for n in names]
+    widest: dict[str, float] = {}
+    for q, w in zip(quantity, width, strict=True):
+        if np.isfinite(w):
+            widest[q] = max(widest.get(q, 0.0), float(w))
+    out = []
+    for d, (q, w, moved) in enumerate(zip(quantity, width, span, strict=True)):
+        idle = not (np.isfinite(w) and np.isfinite(moved)) or w <= 0 or moved <= FLAT_FRACTION * w
+        dwarfed = quantity.count(q) > 1 and w <= FLAT_FRACTION * widest.get(q, 0.0)  # next to its siblings
+        if idle or dwarfed:
+            out.append(d)
+    return out
+
+
+def _extremes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column nan-min and nan-max; NaN for a column with no finite value."""
+    finite = np.where(np.isfinite(values), values, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN dim: NaN is the answer
+        return np.nanmin(finite, axis=0), np.nanmax(finite, axis=0)
+
+
+def _number(v: float) -> float | None:
+    return None if not np.isfinite(v) else round(float(v), 5)
 
 
 def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:
@@ -55,10 +112,11 @@ def plot_data(
     stride = max(1, -(-len(timestamps) // MAX_POINTS))
     grippers: set[str] = set()
     keystates: list[dict[str, Any]] = []
+    stats = ds.stats
     if table is not None:
         try:
             params = MotionParams()
-            dims = find_dims(ds.features, params, ds.stats)
+            dims = find_dims(ds.features, params, stats)
             if dims.state_key is not None:
                 state = feature_matrix(ds.read_episode(ep.episode_index, [dims.state_key]), dims.state_key)
                 names = vector_names(ds.features[dims.state_key], state.shape[1])
@@ -72,16 +130,19 @@ def plot_data(
     series = []
     for key in keys:
         assert table is not None
-        matrix = feature_matrix(table, key).astype(np.float64)[::stride]
-        names = vector_names(ds.features[key], matrix.shape[1])
-        values = np.where(np.isfinite(matrix), matrix, np.nan)
+        full = feature_matrix(table, key).astype(np.float64)
+        names = vector_names(ds.features[key], full.shape[1])
+        ranges = dim_ranges(full, stats.get(key))
+        values = np.where(np.isfinite(full), full, np.nan)[::stride]
         series.append(
             {
                 "key": key,
                 "names": names,
                 # The action vector usually repeats the state names: its gripper dim is marked too.
                 "gripper": [i for i, n in enumerate(names) if n in grippers],
-                "values": [[None if np.isnan(v) else round(float(v), 5) for v in col] for col in values.T],
+                "values": [[_number(v) for v in col] for col in values.T],
+                "range": [[_number(lo), _number(hi)] for lo, hi in ranges],
+                "flat": flat_dims(full, ranges, names),
             }
         )
     return {

@@ -3,6 +3,10 @@
 Routes: `/` the app; `/assets/*` its scripts and styles (package data); `/api/dataset`,
 `/api/episodes/N`, `/api/render?recipe=R&episode=N&frame=F` JSON; `/files/REL` dataset files with
 byte ranges; `/clips/N/CAMERA.mp4` H.264 clips of videos a browser cannot play as stored.
+
+Browsers drop connections routinely (a video element abandons a range request when it seeks): a
+reset or broken pipe is logged at debug level only; any other error in a request keeps its
+traceback in the log.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import errno
 import json
 import logging
 import mimetypes
+import sys
 import tempfile
 import threading
 from http import HTTPStatus
@@ -22,13 +27,16 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from steerable.dataset import EpisodeMeta
 from steerable.errors import ConfigError, SteerableError
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
-from steerable.viewer.clips import browser_playable, cut_clip
+from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import copy_range, parse_range, resolve_under
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "make_server"]
 
 logger = logging.getLogger(__name__)
+
+# What a client hanging up looks like from the server's side.
+_DISCONNECTS = (ConnectionResetError, BrokenPipeError)
 
 
 class ViewerServer(ThreadingHTTPServer):
@@ -41,6 +49,7 @@ class ViewerServer(ThreadingHTTPServer):
         self.root = data.ds.root
         self._clip_dir = tempfile.TemporaryDirectory(prefix="steerable-view-")
         self._clip_lock = threading.Lock()
+        self._closing = threading.Event()
         super().__init__(address, _Handler)
 
     @property
@@ -52,7 +61,17 @@ class ViewerServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self._clip_dir.cleanup()
+        self._closing.set()  # a clip being cut stops at its next frame
+        with self._clip_lock:
+            self._clip_dir.cleanup()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up is routine (debug log); anything else is logged with its traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, _DISCONNECTS):
+            logger.debug("%s went away: %s", client_address, exc)
+            return
+        logger.error("error while serving %s", client_address, exc_info=True)
 
     def warm(self) -> threading.Thread:
         """Compute the episode list and the first episode's payload in the background, before a browser asks."""
@@ -85,10 +104,13 @@ class ViewerServer(ThreadingHTTPServer):
             raise ConfigError(f"episode {episode_index} has no camera {camera!r}")
         dst = Path(self._clip_dir.name) / f"{episode_index}-{quote(camera, safe='')}.mp4"
         with self._clip_lock:
+            if self._closing.is_set():
+                raise ClipStopped("the viewer is stopping")
             if not dst.is_file():
                 span = ep.videos[camera]
                 end = span.from_timestamp + ep.length / self.data.ds.fps
-                cut_clip(self.data.ds.video_path(camera, ep), dst, span.from_timestamp, end, self.data.ds.fps)
+                cut_clip(self.data.ds.video_path(camera, ep), dst, span.from_timestamp, end, self.data.ds.fps,
+                         stop=self._closing)
         return dst
 
 
@@ -151,8 +173,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_clip(path[len("/clips/"):])
             else:
                 self._not_found()
-        except (BrokenPipeError, ConnectionResetError):
+        except _DISCONNECTS:
             logger.debug("client went away during %s", self.path)
+        except ClipStopped:
+            logger.debug("stopped while cutting the clip of %s", self.path)
         except SteerableError as exc:
             self._send_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
 

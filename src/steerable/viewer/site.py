@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset
+from steerable.dataset.summary import producers_of
 from steerable.errors import ConfigError, SteerableError
 from steerable.viewer.episodes import episode_language, episode_list, tracks, vqa_overlays
 from steerable.viewer.plot import plot_data
@@ -39,6 +40,7 @@ class ViewerData:
                 raise ConfigError(f"episode(s) {missing} are not in {ds.root}")
         self.episode_indices = sorted(set(episodes)) if episodes is not None else None
         self.recipes = RecipePanel(ds, recipes)
+        self.producers = producers_of(ds)  # style -> model id or heuristic:<module>, as `steerable info` shows
         self._summary: dict[str, Any] | None = None
         self._episodes: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
@@ -49,7 +51,7 @@ class ViewerData:
         return [self.ds.episode(i) for i in self.episode_indices]
 
     def summary(self) -> dict[str, Any]:
-        """Dataset name, fps, cameras, recipes and the episode list (computed once)."""
+        """Dataset name, fps, cameras, recipes, who wrote each style, and the episode list (computed once)."""
         with self._lock:
             if self._summary is None:
                 wanted = {e.episode_index for e in self.episodes()}
@@ -58,6 +60,7 @@ class ViewerData:
                     "fps": self.ds.fps,
                     "cameras": list(self.ds.camera_keys),
                     "recipes": self.recipes.listing(),
+                    "producers": self.producers,
                     "episodes": [e for e in episode_list(self.ds) if e["episode_index"] in wanted],
                 }
             return self._summary
@@ -90,7 +93,7 @@ class ViewerData:
             "cameras": cameras,
             "persistent": persistent,
             "events": events,
-            "tracks": tracks(persistent, events, duration),
+            "tracks": tracks(persistent, events, duration, self.producers),
             "vqa": vqa_overlays(events),
             "plot": plot_data(self.ds, ep, stamps, persistent),
         }

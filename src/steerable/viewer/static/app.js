@@ -1,4 +1,5 @@
-/* steerable view: one classic script (runs from a server and from file://), no dependencies.
+/* steerable view: classic scripts (they run from a server and from file://), no dependencies; the
+ * plot (plot.js) and the recipe sample (sample.js) load first.
  * Data comes from the JSON API when served, or from window.STEERABLE_EXPORT (script files) when
  * exported. Player time = episode time + the camera's offset inside its video file. */
 (function () {
@@ -27,6 +28,16 @@
     return e;
   }
   function fmt(t) { return (Math.round(t * 100) / 100).toFixed(2) + " s"; }
+  // Who wrote a style, as `steerable info` shows it (info.json); heuristic rows get a badge saying so.
+  function heuristicOf(style) {
+    var p = ((S.dataset && S.dataset.producers) || {})[style];
+    return p && p.indexOf("heuristic:") === 0 ? p : null;
+  }
+  function badge(producer) {
+    var b = el("span", "heuristic", "heuristic");
+    b.title = "written by " + producer + ": rules, not a model";
+    return b;
+  }
   function status(text) { $("status").textContent = text || ""; }
 
   // -- data access: API or exported scripts --------------------------------------------------------
@@ -139,7 +150,10 @@
     labels.textContent = "";
     Array.prototype.slice.call(lanes.querySelectorAll(".lane")).forEach(function (n) { n.remove(); });
     S.ep.tracks.forEach(function (track) {
-      labels.appendChild(el("div", "track-label " + track.style, track.style + " (" + track.items.length + ")"));
+      var label = el("div", "track-label " + track.style, track.style + " (" + track.items.length + ")");
+      label.dataset.style = track.style;
+      if (track.heuristic) label.appendChild(badge(track.producer));
+      labels.appendChild(label);
       var lane = el("div", "lane lane-" + track.kind);
       lane.dataset.style = track.style;
       var sameTime = {}; // markers at one time (e.g. one VQA per camera) sit side by side
@@ -204,6 +218,7 @@
       var style = row.style || "tool";
       node = el("div", "row " + style);
       node.appendChild(el("span", "tag " + style, style + (row.camera ? " @" + row.camera.replace(/^observation\.images\./, "") : "")));
+      if (heuristicOf(style)) node.appendChild(badge(heuristicOf(style)));
       node.appendChild(el("span", "role", row.role + ": "));
       node.appendChild(el("span", "content", row.content || ""));
     }
@@ -239,7 +254,9 @@
     dl.textContent = "";
     SPAN_STYLES.concat(Object.keys(active).filter(function (s) { return SPAN_STYLES.indexOf(s) < 0; })).forEach(function (s) {
       if (!active[s]) return;
-      dl.appendChild(el("dt", "tag " + s, s));
+      var dt = el("dt", "tag " + s, s);
+      if (heuristicOf(s)) dt.appendChild(badge(heuristicOf(s)));
+      dl.appendChild(dt);
       var dd = el("dd", "active-row " + s, active[s].content || "");
       dd.dataset.style = s;
       dl.appendChild(dd);
@@ -278,59 +295,7 @@
     });
   }
 
-  function renderPlot() {
-    var box = $("plot");
-    box.textContent = "";
-    var p = S.ep.plot, n = p.t.length;
-    if (!p.series.length || !n) { box.appendChild(el("div", "none", "no state/action features")); return; }
-    var dur = Math.max(S.ep.duration, 1e-6);
-    p.series.forEach(function (s) {
-      var fig = el("figure", "plot-figure");
-      fig.appendChild(el("figcaption", null, s.key));
-      var h = 120;
-      var g = svg("svg", { viewBox: "0 0 1000 " + h, preserveAspectRatio: "none", "class": "plot-svg" });
-      g.dataset.feature = s.key;
-      s.values.forEach(function (col, d) {
-        var lo = Infinity, hi = -Infinity;
-        col.forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
-        var span = hi - lo || 1, pts = [];
-        col.forEach(function (v, i) {
-          if (v === null) return;
-          pts.push((1000 * p.t[i] / dur).toFixed(1) + "," + (h - 4 - (h - 8) * (hi > lo ? (v - lo) / span : 0.5)).toFixed(1));
-        });
-        var grip = s.gripper.indexOf(d) >= 0;
-        var line = svg("polyline", { points: pts.join(" "), "class": "dim" + (grip ? " gripper" : ""), "data-dim": s.names[d] });
-        line.style.stroke = grip ? "" : "hsl(" + Math.round(360 * d / Math.max(1, s.values.length)) + ",60%,45%)";
-        var tip = svg("title", {});
-        tip.textContent = s.names[d] + (grip ? " (gripper)" : "") + ": " + lo.toFixed(3) + " .. " + hi.toFixed(3);
-        line.appendChild(tip);
-        g.appendChild(line);
-      });
-      p.keystates.forEach(function (k) {
-        var x = 1000 * k.t / dur;
-        var l = svg("line", { x1: x, x2: x, y1: 0, y2: h, "class": "keystate " + k.kind });
-        var tip = svg("title", {});
-        tip.textContent = k.kind + (k.source ? " (" + k.source + ")" : "") + " at " + fmt(k.t);
-        l.appendChild(tip);
-        g.appendChild(l);
-      });
-      g.appendChild(svg("line", { x1: 0, x2: 0, y1: 0, y2: h, "class": "plot-playhead" }));
-      g.addEventListener("click", function (ev) {
-        var r = g.getBoundingClientRect();
-        seek(dur * (ev.clientX - r.left) / r.width);
-      });
-      fig.appendChild(g);
-      var legend = el("div", "legend");
-      s.names.forEach(function (name, d) {
-        var grip = s.gripper.indexOf(d) >= 0;
-        legend.appendChild(el("span", "legend-item" + (grip ? " gripper" : ""), name + (grip ? " (gripper)" : "")));
-      });
-      fig.appendChild(legend);
-      box.appendChild(fig);
-    });
-    var keys = el("div", "legend", "keystates: " + p.keystates.length + " (gripper close/open, pause)");
-    box.appendChild(keys);
-  }
+  function renderPlot() { window.steerablePlot($("plot"), S.ep, seek, { el: el, svg: svg, fmt: fmt }); }
 
   function renderRecipes() {
     var sel = $("recipe");
@@ -347,33 +312,12 @@
     if (pick) { sel.value = pick.name; S.recipe = pick.name; }
     sel.addEventListener("change", function () { S.recipe = sel.value; renderRecipe(); });
   }
-  function contentText(c) {
-    if (c === null || c === undefined) return "";
-    if (typeof c === "string") return c;
-    return c.map(function (b) { return b.type === "text" ? b.text : "[" + b.type + (b.feature ? " " + b.feature : "") + "]"; }).join(" ");
-  }
   function renderRecipe() {
     if (!S.ep || !S.recipe) return;
     var seq = ++S.renderSeq, f = S.frame < 0 ? 0 : S.frame, ep = S.ep;
     $("recipe-where").textContent = "episode " + ep.episode_index + ", frame " + f;
     api.render(S.recipe, ep, f).then(function (r) {
-      if (seq !== S.renderSeq) return;
-      var box = $("recipe-sample");
-      box.textContent = "";
-      if (r.error) { box.appendChild(el("div", "none", r.error)); return; }
-      box.appendChild(el("div", "component", "component: " + (r.component || "-")));
-      if (!r.messages) { box.appendChild(el("div", "none", "the recipe renders nothing at this frame")); return; }
-      r.messages.forEach(function (m, i) {
-        var target = (r.target_message_indices || []).indexOf(i) >= 0;
-        var node = el("div", "msg " + m.role + (target ? " target" : ""));
-        node.appendChild(el("span", "msg-role", m.role + " [" + (r.message_streams || [])[i] + (target ? ", target" : "") + "]"));
-        node.appendChild(el("span", "msg-content", contentText(m.content)));
-        (m.tool_calls || []).forEach(function (c) {
-          var said = speech({ tool_calls: [c] });
-          node.appendChild(el("span", "msg-tool", said !== null ? " says: \u201c" + said + "\u201d" : " " + JSON.stringify(c)));
-        });
-        box.appendChild(node);
-      });
+      if (seq === S.renderSeq) window.steerableSample($("recipe-sample"), r, { el: el, speech: speech });
     }).catch(function (e) { $("recipe-sample").textContent = String(e.message || e); });
   }
 
