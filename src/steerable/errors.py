@@ -7,6 +7,7 @@ The tree (builtins a class also inherits in parentheses; `[module]`: defined the
 
 SteerableError
     AnnotationError
+    ClipStopped  [viewer.clips]
     CommandError(ValueError)
     ConfigError(ValueError)
     DatasetError
@@ -60,6 +61,7 @@ __all__ = [
     "WriteError",
     "explain_os_error",
     "os_cause",
+    "with_article",
 ]
 
 
@@ -178,6 +180,11 @@ def explain_os_error(exc: OSError, *, paths: bool = True) -> str:
         text = exc.strerror or str(exc) or type(exc).__name__
         return f"{where}: {text}" if where else text
     return f"{where}: {hint}" if where else hint
+
+
+def with_article(word: str) -> str:
+    """`word` after "a" or "an", for messages that name a kind: "an attribute", "a count"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
 def os_cause(exc: BaseException) -> OSError | None:

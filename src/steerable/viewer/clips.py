@@ -84,7 +84,7 @@ def cut_clip(
     return _encode_clip(src, dst, start, end, fps, threads, stop)
 
 
-class ClipStopped(Exception):
+class ClipStopped(SteerableError):
     """A re-encode ended early because its pool is stopping; nothing was written."""
 
 
