@@ -4,7 +4,12 @@ The scan renderer below is a straightforward implementation of the reference sem
 resolver filters the whole persistent list, nth_* sorts it, templates are regex substitutions). Both
 render the same frames with `compat="lerobot"`, the outputs are compared frame by frame, and our
 default mode is timed alongside. Times are CPU seconds, best of `--repeat` runs.
-Run: `python benchmarks/render.py [--episodes 5 --frames 3000 --span 40]`.
+
+Then the whole command, process to process: `steerable render DATASET --recipe subtask_mem_vqa_speech
+--all --json` (start-up, imports, reading, rendering, JSON to /dev/null), the median wall time of
+`--process_runs` runs after a warm-up, on a dataset written to disk (`--process_episodes` episodes
+of `--process_frames` frames, or `--dataset DIR`), beside the in-memory render of the same frames.
+Run: `python benchmarks/render.py [--episodes 5 --frames 3000 --span 40 --process_runs 5]`.
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ from __future__ import annotations
 import argparse
 import copy
 import random
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from hashlib import blake2b
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +38,14 @@ Row = dict[str, Any]
 Episode = tuple[list[Row], list[list[Row]], list[float]]
 
 
+def _row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
+         camera: str | None = None, tool_calls: list[Any] | None = None) -> Row:
+    row: Row = {"role": role, "content": content, "style": style}
+    if ts is not None:
+        row["timestamp"] = ts
+    return {**row, "camera": camera, "tool_calls": tool_calls}
+
+
 def make_episode(rng: random.Random, frames: int, span: int) -> Episode:
     """A synthetic annotated episode: subtask/plan/memory/motion rows every `span` frames, events every ~30."""
     times = [float(np.float32(i / FPS)) for i in range(frames)]
@@ -36,86 +54,24 @@ def make_episode(rng: random.Random, frames: int, span: int) -> Episode:
         f"subtask {k}: move the {rng.choice(['cup', 'plate', 'fork'])} {rng.choice(['left', 'right'])}"
         for k in range(len(starts))
     ]
-    persistent: list[Row] = [
-        {
-            "role": "user",
-            "content": f"tidy the table, variant {k}",
-            "style": "task_aug",
-            "timestamp": 0.0,
-            "camera": None,
-            "tool_calls": None,
-        }
-        for k in range(4)
-    ]
+    persistent = [_row("task_aug", f"tidy the table, variant {k}", 0.0, role="user") for k in range(4)]
     for k, start in enumerate(starts):
         ts = times[start]
         remaining = "\n".join(f"{i + 1}. {n}" for i, n in enumerate(names[k : k + 6]))
-        for style, text in (
-            ("subtask", names[k]),
-            ("plan", remaining),
-            ("memory", f"done {k} of {len(starts)}"),
-        ):
-            persistent.append(
-                {
-                    "role": "assistant",
-                    "content": text,
-                    "style": style,
-                    "timestamp": ts,
-                    "camera": None,
-                    "tool_calls": None,
-                }
-            )
-        persistent.append(
-            {
-                "role": "assistant",
-                "content": f"motion {k}",
-                "style": "motion",
-                "timestamp": times[min(start + span // 2, frames - 1)],
-                "camera": None,
-                "tool_calls": None,
-            }
-        )
+        for style, text in (("subtask", names[k]), ("plan", remaining), ("memory", f"done {k} of {len(starts)}")):
+            persistent.append(_row(style, text, ts))
+        persistent.append(_row("motion", f"motion {k}", times[min(start + span // 2, frames - 1)]))
     persistent.sort(key=lambda r: (r["timestamp"], r["style"] or "", r["role"] or ""))
     events: list[list[Row]] = [[] for _ in range(frames)]
+    say = [{"type": "function", "function": {"name": "say", "arguments": {"text": "Okay."}}}]
     for n, i in enumerate(range(15, frames, 30)):
         i = min(frames - 1, i + rng.randint(-3, 3))
         if n % 2:
-            events[i] = [
-                {
-                    "role": "user",
-                    "content": "wait, skip that",
-                    "style": "interjection",
-                    "camera": None,
-                    "tool_calls": None,
-                },
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "style": None,
-                    "camera": None,
-                    "tool_calls": [
-                        {"type": "function", "function": {"name": "say", "arguments": {"text": "Okay."}}}
-                    ],
-                },
-            ]
+            events[i] = [_row("interjection", "wait, skip that", role="user"), _row(None, None, tool_calls=say)]
         else:
             for cam in CAMERAS:
-                events[i] += [
-                    {
-                        "role": "user",
-                        "content": f"how many cups ({cam})?",
-                        "style": "vqa",
-                        "camera": cam,
-                        "tool_calls": None,
-                    },
-                    {
-                        "role": "assistant",
-                        "content": '{"count": 2}',
-                        "style": "vqa",
-                        "camera": cam,
-                        "tool_calls": None,
-                    },
-                ]
+                events[i] += [_row("vqa", f"how many cups ({cam})?", role="user", camera=cam),
+                              _row("vqa", '{"count": 2}', camera=cam)]
     return persistent, events, times
 
 
@@ -279,6 +235,10 @@ def main() -> None:
     parser.add_argument(
         "--span", type=int, default=40, help="frames per subtask (sets the persistent row count)"
     )
+    parser.add_argument("--process_runs", type=int, default=5, help="timed runs of the command (median)")
+    parser.add_argument("--process_episodes", type=int, default=43, help="episodes of the dataset the command reads")
+    parser.add_argument("--process_frames", type=int, default=400, help="frames per episode of that dataset")
+    parser.add_argument("--dataset", default=None, help="time the command on this dataset instead")
     args = parser.parse_args()
     rng = random.Random(0)
     episodes = [make_episode(rng, args.frames, args.span) for _ in range(args.episodes)]
@@ -312,10 +272,82 @@ def main() -> None:
             f"{'':<24} {'timeline, steerable default':<28} {n / default_s:>11,.0f} {scan_s / default_s:>7.1f}x "
             f"{'n/a':>10}"
         )
+    with tempfile.TemporaryDirectory(prefix="render-bench-") as tmp:
+        root = Path(args.dataset) if args.dataset else write_dataset(Path(tmp) / "ds", rng, args)
+        frames, wall, cpu, memory_s = time_process(root, args.process_runs)
+    print(
+        f"{'subtask_mem_vqa_speech':<24} {'in memory (render only)':<28} {frames / memory_s:>11,.0f} "
+        f"{'':>8} {frames:>10,} frames"
+    )
+    print(
+        f"{'':<24} {'steerable render process':<28} {frames / wall:>11,.0f} {'':>8} "
+        f"{wall:>9.2f}s wall, {cpu:.2f}s CPU (median of {args.process_runs})"
+    )
     print(
         f"RESULT samples_per_s={min(ours_rates):.0f} scan_samples_per_s={min(scan_rates):.0f} "
-        f"speedup_min={min(ratios):.1f} identical={str(all_same).lower()} persistent_rows={rows} frames={n}"
+        f"speedup_min={min(ratios):.1f} identical={str(all_same).lower()} persistent_rows={rows} frames={n} "
+        f"process_s={wall:.2f} process_cpu_s={cpu:.2f} process_samples_per_s={frames / wall:.0f} "
+        f"inmemory_samples_per_s={frames / memory_s:.0f} process_frames={frames}"
     )
+
+
+# --- process to process ------------------------------------------------------------------------------
+
+
+def write_dataset(root: Path, rng: random.Random, args: argparse.Namespace) -> Path:
+    """A LeRobot dataset on disk with `make_episode`'s language (tiny videos for the two cameras)."""
+    from steerable.dataset import open_dataset
+    from steerable.dataset.build import DatasetBuilder
+    from steerable.dataset.writer import EpisodeLanguage, write_language
+
+    features: dict[str, dict[str, Any]] = {"observation.state": {"dtype": "float32", "shape": [2], "names": None}}
+    features |= {cam: {"dtype": "video", "shape": [32, 32, 3], "names": None} for cam in CAMERAS}
+    n = args.process_frames
+    pixels = np.zeros((32, 32, 3), dtype=np.uint8)
+    episodes = [make_episode(rng, n, args.span) for _ in range(args.process_episodes)]
+    with DatasetBuilder(root, fps=FPS, features=features, robot_type=None) as builder:
+        for _ in episodes:
+            builder.add_episode("tidy the table", {"observation.state": np.zeros((n, 2))},
+                                {cam: [pixels] * n for cam in CAMERAS})
+    updates = {
+        e: EpisodeLanguage(persistent, [(times[i], r) for i, rows in enumerate(events) for r in rows])
+        for e, (persistent, events, times) in enumerate(episodes)
+    }
+    write_language(open_dataset(root), updates)
+    return root
+
+
+def time_process(root: Path, runs: int) -> tuple[int, float, float, float]:
+    """(frames, median wall s, median CPU s) of `steerable render --all --json`, and the in-memory time."""
+    from steerable.dataset import open_dataset
+    from steerable.train.samples import DatasetRenderer
+
+    command = [sys.executable, "-m", "steerable.cli.main", "render", str(root), "--recipe",
+               "subtask_mem_vqa_speech", "--all", "--json"]
+    walls, cpus = [], []
+    for i in range(runs + 1):  # the first run warms the page cache and is not counted
+        before = _children_cpu()
+        start = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        if i:
+            walls.append(time.perf_counter() - start)
+            cpus.append(_children_cpu() - before)
+    ds = open_dataset(root)
+    renderer = DatasetRenderer(ds, load_recipe("subtask_mem_vqa_speech"))
+    loaded = [renderer.timeline(e.episode_index) for e in ds.episodes]
+    frames = [(timeline, int(i), float(t)) for timeline, table in loaded
+              for i, t in zip(table.column("index").to_pylist(), table.column("timestamp").to_pylist(), strict=True)]
+    start = time.process_time()
+    for timeline, index, t in frames:
+        renderer.render(timeline, t=t, index=index, task="tidy the table")
+    return len(frames), statistics.median(walls), statistics.median(cpus), time.process_time() - start
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

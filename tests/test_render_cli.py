@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -143,3 +146,76 @@ def test_lint_warns_on_a_camera_mismatch_and_fails_only_when_nothing_renders(ann
     assert nothing.returncode == 1 and "renders no sample" in nothing.stdout
     joint = steerable("recipes", "lint", "subtask_joint", "--dataset", str(so101))  # ${task} low_level renders
     assert joint.returncode == 0 and "no language columns" in joint.stdout
+
+
+@pytest.fixture(scope="module")
+def one_camera(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A one-camera dataset (`top`) with VQA pairs on three frames of each episode; and their count."""
+    from steerable.dataset.writer import EpisodeLanguage, write_language
+    from steerable.synthetic import generate_synthetic
+
+    root = generate_synthetic(tmp_path_factory.mktemp("one") / "ds", episodes=2, cameras=("top",), seed=1)
+    ds = open_dataset(root)
+    top = "observation.images.top"
+    updates = {}
+    for e in range(2):
+        ts = [float(t) for t in ds.episode_timestamps(e)]
+        subtask = {"role": "assistant", "content": "reach", "style": "subtask", "timestamp": ts[0], "camera": None,
+                   "tool_calls": None}
+        pair = [{"role": role, "content": text, "style": "vqa", "camera": top, "tool_calls": None}
+                for role, text in (("user", "how many cubes?"), ("assistant", '{"count": 1}'))]
+        updates[e] = EpisodeLanguage([subtask], [(ts[k], r) for k in (5, 20, 40) for r in pair])
+    write_language(ds, updates)
+    return root, 6
+
+
+def test_two_recipe_cameras_on_the_dataset_s_one_camera_render_once(one_camera: tuple[Path, int]) -> None:
+    """Both VQA cameras of a built-in bound to the one camera: its VQA components become the same
+    component, which renders once (taking both weights), not twice under two names."""
+    root, vqa_frames = one_camera
+    recipe = load_recipe("subtask_mem_vqa_speech", camera_map={"wrist": "observation.images.top"})
+    routed = {n: c.weight for n, c in recipe.components() if c.route == "vqa"}
+    assert list(routed) == ["ask_vqa_top"] and routed["ask_vqa_top"] == pytest.approx(0.15)
+    assert sum(c.weight or 0 for _, c in recipe.components()) == pytest.approx(1.0)
+    for compat in ("steerable", "lerobot"):
+        result = steerable("render", str(root), "--recipe", "subtask_mem_vqa_speech", "--all", "--json",
+                           "--camera_map", "top=top", "--camera_map", "wrist=top", "--compat", compat)
+        assert result.returncode == 0, result.stderr
+        stats = json.loads(result.stderr.strip().splitlines()[-1])["stats"]["components"]
+        assert "ask_vqa_wrist" not in stats and stats["ask_vqa_top"]["rendered"] == vqa_frames
+        answers = [x for x in _lines(result.stdout) if any(m.get("content") == '{"count": 1}'
+                                                           for m in x["messages"] or ())]
+        assert len(answers) == vqa_frames
+    # Two distinct cameras keep their own components.
+    two = load_recipe("subtask_mem_vqa_speech", camera_map={"wrist": "observation.images.front"})
+    assert [n for n, c in two.components() if c.route == "vqa"] == ["ask_vqa_top", "ask_vqa_wrist"]
+
+
+def test_render_imports_only_what_the_command_uses(annotated: Path) -> None:
+    """`render --json` starts without pandas (pyarrow.dataset pulls it in), rich, or the modules of
+    the other commands (annotate's flags build on pydantic settings, demo and recipes on rich)."""
+    code = ("import json, os, sys\nfrom steerable.cli.main import main\nsys.stdout = open(os.devnull, 'w')\n"
+            "status = main(sys.argv[1:])\nsys.stdout = sys.__stdout__\nprint(status, json.dumps(sorted(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code, "render", str(annotated), "--recipe",
+                             "subtask_mem_vqa_speech", "--all", "--json"], capture_output=True, text=True, timeout=300)
+    status, modules = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    loaded = set(json.loads(modules))
+    assert status == "0", result.stderr
+    assert not {"pandas", "pyarrow.dataset", "rich"} & loaded
+    commands = {m for m in loaded if m.startswith("steerable.cli.") and not m.startswith("steerable.cli._")}
+    assert commands == {"steerable.cli.main", "steerable.cli.errors", "steerable.cli.render"}
+
+
+def test_an_episode_sharing_its_row_group_renders_the_same(annotated: Path, tmp_path: Path) -> None:
+    """The persistent list is read from one row where a row group holds one episode (LeRobot's
+    layout); a file written as a single row group reads it the long way, with the same samples."""
+    copy = tmp_path / "one_group"
+    shutil.copytree(annotated, copy)
+    for path in sorted((copy / "data").rglob("*.parquet")):
+        table = pq.read_table(path)
+        pq.write_table(table, path, row_group_size=table.num_rows + 1)
+        assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    args = ("--recipe", "hirobot", "--all", "--json")
+    grouped, shared = steerable("render", str(annotated), *args), steerable("render", str(copy), *args)
+    assert grouped.returncode == shared.returncode == 0, shared.stderr
+    assert grouped.stdout == shared.stdout and _lines(grouped.stdout)

@@ -13,19 +13,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from annotate_helpers import steerable
 from lerobot_oracle import lerobot_recipe, render_sample, training_step
 from steerable.dataset import open_dataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
+from steerable.errors import RecipeError
 from steerable.language import speech_row
 from steerable.recipes import load_recipe, parse_recipe
-from steerable.recipes.render import RenderOptions, drawn_component, render_sample_reference
+from steerable.recipes.render import FrameRenderer, RenderOptions, drawn_component, render_sample_reference
 from steerable.synthetic import generate_synthetic
-from steerable.train.samples import DatasetRenderer, Fallback
+from steerable.train.samples import DatasetRenderer, Fallback, episode_timeline
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 LEROBOT = RenderOptions(compat="lerobot")
@@ -100,7 +104,7 @@ def coinciding(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int
 
 def _reference_frames(root: Path) -> list[dict[str, Any]]:
     """Every frame as the reference's loader gives it (HF `datasets`), with the task string."""
-    datasets = pytest.importorskip("datasets", reason="the reference loads with HF datasets (steerable[train])")
+    import datasets  # the reference loads with HF datasets
     ds = open_dataset(root)
     files = sorted(str(p) for p in (root / "data").rglob("*.parquet"))
     frames = list(datasets.Dataset.from_parquet(files, keep_in_memory=True))
@@ -205,3 +209,107 @@ def test_tool_calls_given_as_json_text_are_skipped_in_compat_and_read_by_default
             differing.append(r["index"])
             assert compat is None and default is not None and default.messages[-1]["tool_calls"][0]["type"] == "function"
     assert set(coincide) <= set(differing)
+
+
+def _repeat_timestamp(root: Path, row: int) -> None:
+    """Store frame `row` of the (one-file) dataset with the timestamp of the frame before it, as a
+    recording that repeats a clock reading does; every other column, type and row group is kept."""
+    (path,) = sorted((root / "data").rglob("*.parquet"))
+    table = pq.read_table(path)
+    stamps = table.column("timestamp").to_pylist()
+    stamps[row] = stamps[row - 1]
+    column = table.schema.get_field_index("timestamp")
+    table = table.set_column(column, table.schema.field(column), pa.array(stamps, pa.float32()))
+    groups = pq.ParquetFile(path).metadata.num_row_groups
+    assert groups == 1
+    pq.write_table(table, path)
+
+
+def test_frames_that_share_a_timestamp_keep_their_own_events(tmp_path: Path) -> None:
+    """Two frames stored with the same timestamp: the interjection and its `say` reply sit on the
+    first; the second, drawing `user_interjection_response`, holds no events. The reference renders
+    each frame from its own rows, so the second renders nothing; events keyed by timestamp gave it
+    its neighbour's interjection and reply (the sample with the `say` target)."""
+    root = generate_synthetic(tmp_path / "ds", episodes=1, cameras=("top", "wrist"), seed=3)
+    ds = open_dataset(root)
+    indices = [int(i) for i in ds.read_episode(0, ["index"]).column("index").to_pylist()]
+    second = _frames_drawing("user_interjection_response", indices, 1, len(indices))[0]
+    _repeat_timestamp(root, second)
+    ds = open_dataset(root)
+    ts = [float(t) for t in ds.episode_timestamps(0)]
+    assert ts[second] == ts[second - 1]
+    persistent = [row("subtask", "reach", ts[0]), row("plan", "1. reach", ts[0]), row("memory", "nothing yet", ts[0])]
+    events = [(ts[second], row("interjection", "gently, please", role="user")), (ts[second], speech_row("Sure."))]
+    write_language(ds, {0: EpisodeLanguage(persistent, events)})
+    stored = pq.read_table(sorted((root / "data").rglob("*.parquet"))[0]).column("language_events").to_pylist()
+    assert len(stored[second - 1]) == 2 and stored[second] == []  # the rows sit on the first of the two
+
+    recipe = lerobot_recipe(yaml.safe_load((BUILTIN / "subtask_mem_vqa_speech.yaml").read_text()), CAMERAS)
+    frames = _reference_frames(root)
+    expected = [
+        render_sample(recipe, f["language_persistent"], f["language_events"], f["timestamp"], f["index"], f["task"])
+        for f in frames
+    ]
+    assert expected[second] is None
+    ours = _render_json(root, "subtask_mem_vqa_speech", "--compat", "lerobot")
+    assert [_as_sample(x) for x in ours] == expected
+    # The default mode reads the frames the same way: the reply trains on its own frame only.
+    default = {x["index"]: x for x in _render_json(root, "subtask_mem_vqa_speech")}
+    said = [i for i, x in default.items() if any(m.get("tool_calls") for m in x["messages"] or ())]
+    assert indices[second] not in said
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cells=st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["none", "interjection", "say", "both", "vqa"])),
+        min_size=2, max_size=12,
+    ),
+    base=st.integers(0, 10_000),
+)
+def test_each_frame_renders_from_its_own_events_whatever_the_timestamps(
+    cells: list[tuple[bool, str]], base: int
+) -> None:
+    """`episode_timeline` (the renderer's per-episode index) against the reference on every frame,
+    where frames may repeat the previous frame's timestamp and carry any mix of events."""
+    shapes = {
+        "none": [],
+        "interjection": [row("interjection", "wait", role="user")],
+        "say": [speech_row("Okay.")],
+        "both": [row("interjection", "wait", role="user"), speech_row("Okay.")],
+        "vqa": [row("vqa", "how many?", role="user", camera=TOP), row("vqa", '{"count": 1}', camera=TOP)],
+    }
+    stamps: list[float] = []
+    for i, (repeat, _) in enumerate(cells):
+        stamps.append(stamps[-1] if repeat and stamps else i / 15)
+    events = [shapes[kind] for _, kind in cells]
+    indices = [base + i for i in range(len(cells))]
+    persistent = [row("subtask", "reach", 0.0), row("memory", "nothing yet", 0.0)]
+    recipe_data = lerobot_recipe(yaml.safe_load((BUILTIN / "subtask_mem_vqa_speech.yaml").read_text()), CAMERAS)
+    recipe = load_recipe("subtask_mem_vqa_speech")
+    renderer = FrameRenderer(recipe, episode_timeline(persistent, stamps, indices, events, fps=15), LEROBOT)
+    for t, index, frame_events in zip(stamps, indices, events, strict=True):
+        try:
+            want: Any = render_sample(recipe_data, persistent, frame_events, t, index, "tidy")
+        except ValueError:
+            want = "ambiguous"
+        try:
+            got = renderer.render(t, index, "tidy")[0]
+            result: Any = got and got.to_dict()
+        except RecipeError:
+            result = "ambiguous"
+        assert result == want
+
+
+def test_an_ambiguous_binding_fails_on_frames_without_events_as_in_the_reference() -> None:
+    """hirobot's interjection reply reads `${plan}`; with two plan rows tied at the latest time the
+    reference fails on every frame that draws it, events or not (it resolves before rendering)."""
+    recipe = load_recipe("hirobot")
+    recipe_data = lerobot_recipe(yaml.safe_load((BUILTIN / "hirobot.yaml").read_text()), CAMERAS)
+    persistent = [row("plan", "1. reach", 0.0), row("plan", "1. grasp", 0.0), row("subtask", "reach", 0.0)]
+    index = next(i for i in range(1000) if drawn_component(recipe, i, LEROBOT) == "interjection_response")
+    with pytest.raises(ValueError, match="matching rows"):
+        render_sample(recipe_data, persistent, [], 0.5, index, "tidy")
+    with pytest.raises(RecipeError, match="plan"):
+        render_sample_reference(recipe, persistent=persistent, events=[], t=0.5, sample_idx=index, task="tidy",
+                                options=LEROBOT)

@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="none",
         help="task: frames the recipe leaves empty become plain-task low-level samples instead of being skipped",
     )
+    parser.add_argument(
+        "--keep_untargeted",
+        action="store_true",
+        default=None,
+        help="also export samples without a text target (low-level turns only: they train actions, not "
+        "the VLM); skipped and counted by default, kept by default with --fallback task",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
     parser.set_defaults(func=run)
 
@@ -61,17 +68,23 @@ def run(args: argparse.Namespace) -> int:
             max_samples=args.max_samples,
             episodes=episodes,
             fallback=args.fallback,
+            keep_untargeted=args.keep_untargeted,
             options=render_options(args),
             overwrite=args.overwrite,
             progress=advance,
         )
+    if report.samples == 0 and report.untargeted:
+        print(f"steerable: none of the {report.untargeted} samples the recipe rendered on {ds.root} has a text "
+              "target: nothing was exported; --keep_untargeted exports them", file=sys.stderr)
+        return NOTHING_EXPORTED
     if report.samples == 0:
         hint = "" if args.fallback == "task" else "; --fallback task exports plain-task samples for them"
         print(f"steerable: the recipe rendered no sample on the {report.skipped} frames of {ds.root}: "
               f"nothing was exported{hint}", file=sys.stderr)
         return NOTHING_EXPORTED
-    print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped) "
-          f"as {report.format} to {report.path}")
+    untargeted = f", {report.untargeted} samples without a text target skipped" if report.untargeted else ""
+    print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped"
+          f"{untargeted}) as {report.format} to {report.path}")
     return 0
 
 

@@ -6,6 +6,7 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from steerable.cli._dataset_args import parse_episodes
@@ -39,8 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from steerable.dataset import open_dataset
     from steerable.recipes import load_recipe
     from steerable.train.samples import DatasetRenderer
@@ -56,18 +55,33 @@ def run(args: argparse.Namespace) -> int:
         samples = renderer.episode_samples(ds.episode(args.episode).episode_index, frames)
     else:
         samples = renderer.samples([ds.episode(e).episode_index for e in episodes] if episodes else None)
-    console = Console(highlight=False, soft_wrap=True)
-    for sample in itertools.islice(samples, args.max_frames):
-        if args.json:
-            sys.stdout.write(json.dumps(sample.to_json(), ensure_ascii=False) + "\n")
-        else:
-            _print_sample(console, sample)
-    stats = renderer.stats.as_dict()
+    samples = itertools.islice(samples, args.max_frames)
     if args.json:
-        print(json.dumps({"stats": stats}), file=sys.stderr)
-    else:
-        _print_stats(console, stats)
+        _write_json(samples)
+        print(json.dumps({"stats": renderer.stats.as_dict()}), file=sys.stderr)
+        return 0
+    from rich.console import Console  # the human view only: --json output needs no rich
+
+    console = Console(highlight=False, soft_wrap=True)
+    for sample in samples:
+        _print_sample(console, sample)
+    _print_stats(console, renderer.stats.as_dict())
     return 0
+
+
+def _write_json(samples: Iterable[Any]) -> None:
+    """One JSON line per frame, written in blocks (a write per line costs more than the encoding)."""
+    encode = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+    block: list[str] = []
+    try:
+        for sample in samples:
+            block.append(encode(sample.to_json()))
+            if len(block) == 1024:
+                sys.stdout.write("\n".join(block) + "\n")
+                block.clear()
+    finally:  # the frames before an error are printed, as with a write per line
+        if block:
+            sys.stdout.write("\n".join(block) + "\n")
 
 
 def _print_sample(console: Console, sample: Any) -> None:

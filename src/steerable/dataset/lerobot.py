@@ -10,13 +10,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from steerable.dataset.commit import recover_folder
 from steerable.dataset.info import DatasetInfo, load_info
 from steerable.dataset.layout import CODEBASE_VERSION, INFO_PATH, STATS_PATH
 from steerable.dataset.meta import EpisodeMeta, load_episodes, load_tasks
-from steerable.dataset.parquet import file_metadata, read_row_groups
+from steerable.dataset.parquet import file_metadata, read_first_row, read_row_groups
 from steerable.errors import (
     CorruptDatasetError,
     DatasetError,
@@ -159,11 +158,14 @@ class LeRobotDataset:
             missing = [c for c in columns if c not in names]
             if missing:
                 raise DatasetError(f"{path} has no column(s) {missing} (columns: {names})")
-        groups = _row_groups_for(meta, names.index("episode_index"), ep.episode_index)
+        column = names.index("episode_index")
+        groups = _row_groups_for(meta, column, ep.episode_index)
         wanted = None if columns is None else list(dict.fromkeys([*columns, "episode_index"]))
         table = read_row_groups(path, groups, wanted)
-        mask = pc.equal(table.column("episode_index"), pa.scalar(ep.episode_index, pa.int64()))
-        table = table.filter(mask)
+        if not all(_only_episode(meta, g, column, ep.episode_index) for g in groups):
+            import pyarrow.compute as pc  # only for row groups shared by several episodes
+
+            table = table.filter(pc.equal(table.column("episode_index"), pa.scalar(ep.episode_index, pa.int64())))
         if columns is not None:
             table = table.select(list(columns))
         if table.num_rows != ep.length:
@@ -172,6 +174,19 @@ class LeRobotDataset:
                 f"the metadata says {ep.length}"
             )
         return table
+
+    def read_episode_head(self, episode_index: int, columns: Sequence[str]) -> pa.Table:
+        """The episode's first stored row, `columns` only. A column that holds the same value on every
+        frame (`language_persistent`) is read without decoding one copy of it per frame."""
+        ep = self.episode(episode_index)
+        path = self.data_path(ep)
+        meta = file_metadata(path)
+        names = meta.schema.to_arrow_schema().names
+        column = names.index("episode_index")
+        groups = _row_groups_for(meta, column, ep.episode_index)
+        if groups and all(c in names for c in columns) and _only_episode(meta, groups[0], column, ep.episode_index):
+            return read_first_row(path, groups[0], columns)
+        return self.read_episode(episode_index, columns).slice(0, 1)
 
     def episode_timestamps(self, episode_index: int) -> np.ndarray:
         """The stored float32 `timestamp` of each frame, in frame order."""
@@ -186,6 +201,12 @@ class LeRobotDataset:
         path = self.video_path(camera, ep)
         span = ep.videos[camera]
         return decode_frames(path, timestamps, offset=span.from_timestamp, episode_index=ep.episode_index)
+
+
+def _only_episode(meta: Any, group: int, column: int, episode_index: int) -> bool:
+    """True when the statistics of row group `group` say it holds frames of `episode_index` only."""
+    stats = meta.row_group(group).column(column).statistics
+    return stats is not None and stats.has_min_max and stats.min == stats.max == episode_index
 
 
 def _row_groups_for(meta: Any, column: int, episode_index: int) -> list[int]:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from steerable.errors import CorruptDatasetError, DatasetNotFoundError
 
-__all__ = ["file_metadata", "read_parquet", "read_row_groups"]
+__all__ = ["file_metadata", "read_first_row", "read_parquet", "read_row_groups"]
 
 _footer_cache: dict[tuple[str, int, int, int], pq.FileMetaData] = {}
 _cache_lock = threading.Lock()
@@ -54,7 +54,9 @@ def read_parquet(
             raise CorruptDatasetError(f"{path} lacks column(s) {missing}")
         columns = [c for c in columns if c in present]
     try:
-        return pq.read_table(path, columns=columns)
+        # ParquetFile, not pq.read_table: that goes through pyarrow.dataset, whose import pulls in
+        # pandas (a third of a second before the first byte is read).
+        return pq.ParquetFile(path, metadata=meta).read(columns=columns)
     except (pa.ArrowException, OSError) as exc:
         raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc
 
@@ -64,5 +66,17 @@ def read_row_groups(path: Path, row_groups: Sequence[int], columns: Sequence[str
     try:
         pf = pq.ParquetFile(path, metadata=meta)
         return pf.read_row_groups(list(row_groups), columns=list(columns) if columns else None)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc
+
+
+def read_first_row(path: Path, row_group: int, columns: Sequence[str]) -> pa.Table:
+    """The first row of one row group, decoding only as much of its column chunks as that row needs."""
+    meta = file_metadata(path)
+    try:
+        pf = pq.ParquetFile(path, metadata=meta)
+        for batch in pf.iter_batches(batch_size=1, row_groups=[row_group], columns=list(columns), use_threads=False):
+            return pa.Table.from_batches([batch])
+        return pf.read_row_group(row_group, columns=list(columns))  # an empty row group
     except (pa.ArrowException, OSError) as exc:
         raise CorruptDatasetError(f"{path} is not a readable parquet file: {exc}") from exc

@@ -4,13 +4,20 @@ from steerable.recipes.blend import WeightedChoice, choose_component, hash64, re
 from steerable.recipes.expressions import DEFAULT_BINDINGS, ResolverCall, parse_resolver, resolver_call
 from steerable.recipes.loading import builtin_recipe_names, load_recipe, parse_recipe
 from steerable.recipes.model import MessageTurn, Recipe
-from steerable.recipes.render import RenderedSample, RenderOptions, render_sample, render_sample_reference
+from steerable.recipes.render import (
+    FrameRenderer,
+    RenderedSample,
+    RenderOptions,
+    render_sample,
+    render_sample_reference,
+)
 from steerable.recipes.resolvers import EMITTED_AT_TOLERANCE_S, EpisodeTimeline
 
 __all__ = [
     "DEFAULT_BINDINGS",
     "EMITTED_AT_TOLERANCE_S",
     "EpisodeTimeline",
+    "FrameRenderer",
     "MessageTurn",
     "Recipe",
     "RenderOptions",

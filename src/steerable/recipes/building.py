@@ -6,6 +6,7 @@ variables are bound to dataset camera keys, and every validation error gets its 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Mapping
@@ -73,7 +74,26 @@ def build_recipe(
     except RecipeFieldError as exc:
         raise where.relocate((), exc) from None
     cameras.check_all_used()
+    if blend is not None and len(set(cameras.keys.values())) < len(cameras.keys):
+        recipe = _merge_camera_twins(recipe)
     return recipe
+
+
+def _merge_camera_twins(recipe: Recipe) -> Recipe:
+    """Two recipe cameras bound to one dataset camera (a one-camera dataset) make their per-camera
+    components identical: each such set renders once, as its first component, which takes the
+    others' weight (so the blend's share of it is unchanged)."""
+    merged: dict[str, Recipe] = {}
+    for name, component in recipe.components():
+        shape = (component.messages, component.bindings, component.route)
+        twin = next((n for n, c in merged.items() if (c.messages, c.bindings, c.route) == shape), None)
+        if twin is None:
+            merged[name] = component
+            continue
+        first = merged[twin]
+        merged[twin] = dataclasses.replace(first, weight=(first.weight or 0.0) + (component.weight or 0.0))
+        log.info("%s: blend component %r reads the same camera as %r: merged into it", recipe.origin, name, twin)
+    return recipe if len(merged) == len(recipe.components()) else dataclasses.replace(recipe, blend=merged)
 
 
 def _build_component(raw: Any, path: KeyPath, where: Locator, cameras: _Cameras) -> Recipe:

@@ -18,7 +18,8 @@ from steerable.recipes.expressions import ResolverCall, Template
 from steerable.recipes.model import Recipe
 from steerable.recipes.resolvers import EpisodeTimeline, normalize_rows
 
-__all__ = ["RenderOptions", "RenderedSample", "drawn_component", "render_sample", "render_sample_reference"]
+__all__ = ["FrameRenderer", "RenderOptions", "RenderedSample", "drawn_component", "render_sample",
+           "render_sample_reference"]
 
 Compat = Literal["steerable", "lerobot"]
 TaskSource = Literal["rephrasing", "dataset"]
@@ -91,7 +92,7 @@ class RenderedSample:
 class _Component:
     """A message recipe compiled for rendering; bindings point at slots of the plan's call table."""
 
-    __slots__ = ("name", "needs_events", "resolve", "turns", "weight")
+    __slots__ = ("may_fail", "name", "needs_events", "resolve", "turns", "weight")
 
     def __init__(self, name: str, recipe: Recipe, with_declared: bool, slots: dict[ResolverCall, int]) -> None:
         self.name = name
@@ -115,6 +116,10 @@ class _Component:
             t.if_present is not None and t.if_present != "task" and recipe.binding(t.if_present).reads_events
             for t in supervised
         )
+        # ...but the reference resolves its bindings there all the same, and an ambiguous one (an
+        # active_at or persistent emitted_at tie) fails: these are still resolved on such frames.
+        self.may_fail = tuple((slot, site) for n, slot, site in resolve if slot != _TASK and not (
+            recipe.binding(n).reads_events or recipe.binding(n).resolver in ("nth_prev", "nth_next")))
 
 
 class _Plan:
@@ -143,25 +148,32 @@ def _plan(recipe: Recipe, options: RenderOptions) -> _Plan:
 
 
 class _Frame:
-    """One frame's inputs plus the values resolved so far (each distinct call resolved at most once)."""
+    """One frame's inputs plus the values resolved so far (each distinct call resolved at most once).
+
+    Built once per (plan, timeline, options) and moved from frame to frame with `at`."""
 
     __slots__ = ("calls", "context_task", "decode_calls", "events", "frame_exact", "memo", "sample_idx",
                  "skip_empty_targets", "t", "task", "task_first", "timeline")
 
-    def __init__(self, plan: _Plan, timeline: EpisodeTimeline, t: float, events: Sequence[Any], sample_idx: int,
-                 task: str | None, context_task: str | None, options: RenderOptions) -> None:
+    def __init__(self, plan: _Plan, timeline: EpisodeTimeline, context_task: str | None,
+                 options: RenderOptions) -> None:
         self.calls = plan.calls
-        self.memo: list[Any] = [_UNSET] * len(plan.calls)
+        self.memo: list[Any] = []
         self.timeline = timeline
-        self.t = t
-        self.events = events
-        self.sample_idx = sample_idx
-        self.task = task
+        self.t = 0.0
+        self.events: Sequence[Any] = ()
+        self.sample_idx = 0
+        self.task: str | None = None
         self.context_task = context_task
         self.task_first = options.task_source == "dataset"
         self.frame_exact = options.emitted_at_match == "frame"
         self.skip_empty_targets = options.empty_target == "skip"
         self.decode_calls = options.tool_call_text == "decode"
+
+    def at(self, t: float, events: Sequence[Any], sample_idx: int, task: str | None) -> _Frame:
+        self.t, self.events, self.sample_idx, self.task = t, events, sample_idx, task
+        self.memo = [_UNSET] * len(self.calls)
+        return self
 
     def value(self, slot: int, site: str) -> Any:
         if slot == _TASK:
@@ -198,6 +210,8 @@ def _copy_json(value: Any) -> Any:
 
 def _render_component(component: _Component, frame: _Frame) -> RenderedSample | None:
     if component.needs_events and not frame.events:
+        for slot, site in component.may_fail:
+            frame.value(slot, site)
         return None
     values = {}
     memo = frame.memo
@@ -245,6 +259,44 @@ def _is_empty(message: dict[str, Any]) -> bool:
     return not (content or "").strip()
 
 
+class FrameRenderer:
+    """Renders frames of one episode's timeline: the compiled recipe and the options are looked up
+    once, not per frame. Not thread-safe (it reuses one frame state); use one per thread."""
+
+    __slots__ = ("_frame", "_plan", "timeline")
+
+    def __init__(self, recipe: Recipe, timeline: EpisodeTimeline,
+                 options: RenderOptions = RenderOptions(),  # noqa: B008  # frozen: sharing it is safe
+                 *, context_task: str | None = None) -> None:
+        self._plan = _plan(recipe, options)
+        self._frame = _Frame(self._plan, timeline, context_task, options)
+        self.timeline = timeline
+
+    def render(self, t: float, sample_idx: int, task: str | None = None,
+               frame_events: Sequence[Any] | None = None) -> tuple[RenderedSample | None, str]:
+        """The frame's sample (None when the drawn component has nothing to supervise) and the name
+        of the component that rendered it or, where nothing rendered, of the one the draw picked.
+
+        `frame_events` defaults to the timeline's events of this frame (by `sample_idx` where the
+        timeline holds them per frame, else by `t`).
+        """
+        events = self.timeline.frame_events(t, sample_idx) if frame_events is None else frame_events
+        return _render(self._plan, self._frame.at(t, events, sample_idx, task))
+
+
+def _render(plan: _Plan, frame: _Frame) -> tuple[RenderedSample | None, str]:
+    if plan.routed:
+        hits = [(c, out) for c in plan.routed if (out := _render_component(c, frame)) is not None]
+        if len(hits) > 1:
+            hits = [hits[WeightedChoice([c.weight for c, _ in hits], salt="vqa:").pick(frame.sample_idx)]]
+        if hits:
+            return hits[0][1], hits[0][0].name
+    if not plan.drawn:
+        return None, ""
+    component = plan.drawn[0 if plan.choice is None else plan.choice.pick(frame.sample_idx)]
+    return _render_component(component, frame), component.name
+
+
 def render_sample(
     recipe: Recipe,
     timeline: EpisodeTimeline,
@@ -258,12 +310,17 @@ def render_sample(
     """Render the frame at time `t`, or None when the drawn component has nothing to supervise.
 
     `sample_idx` (the dataset's global `index`) drives every deterministic choice; `frame_events`
-    defaults to the timeline's events for `t`; `task` is the dataset task of the frame.
+    defaults to the timeline's events of this frame (by `sample_idx` where the timeline holds them
+    per frame, else by `t`); `task` is the dataset task of the frame. For many frames of one
+    episode, a FrameRenderer skips the per-call set-up.
 
     Raises:
         RecipeError: a binding matches several rows on this frame (the message names the binding).
     """
-    return _render(recipe, timeline, float(t), frame_events, int(sample_idx), task, None, options)
+    plan = recipe.render_cache.get((options.compat, options.vqa_routing)) or _plan(recipe, options)
+    t, sample_idx = float(t), int(sample_idx)
+    events = timeline.frame_events(t, sample_idx) if frame_events is None else frame_events
+    return _render(plan, _Frame(plan, timeline, None, options).at(t, events, sample_idx, task))[0]
 
 
 def render_sample_reference(
@@ -283,26 +340,8 @@ def render_sample_reference(
     Pass `options=RenderOptions(compat="lerobot")` for the reference's behaviour.
     """
     context_task = dataset_ctx.get("task") if isinstance(dataset_ctx, Mapping) else getattr(dataset_ctx, "task", None)
-    timeline = EpisodeTimeline(persistent)
-    return _render(recipe, timeline, float(t), normalize_rows(events), int(sample_idx), task, context_task, options)
-
-
-def _render(recipe: Recipe, timeline: EpisodeTimeline, t: float, frame_events: Sequence[Any] | None,
-            sample_idx: int, task: str | None, context_task: str | None,
-            options: RenderOptions) -> RenderedSample | None:
-    plan = recipe.render_cache.get((options.compat, options.vqa_routing)) or _plan(recipe, options)
-    events = timeline.events_at(t) if frame_events is None else frame_events
-    frame = _Frame(plan, timeline, t, events, sample_idx, task, context_task, options)
-    if plan.routed:
-        hits = [(c.weight, out) for c in plan.routed
-                if (events or not c.needs_events) and (out := _render_component(c, frame)) is not None]
-        if len(hits) == 1:
-            return hits[0][1]
-        if hits:
-            return hits[WeightedChoice([w for w, _ in hits], salt="vqa:").pick(sample_idx)][1]
-    if plan.choice is None:
-        return _render_component(plan.drawn[0], frame) if plan.drawn else None
-    return _render_component(plan.drawn[plan.choice.pick(sample_idx)], frame)
+    renderer = FrameRenderer(recipe, EpisodeTimeline(persistent), options, context_task=context_task)
+    return renderer.render(float(t), int(sample_idx), task, normalize_rows(events))[0]
 
 
 def drawn_component(recipe: Recipe, sample_idx: int, options: RenderOptions = RenderOptions()) -> str:  # noqa: B008

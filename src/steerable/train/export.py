@@ -38,13 +38,15 @@ _CHUNK = 64  # samples decoded together: bounds the raw frames held in memory
 
 @dataclass(frozen=True)
 class ExportReport:
-    """What an export wrote: samples, distinct JPEG frames, frames the recipe left empty, where."""
+    """What an export wrote: samples, distinct JPEG frames, frames the recipe left empty, samples left
+    out for having no text target, where."""
 
     path: Path
     format: ExportFormat
     samples: int
     images: int
     skipped: int
+    untargeted: int = 0
 
 
 @dataclass
@@ -63,6 +65,7 @@ def export_samples(
     max_samples: int | None = None,
     episodes: Iterable[int] | None = None,
     fallback: Fallback = "none",
+    keep_untargeted: bool | None = None,
     options: RenderOptions | None = None,
     jpeg_quality: int = 90,
     overwrite: bool = False,
@@ -71,8 +74,11 @@ def export_samples(
     """Render `recipe` over `source` and write the samples to the folder `out`.
 
     `source` is a dataset (then `recipe` is required) or a ready DatasetRenderer (then `recipe` is
-    None). Frames the recipe leaves empty are skipped. `progress` is called with the number of
-    frames rendered since its last call.
+    None). Frames the recipe leaves empty are skipped, and so are samples without a text target
+    (only low-level turns, which train actions, not the VLM: a `low_level` execution component, the
+    task fallback) unless `keep_untargeted`; by default they are kept only with `fallback="task"`,
+    which exists to add them. `progress` is called with the number of frames rendered since its last
+    call.
 
     Raises:
         ConfigError: a bad argument, or `out` is not empty and `overwrite` is False.
@@ -91,13 +97,14 @@ def export_samples(
         _datasets()  # fail before rendering anything
     out = Path(out)
     counts = _Counts()
-    chunks = _chunks(renderer, chosen, max_samples, jpeg_quality, counts, progress)
+    keep = fallback == "task" if keep_untargeted is None else keep_untargeted
+    chunks = _chunks(renderer, chosen, max_samples, jpeg_quality, keep, counts, progress)
     with _staged(out, overwrite) as tmp:
         if format == "jsonl":
             _write_jsonl(tmp, chunks, ds.tools, counts)
         else:
             _write_hf(tmp, chunks, ds.tools, counts)
-    report = ExportReport(out, format, counts.samples, counts.images, counts.skipped)
+    report = ExportReport(out, format, counts.samples, counts.images, counts.skipped, counts.untargeted)
     logger.info("exported %d samples (%d images) to %s", report.samples, report.images, out)
     return report
 
@@ -118,10 +125,11 @@ class _Counts:
     samples: int = 0
     images: int = 0
     skipped: int = 0
+    untargeted: int = 0
 
 
 def _chunks(renderer: DatasetRenderer, episodes: list[int] | None, max_samples: int | None, quality: int,
-            counts: _Counts, progress: Callable[[int], None] | None) -> Iterator[_Chunk]:
+            keep_untargeted: bool, counts: _Counts, progress: Callable[[int], None] | None) -> Iterator[_Chunk]:
     """Rendered samples with their JPEG frames, a chunk of one episode at a time, up to max_samples."""
     ds = renderer.dataset
     for ep in episodes if episodes is not None else [e.episode_index for e in ds.episodes]:
@@ -131,6 +139,9 @@ def _chunks(renderer: DatasetRenderer, episodes: list[int] | None, max_samples: 
                 progress(1)
             if frame.sample is None:
                 counts.skipped += 1
+                continue
+            if not (keep_untargeted or frame.sample.target_message_indices):
+                counts.untargeted += 1
                 continue
             pending.append(frame)
             counts.samples += 1

@@ -7,8 +7,8 @@ into an `EpisodeTimeline`, and each frame renders in microseconds. Nothing here 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from steerable.dataset import LeRobotDataset
@@ -16,11 +16,12 @@ from steerable.errors import ConfigError
 from steerable.language.rows import Row, rows_from_arrow
 from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 from steerable.recipes import EpisodeTimeline, Recipe
-from steerable.recipes.render import RenderedSample, RenderOptions, drawn_component, render_sample
+from steerable.recipes.render import FrameRenderer, RenderedSample, RenderOptions, drawn_component
 
-__all__ = ["DatasetRenderer", "Fallback", "FrameSample", "RenderStats", "task_fallback"]
+__all__ = ["DatasetRenderer", "Fallback", "FrameSample", "RenderStats", "episode_timeline", "task_fallback"]
 
 Fallback = Literal["none", "task"]
+_FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
 
 
 @dataclass(slots=True)
@@ -48,37 +49,58 @@ class FrameSample:
         }
 
 
-@dataclass
 class RenderStats:
     """How often each blend component was drawn, rendered, or left the frame empty."""
 
-    drawn: Counter[str] = field(default_factory=Counter)
-    rendered: Counter[str] = field(default_factory=Counter)
-    fell_back: Counter[str] = field(default_factory=Counter)
-    empty: Counter[str] = field(default_factory=Counter)
-    frames: int = 0
+    __slots__ = ("_counts", "frames")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        # (drawn component, outcome, component that rendered): one dict update per frame
+        self._counts: dict[tuple[str, str, str], int] = {}
 
     def add(self, s: FrameSample) -> None:
         self.frames += 1
-        self.drawn[s.component] += 1
         if s.fallback:
-            self.fell_back[s.component] += 1
+            key = (s.component, "fell_back", "")
         elif s.sample is None:
-            self.empty[s.component] += 1
+            key = (s.component, "empty", "")
         else:
-            self.rendered[s.sample.component or s.component] += 1
+            key = (s.component, "rendered", s.sample.component or s.component)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def _counter(self, outcome: str | None) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for (drawn, kind, rendered), n in self._counts.items():
+            if outcome is None:
+                out[drawn] += n
+            elif kind == outcome:
+                out[rendered or drawn] += n
+        return out
+
+    @property
+    def drawn(self) -> Counter[str]:
+        return self._counter(None)
+
+    @property
+    def rendered(self) -> Counter[str]:
+        return self._counter("rendered")
+
+    @property
+    def fell_back(self) -> Counter[str]:
+        return self._counter("fell_back")
+
+    @property
+    def empty(self) -> Counter[str]:
+        return self._counter("empty")
 
     def as_dict(self) -> dict[str, Any]:
-        names = sorted(set(self.drawn) | set(self.rendered))
+        drawn, rendered, fell_back, empty = self.drawn, self.rendered, self.fell_back, self.empty
+        names = sorted(set(drawn) | set(rendered))
         return {
             "frames": self.frames,
             "components": {
-                n: {
-                    "drawn": self.drawn[n],
-                    "rendered": self.rendered[n],
-                    "fell_back": self.fell_back[n],
-                    "empty": self.empty[n],
-                }
+                n: {"drawn": drawn[n], "rendered": rendered[n], "fell_back": fell_back[n], "empty": empty[n]}
                 for n in names
             },
         }
@@ -120,30 +142,32 @@ class DatasetRenderer:
 
     def timeline(self, episode_index: int) -> tuple[EpisodeTimeline, Any]:
         """The episode's indexed timeline and its frame table (index, frame_index, timestamp, task)."""
-        names = self._columns()
+        present = set(self.dataset.features)
+        names = [*_FRAME_COLUMNS, *([LANGUAGE_EVENTS] if LANGUAGE_EVENTS in present else [])]
         table = self.dataset.read_episode(episode_index, names)
         persistent: list[Row] = []
-        if LANGUAGE_PERSISTENT in names and table.num_rows:
-            persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
-        events: dict[float, list[Row]] = defaultdict(list)
-        if LANGUAGE_EVENTS in names:
-            stamps = table.column("timestamp").to_pylist()
-            for t, rows in zip(stamps, rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
-                if rows:
-                    events[float(t)].extend(rows)
-        return EpisodeTimeline(persistent, dict(events), fps=self.dataset.fps), table
-
-    def _columns(self) -> list[str]:
-        present = set(self.dataset.features)
-        base = ["index", "frame_index", "timestamp", "task_index"]
-        return base + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in present]
+        if LANGUAGE_PERSISTENT in present and table.num_rows:
+            # The list is the same on every frame: one row of it is read, not one copy per frame.
+            head = self.dataset.read_episode_head(episode_index, [LANGUAGE_PERSISTENT])
+            persistent = rows_from_arrow(head.column(LANGUAGE_PERSISTENT))[0]
+        events = rows_from_arrow(table.column(LANGUAGE_EVENTS)) if LANGUAGE_EVENTS in names else []
+        timeline = episode_timeline(persistent, table.column("timestamp").to_pylist(),
+                                    table.column("index").to_pylist(), events, fps=self.dataset.fps)
+        return timeline, table
 
     def episode_samples(self, episode_index: int, frames: Iterable[int] | None = None) -> Iterator[FrameSample]:
         timeline, table = self.timeline(episode_index)
-        cols = {n: table.column(n).to_pylist() for n in ("index", "frame_index", "timestamp", "task_index")}
-        rows = range(table.num_rows) if frames is None else _frame_rows(cols["frame_index"], frames)
+        indices, frame_indices, stamps, task_indices = (table.column(n).to_pylist() for n in _FRAME_COLUMNS)
+        rows = range(table.num_rows) if frames is None else _frame_rows(frame_indices, frames)
+        tasks, add = self.dataset.tasks, self.stats.add
+        renderer = FrameRenderer(self.recipe, timeline, self.options)  # one per episode: set up once
         for i in rows:
-            yield self._render(timeline, episode_index, cols, i)
+            index, t = int(indices[i]), float(stamps[i])
+            task = tasks.get(int(task_indices[i]), "")
+            sample, fell_back, component = self._render(renderer, t, index, task)
+            out = FrameSample(index, episode_index, int(frame_indices[i]), t, task, sample, component, fell_back)
+            add(out)
+            yield out
 
     def render(
         self, timeline: EpisodeTimeline, *, t: float, index: int, task: str
@@ -153,32 +177,42 @@ class DatasetRenderer:
         With `fallback="task"` this is the reference's training step: in `compat="lerobot"` a frame
         that carries no language rows at all gets the task sample without rendering the recipe.
         """
-        if self.fallback == "task" and self.options.compat == "lerobot" and timeline.is_empty_at(t):
+        renderer = FrameRenderer(self.recipe, timeline, self.options)
+        sample, fell_back, _ = self._render(renderer, float(t), int(index), task)
+        return sample, fell_back
+
+    def _render(self, renderer: FrameRenderer, t: float, index: int,
+                task: str) -> tuple[RenderedSample | None, bool, str]:
+        """The sample, whether it is the task fallback, and the component it is counted under."""
+        if self.fallback == "task" and self.options.compat == "lerobot" and renderer.timeline.is_empty_at(t, index):
             fallback = task_fallback(task)
-            return fallback, fallback is not None
-        sample = render_sample(self.recipe, timeline, t=t, sample_idx=index, task=task, options=self.options)
+            return fallback, fallback is not None, drawn_component(self.recipe, index, self.options)
+        sample, component = renderer.render(t, index, task)
         if sample is None and self.fallback == "task":
             fallback = task_fallback(task)
-            return fallback, fallback is not None
-        return sample, False
-
-    def _render(self, timeline: EpisodeTimeline, episode_index: int, cols: dict[str, list[Any]], i: int) -> FrameSample:
-        index = int(cols["index"][i])
-        t = float(cols["timestamp"][i])
-        task = self.dataset.tasks.get(int(cols["task_index"][i]), "")
-        sample, fell_back = self.render(timeline, t=t, index=index, task=task)
-        if sample is not None and not fell_back:
-            component = sample.component
-        else:
-            component = drawn_component(self.recipe, index, self.options)
-        out = FrameSample(index, episode_index, int(cols["frame_index"][i]), t, task, sample, component, fell_back)
-        self.stats.add(out)
-        return out
+            return fallback, fallback is not None, component
+        return sample, False, component
 
     def samples(self, episodes: Iterable[int] | None = None) -> Iterator[FrameSample]:
         chosen = [e.episode_index for e in self.dataset.episodes] if episodes is None else list(episodes)
         for ep in chosen:
             yield from self.episode_samples(ep)
+
+
+def episode_timeline(persistent: list[Row], timestamps: Sequence[float], indices: Sequence[int],
+                     events: Sequence[Sequence[Row]], *, fps: float | None) -> EpisodeTimeline:
+    """An episode's timeline from its columns: the persistent list and each frame's event rows.
+
+    Events are held per frame (by dataset `index`), so frames that share a timestamp keep their own
+    rows, as the reference reads them: a frame never sees the events of its neighbour.
+    """
+    by_time: dict[float, list[Row]] = defaultdict(list)
+    by_index: dict[int, Sequence[Row]] = {}
+    for t, index, rows in zip(timestamps, indices, events, strict=False):
+        if rows:
+            by_time[float(t)].extend(rows)
+            by_index[int(index)] = rows
+    return EpisodeTimeline(persistent, dict(by_time), fps=fps, events_by_index=by_index)
 
 
 def _frame_rows(frame_index: list[int], frames: Iterable[int]) -> list[int]:
