@@ -230,3 +230,61 @@ def test_a_worker_killed_mid_run_loses_and_redoes_nothing(
     after = _finished(staging)
     for episode, markers in seen["before"].items():
         assert after[episode] == markers, f"episode {episode} was annotated twice"
+
+
+# A slower fake (each answer after 0.2 s, so the run is still going when its actor dies) that records its own launches.
+SLOW_VLLM = """#!{python}
+import os, sys
+args = sys.argv[1:]
+port = args[args.index("--port") + 1]
+with open({record!r}, "a") as fh:
+    fh.write(f"{{port}} {{os.getpid()}}\\n")
+os.execv(sys.executable, [sys.executable, "-m", "steerable.testing.server", "--port", port,
+                          "--model", args[1], "--responder", "plausible", "--latency", "0.2"])
+"""
+
+
+def test_a_killed_actors_vllm_replica_ends_and_the_replacement_serves_on_its_port(
+    cluster: Any, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path
+) -> None:
+    root = copy_dataset(source, tmp_path / "ds")
+    staging = root / ".steerable" / "staging"
+    record = tmp_path / "launches.txt"
+    fake = tmp_path / "slow-vllm"
+    fake.write_text(SLOW_VLLM.format(python=sys.executable, record=str(record)))
+    fake.chmod(0o755)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    vlm = {"backend": "vllm", "model_id": "test-model", "serve_port": port, "serve_ready_timeout_s": 60.0,
+           "serve_command": f"{fake} serve {{model}} --port {{port}}", "backoff_base_s": 0.01}
+    cfg = AnnotateConfig(root=root, vlm=vlm, executor={"progress": False, "backend": "ray", "workers": 1,
+                                                       "worker_gpus": 1, "batch_episodes": 1})
+    executor = RayExecutor(cfg.executor)
+    seen: dict[str, Any] = {}
+
+    def kill_the_actor() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if record.exists() and staging.is_dir() and _finished(staging) and executor.session is not None:
+                workers = executor.session.live_workers()
+                if workers:
+                    seen["replica"] = int(record.read_text().split()[1])
+                    os.kill(ray.get(workers[0].pid.remote()), signal.SIGKILL)
+                    gone_by = time.monotonic() + 5
+                    while pid_alive(seen["replica"]) and time.monotonic() < gone_by:
+                        time.sleep(0.05)
+                    seen["replica_alive"] = pid_alive(seen["replica"])
+                    return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_the_actor, daemon=True)
+    killer.start()
+    summary = annotate(cfg, executor=executor)
+    killer.join(timeout=10)
+    assert "replica" in seen, "the run finished before its actor could be killed"
+    assert seen["replica_alive"] is False, "the killed actor's vLLM replica kept running"
+    launches = [line.split() for line in record.read_text().splitlines()]
+    assert [int(p) for p, _ in launches] == [port, port]  # the replacement's replica took the same port
+    assert summary.episodes_annotated == EPISODES and summary.failures == []
+    assert _language(root) == _language(local_run[0])

@@ -215,6 +215,20 @@ def test_ctrl_c_stops_the_replicas(fake_vllm: Path, tmp_path: Path) -> None:
     assert not pid_alive(replica)
 
 
+def test_a_port_another_process_keeps_is_one_clear_error(
+    fake_vllm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    config = _config(tmp_path)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", config.serve_port))
+        squatter.listen()
+        launcher = VLLMLauncher(config, stop_grace_s=0.5, poll_interval_s=0.1)
+        with pytest.raises(VLMError, match=f"port {config.serve_port} is in use by another process"):
+            asyncio.run(launcher.start())
+    assert launcher.pids == []  # nothing was started on a taken port
+
+
 def test_missing_vllm_command_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing named vllm here

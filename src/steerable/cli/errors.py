@@ -6,6 +6,8 @@
 - `OSError` (read-only or full disk, a path through a file, too many open files...): the path and
   what to do, from `steerable.errors.explain_os_error`;
 - malformed JSON and pyarrow's errors on a file: their message;
+- Ctrl-C: "steerable: interrupted", exit 130; SIGTERM or SIGHUP, which act as Ctrl-C: "steerable:
+  terminated (SIGTERM)", exit 128 + the signal;
 - a closed output pipe (`steerable recipes show hirobot | head`): silence, exit 141 (128 + SIGPIPE,
   what a shell reports for a tool that a closed pipe stops), with stdout sent to /dev/null so
   the interpreter's final flush does not fail again (Python's recommended handling).
@@ -24,6 +26,7 @@ import traceback
 from collections.abc import Callable
 
 from steerable.errors import SteerableError, explain_os_error, os_cause
+from steerable.processes import Termination, interrupt_on_termination
 
 __all__ = ["BROKEN_PIPE_EXIT", "INTERRUPTED_EXIT", "USER_ERROR_EXIT", "run_command", "user_message"]
 
@@ -33,13 +36,25 @@ INTERRUPTED_EXIT = 130
 
 
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, *, debug: bool) -> int:
-    """Run one subcommand; returns its exit status."""
+    """Run one subcommand; returns its exit status. SIGTERM and SIGHUP stop it as Ctrl-C does, so
+    every clean-up runs (pool workers, vLLM replicas, a Ray cluster end with it), then exit 128 + the
+    signal (143 for SIGTERM) with one line."""
+    with interrupt_on_termination() as stopped:
+        code = _run(func, args, debug, stopped)
+    if stopped.signum is not None and code == INTERRUPTED_EXIT:  # the command caught the interrupt itself
+        return 128 + stopped.signum
+    return code
+
+
+def _run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, debug: bool,
+         stopped: Termination) -> int:
     try:
         code = int(func(args) or 0)
         sys.stdout.flush()  # a reader that closed the pipe early shows up here at the latest
         return code
     except KeyboardInterrupt:
-        print("steerable: interrupted", file=sys.stderr)
+        print(f"steerable: terminated ({stopped.name})" if stopped.signum else "steerable: interrupted",
+              file=sys.stderr)
         return INTERRUPTED_EXIT
     except SystemExit as exc:
         if _broken_pipe(exc):  # rich's console answers a closed pipe with SystemExit(1)

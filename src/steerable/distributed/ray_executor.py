@@ -28,6 +28,7 @@ from steerable.annotate.engine import EpisodeResult, Progress
 from steerable.annotate.executor import EpisodeJob, Session, merge_stats
 from steerable.distributed.worker import EpisodeWorker, WorkerInfo
 from steerable.errors import ConfigError, MissingExtraError, SteerableError
+from steerable.processes import keep_termination_handlers
 
 if TYPE_CHECKING:
     from steerable.dataset import EpisodeMeta, LeRobotDataset
@@ -264,7 +265,8 @@ class RayExecutor:
         if not ray.is_initialized():
             _check_reachable(self.config.address)
             try:
-                ray.init(address=self.config.address, logging_level=logging.WARNING, include_dashboard=False)
+                with keep_termination_handlers():  # SIGTERM stays a Ctrl-C: the finally below shuts Ray down
+                    ray.init(address=self.config.address, logging_level=logging.WARNING, include_dashboard=False)
             except ConnectionError as exc:
                 raise ConfigError(f"--executor.address {self.config.address}: no Ray cluster there ({exc})") from None
             started = True

@@ -29,6 +29,7 @@ class EpisodeWorker:
         self._job = job
         self._stack = contextlib.AsyncExitStack()
         self._pipeline: Pipeline | None = None
+        self._batches: set[asyncio.Task[None]] = set()  # running batches: close() cancels them
 
     def pid(self) -> int:
         return os.getpid()
@@ -52,10 +53,13 @@ class EpisodeWorker:
                 queue.put_nowait(None)
 
         task = asyncio.create_task(drive())
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
         try:
             while (result := await queue.get()) is not None:
                 yield result, self._counters()
-            await task  # a crash of the pipeline itself surfaces here
+            with contextlib.suppress(asyncio.CancelledError):  # close(): the run was stopped
+                await task  # a crash of the pipeline itself surfaces here
         finally:
             if not task.done():
                 task.cancel()
@@ -66,6 +70,10 @@ class EpisodeWorker:
         return self._counters()
 
     async def close(self) -> None:
+        """Cancel the batches still running (the driver was interrupted), then close the pipeline."""
+        for task in list(self._batches):
+            task.cancel()
+        await asyncio.gather(*self._batches, return_exceptions=True)
         await self._stack.aclose()
         self._pipeline = None
 

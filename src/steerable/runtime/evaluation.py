@@ -12,7 +12,6 @@ bin."); an env that does not is refused before any episode runs.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections import defaultdict
@@ -22,6 +21,7 @@ from typing import Any
 
 from steerable.control import TakesInterjections
 from steerable.errors import ConfigError
+from steerable.processes import worker_pool
 from steerable.runtime.environments import EnvSpec, environment_options, make_env
 from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.stack import StackSpec, build_high, build_low, check_scripted
@@ -183,8 +183,7 @@ def evaluate(
             if on_result:
                 on_result(results[-1])
     else:
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        with multiprocessing.get_context(method).Pool(n) as pool:
+        with worker_pool(n) as pool:  # Ctrl-C, SIGTERM and SIGKILL of this process end the workers too
             for result in pool.imap(_worker, jobs):
                 results.append(result)
                 if on_result:

@@ -3,7 +3,10 @@
 Replicas get disjoint GPU sets (one GPU each by default; `num_gpus / parallel_servers` for tensor
 parallelism), ports `serve_port + i`, and a log file each. Each replica runs in its own process
 group, so stopping it (SIGINT, then SIGKILL after a grace period) also stops vLLM's worker
-processes; this happens on normal exit, on errors and on Ctrl-C.
+processes; this happens on normal exit, on errors, on Ctrl-C and on the SIGTERM of the `steerable`
+command. A replica also gets SIGTERM when the process that launched it dies without stopping it
+(SIGKILL, a killed Ray actor: Linux's parent-death signal), and a new replica waits for the port a
+dying one still holds.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 
 from steerable.errors import ConfigError, VLMError
+from steerable.processes import server_preexec
 from steerable.vlm.config import VLMConfig
 
 __all__ = ["ReplicaPlan", "VLLMLauncher", "detect_gpus", "plan_replicas", "replica_urls"]
@@ -154,6 +159,7 @@ class VLLMLauncher:
             raise
 
     async def _spawn(self, plan: ReplicaPlan, log_path: Path) -> None:
+        await _port_released(plan.port, self.stop_grace_s)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(plan.gpus)}
         with log_path.open("wb") as log_file:
             try:
@@ -164,7 +170,7 @@ class VLLMLauncher:
                     stderr=subprocess.STDOUT,
                     env=env,
                     start_new_session=True,  # own process group: stop() reaches vLLM's workers too
-                    preexec_fn=_default_sigint if _sigint_disabled() else None,
+                    preexec_fn=server_preexec(),  # ends with this process even when it is SIGKILLed
                 )
             except OSError as exc:
                 raise VLMError(f"cannot start vLLM replica {plan.index} ({plan.argv[0]}): {exc}") from exc
@@ -222,22 +228,32 @@ class VLLMLauncher:
             _signal_group(proc.pid, signal.SIGKILL)
 
 
-def _sigint_disabled() -> bool:
-    """Whether SIGINT is ignored or blocked here (as in a Ray worker): a replica would inherit that."""
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    return ignored or signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-
-
-def _default_sigint() -> None:
-    """In the replica, before exec: SIGINT handled and unblocked again. Both the ignored disposition
-    and the blocked mask pass through exec, and the replica would then stop only when killed."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-
-
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+async def _port_released(port: int, timeout_s: float) -> None:
+    """Wait until nothing listens on `port`: the replica of a launcher that was killed (a Ray actor
+    being replaced) may still be shutting down there. VLMError when it stays taken."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while _port_taken(port):
+        if loop.time() > deadline:
+            raise VLMError(
+                f"port {port} is in use by another process; stop it or choose another --vlm.serve_port"
+            )
+        await asyncio.sleep(0.2)
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed server's TIME_WAIT is free
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 async def _answers(port: int, timeout_s: float = 2.0) -> bool:
