@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
 
 from steerable.cli._dataset_args import parse_episodes
 from steerable.errors import ConfigError
@@ -34,31 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the viewer as Ctrl-C does: clips stop, temp folders and half-built exports are removed."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
     episodes = parse_episodes(args.episodes)  # the one parser of render, export and annotate
     if args.rerun is not None:
         return _rerun(args, episodes)
-    with _sigterm_as_interrupt():
-        return _export(args, episodes) if args.export else _serve(args, episodes)
+    # SIGTERM stops the viewer as Ctrl-C does (the CLI's handler): clips stop, temp folders and
+    # half-built exports are removed.
+    return _export(args, episodes) if args.export else _serve(args, episodes)
 
 
 def _export(args: argparse.Namespace, episodes: list[int] | None) -> int:
