@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steerable.language import rows_from_arrow, validate_rows
@@ -12,7 +13,7 @@ from steerable.language import rows_from_arrow, validate_rows
 
 def recorded_language(root: Path, episode: int = 0) -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]], list]:
     """(persistent rows, {timestamp: event rows}, validation problems) of one recorded episode."""
-    table = pq.read_table(sorted((root / "data").rglob("*.parquet"))[0])
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((root / "data").rglob("*.parquet")))
     mask = [e == episode for e in table.column("episode_index").to_pylist()]
     table = table.filter(mask)
     times = table.column("timestamp").to_pylist()

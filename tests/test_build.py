@@ -367,3 +367,33 @@ def test_bad_episode_inputs_are_refused_and_leave_no_temp_files(tmp_path: Path) 
         builder.add_episode("t", columns, short)
     assert not list((root / "short").rglob("*.tmp")), "an aborted build must not leave temp files"
     assert not (root / "short" / "meta" / "info.json").exists()
+
+
+def test_truncate_keeps_whole_finished_file_groups_after_a_failed_episode(tmp_path: Path) -> None:
+    """An episode whose video fails part way: `truncate` drops it, and what shares its open files, and
+    `finalize` writes a dataset of the episodes before it (what a recording on a full disk keeps)."""
+    root = tmp_path / "ds"
+    builder = DatasetBuilder(root, fps=FPS, features=FEATURES, robot_type=None, episodes_per_file=2)
+    start = 0
+    for ep in range(3):
+        columns, videos = episode_inputs(ep, start)
+        builder.add_episode(TASKS[ep], columns, videos)
+        start += LENGTHS[ep]
+    columns, videos = episode_inputs(3, start)
+
+    def frames_then_a_full_disk():
+        yield from videos["observation.images.cam"][:4]
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        builder.add_episode(TASKS[3], columns, {"observation.images.cam": frames_then_a_full_disk()})
+    assert builder.truncate(4) == 2, "episode 2 shares the unfinished files of episode 3"
+    builder.finalize()
+    ds = open_dataset(root)
+    assert ds.info.total_episodes == 2 and ds.info.total_frames == LENGTHS[0] + LENGTHS[1]
+    assert ds.tasks == {0: TASKS[0], 1: TASKS[1]}
+    assert [p.name for p in (root / "data" / "chunk-000").iterdir()] == ["file-000.parquet"]
+    assert [p.name for p in (root / "videos" / "observation.images.cam" / "chunk-000").iterdir()] == ["file-000.mp4"]
+    last = (LENGTHS[0] + LENGTHS[1] - 1) / FPS  # the kept episodes' last frame decodes
+    assert len(decode_frames(root / "videos/observation.images.cam/chunk-000/file-000.mp4", [last])) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]

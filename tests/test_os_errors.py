@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from annotate_helpers import REPO, file_hashes, steerable
+from runtime_helpers import recorded_language
+from steerable.dataset.lerobot import LeRobotDataset
 
 Command = Callable[[Path, Path], list[str]]  # (dataset, output path) -> CLI arguments
 
@@ -161,3 +163,53 @@ def test_a_run_that_fails_before_writing_leaves_no_output_folder(dataset: Path, 
     )
     assert_one_line(result)
     assert list(tmp_path.iterdir()) == [], "no output folder and nothing beside it"
+
+
+# Two short episodes (a second each), then a long one: three pick-and-places, about 17 s of frames.
+SESSION = """/task put the orange cube in the blue bin
+@1s /reset 4
+/task put the purple cube in the yellow bin
+@2s /reset 5
+"""
+LAST = "/task put the red cube in the yellow bin, then the purple cube in the yellow bin, then the cyan cube in the yellow bin\n"
+
+
+def test_run_record_on_a_disk_that_fills_during_the_last_episode_keeps_the_finished_ones(tmp_path: Path) -> None:
+    """The disk has room for the session's first two episodes, not for its long last one: the two are
+    kept in the recording folder and load; one line names the folder (not a hidden temp path); exit 2."""
+    (tmp_path / "two.txt").write_text(SESSION)
+    (tmp_path / "three.txt").write_text(SESSION + LAST)
+    run = ["run", "--env", "sim", "--seed", "3", "--record"]
+    two = steerable(*run, str(tmp_path / "two"), "--commands", str(tmp_path / "two.txt"))
+    assert two.returncode == 0, two.stderr
+    needed_kib = sum(-(-p.stat().st_size // 4096) * 4 for p in (tmp_path / "two").rglob("*") if p.is_file())
+    for disk in _mount(tmp_path / "tiny", f"size={needed_kib + 64}k"):  # the last episode needs ~250 KiB more
+        record = disk / "rec"
+        result = steerable(*run, str(record), "--commands", str(tmp_path / "three.txt"))
+        assert_one_line(result, "no space left", str(record), "2 of the 3 episodes")
+        assert ".steerable-" not in result.stderr and "intact" not in result.stderr, result.stderr
+        assert [p.name for p in disk.iterdir()] == ["rec"], "nothing half-built beside it"
+        ds = LeRobotDataset(record)
+        assert ds.info.total_episodes == 2
+        for episode, task in enumerate(["put the orange cube in the blue bin", "put the purple cube in the yellow bin"]):
+            persistent, _, problems = recorded_language(record, episode)
+            assert problems == [] and [r["content"] for r in persistent if r["style"] == "task_aug"] == [task]
+        assert "2 episodes" in steerable("info", str(record)).stdout
+
+
+def test_run_record_stops_the_session_where_the_disk_filled(tmp_path: Path) -> None:
+    """The disk fills with the second of three episodes: the session stops when that episode ends,
+    without playing the third, and the first is kept."""
+    first = "/task put the orange cube in the blue bin\n@1s /reset 5\n"
+    (tmp_path / "one.txt").write_text(first)
+    (tmp_path / "three.txt").write_text(first + LAST + "/reset 4\n/task put the purple cube in the yellow bin\n")
+    run = ["run", "--env", "sim", "--seed", "3", "--record"]
+    one = steerable(*run, str(tmp_path / "one"), "--commands", str(tmp_path / "one.txt"))
+    assert one.returncode == 0, one.stderr
+    needed_kib = sum(-(-p.stat().st_size // 4096) * 4 for p in (tmp_path / "one").rglob("*") if p.is_file())
+    for disk in _mount(tmp_path / "tiny", f"size={needed_kib + 64}k"):
+        record = disk / "rec"
+        result = steerable(*run, str(record), "--commands", str(tmp_path / "three.txt"))
+        assert_one_line(result, "no space left", str(record), "the first of the 2 episodes is kept")
+        assert "put the purple cube in the yellow bin" not in result.stdout, "the third task never ran"
+        assert LeRobotDataset(record).info.total_episodes == 1

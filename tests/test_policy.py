@@ -184,3 +184,17 @@ def test_unknown_setting_is_a_config_error(tmp_path: Path) -> None:
         PolicyConfig(state_mode="words")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown policy setting"):
         PolicyConfig.from_dict({"layers": 3})
+
+
+@pytest.mark.parametrize("given", ["~/no-such-models/SmolVLM-256M-Instruct", "./no-such-model", "{tmp}/missing"])
+def test_a_backbone_folder_that_does_not_exist_is_named(ds: Any, given: str, tmp_path: Path) -> None:
+    """Not transformers' 'Repo id must be in the form ...': the folder, expanded, and what to give."""
+    from steerable.errors import ConfigError
+
+    value = given.replace("{tmp}", str(tmp_path))
+    expanded = str(Path(value).expanduser())
+    with pytest.raises(ConfigError, match="no such folder") as caught:
+        build(ds, backbone=value)
+    message = str(caught.value)
+    assert expanded in message and "give 'tiny' or a local model folder" in message
+    assert "Repo id" not in message

@@ -202,7 +202,7 @@ def test_unknown_binding_inside_a_content_block() -> None:
         ("{role: user, stream: high_level}", "needs content (unless tool_calls_from is set)"),
         ("{role: user, content: 42, stream: high_level}", "content must be a string or a list of blocks"),
         ("{role: user, content: [{text: hi}], stream: high_level}", "must be a mapping with a string `type`"),
-        ("{role: user, content: [{type: image}], stream: high_level}", "image block needs a string `feature`"),
+        ("{role: user, content: [{type: image}], stream: high_level}", "an image block needs a string `feature`"),
         ('{role: user, content: "x", stream: high_level, target: "yes please"}', "target must be true or false"),
         ('{content: "x", stream: high_level}', "missing `role`"),
         ('{role: assistant, stream: high_level, tool_calls_from: task}', "task is text and has no tool calls"),

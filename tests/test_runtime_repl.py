@@ -133,3 +133,18 @@ def test_a_second_ctrl_c_while_the_recording_closes_does_not_lose_it(tmp_path: P
     assert "still closing the recording" in capfd.readouterr().err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert "1 episodes, 20 frames" in steerable("info", str(record)).stdout
+
+
+def test_the_panel_shows_the_scene_of_the_last_reset() -> None:
+    """`/reset 3` draws a new scene: the panel names it, not the scene the session started in."""
+    console = Console(file=StringIO(), width=200, height=40, force_terminal=True)
+    session = Session(SessionOptions(seed=7), out=lambda _: None)
+    view = StatusView(session, console)
+
+    def screen() -> str:
+        return "\n".join("".join(seg.text for seg in line) for line in console.render_lines(view, console.options))
+
+    assert "(seed 7): " in screen()
+    session.reset("3")
+    assert f"scene        (seed 3): {session.env.describe_scene()}" in screen()
+    assert "seed 7" not in screen()

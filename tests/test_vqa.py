@@ -386,3 +386,12 @@ def test_settings_are_checked() -> None:
         VqaModule(VqaConfig(coordinate_format="pixels")).fingerprint(),
     )
     assert a != b and any(p.startswith("vqa_coordinates_pixels@") for p in b["prompts"])
+
+
+def test_messages_about_a_question_type_use_the_right_article() -> None:
+    """'an attribute answer', not 'a attribute answer' (the re-ask shows it to the model)."""
+    size = {"width": 100, "height": 100}
+    wrong = check_answer("attribute", {"label": "cubes", "count": 3}, **size).problem or ""
+    assert "an attribute answer needs keys" in wrong and "that is a count answer" in wrong
+    other = check_answer("count", {"label": "cube", "attribute": "colour", "value": "red"}, **size).problem or ""
+    assert "a count answer needs keys" in other and "that is an attribute answer" in other

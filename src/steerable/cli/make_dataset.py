@@ -67,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from steerable.dataset.commit import commit_folder
     from steerable.dataset.info import load_info
+    from steerable.progress import ProgressLine
     from steerable.synthetic import generate_synthetic
 
     out: Path = args.out.expanduser().resolve()
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # One folder commit around everything, language included: a failed run leaves any previous
     # dataset at `out` as it was.
-    with commit_folder(out) as tx:
+    with commit_folder(out) as tx, ProgressLine("make-dataset", args.episodes) as progress:
         generate_synthetic(
             tx.root,
             episodes=args.episodes,
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             interjection_rate=args.interjection_rate,
             privileged_state=args.privileged_state,
             camera_shapes=args.camera_shapes,
+            on_episode=progress.advance,
         )
     info = load_info(out)
     print(

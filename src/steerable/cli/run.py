@@ -113,11 +113,13 @@ def _evaluate(cfg: RunSettings, spec: Any, episodes: int) -> int:
     from rich.console import Console
 
     from steerable.runtime.evaluation import evaluate
-    from steerable.runtime.report import eval_table
+    from steerable.runtime.report import EvalProgress, eval_table
 
-    report = evaluate(spec, episodes, env=cfg.environment(), seed=cfg.seed or 0, interjections=cfg.eval_interjections,
-                      workers=cfg.workers, difficulty=_eval_difficulty(cfg, spec),
-                      max_seconds=cfg.max_seconds or 90.0)
+    with EvalProgress(episodes) as progress:  # on stderr: stdout stays the table, or one JSON object
+        report = evaluate(spec, episodes, env=cfg.environment(), seed=cfg.seed or 0,
+                          interjections=cfg.eval_interjections, workers=cfg.workers,
+                          difficulty=_eval_difficulty(cfg, spec), max_seconds=cfg.max_seconds or 90.0,
+                          on_result=progress.on_result)
     if cfg.as_json:
         data = report.to_json()
         data.pop("results")

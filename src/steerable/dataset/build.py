@@ -9,7 +9,6 @@ one folder commit at `finalize` (`steerable.dataset.commit`): `root` is absent, 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steerable.dataset.atomic import atomic_path, atomic_write_json
+from steerable.dataset.build_features import ARROW_TYPES, check_features, data_schema
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import DatasetInfo, write_info
 from steerable.dataset.layout import (
@@ -46,18 +46,12 @@ from steerable.errors import ConfigError, DatasetError
 
 __all__ = ["DatasetBuilder", "frame_timestamps"]
 
-_ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32()}
 _VIDEO_CODECS = ("h264", "av1")
 
 
 def frame_timestamps(length: int, fps: int) -> np.ndarray:
     """Episode-relative frame times as LeRobot stores them: frame_index / fps in double, then float32."""
     return (np.arange(length, dtype=np.float64) / fps).astype(np.float32)
-
-
-def _hf_feature(dtype: str, shape: list[int]) -> dict[str, Any]:
-    value = {"dtype": dtype, "_type": "Value"}
-    return value if shape == [1] else {"feature": value, "length": shape[0], "_type": "List"}
 
 
 class DatasetBuilder:
@@ -91,19 +85,20 @@ class DatasetBuilder:
             raise DatasetError(f"{self.root} already holds a dataset; build into a new or empty folder")
         self.fps, self.robot_type, self.episodes_per_file = fps, robot_type, episodes_per_file
         self.video_codec, self.video_crf = video_codec, video_crf
-        self.features = self._check_features(features)
+        self.features = check_features(features, fps=fps, video_codec=video_codec)
         self.video_keys = [k for k, f in self.features.items() if f["dtype"] == "video"]
         self.column_keys = [k for k in self.features if k not in self.video_keys]
         if not self.column_keys:
             raise ConfigError(
                 "declare at least one non-video feature (e.g. the state): it sets episode lengths"
             )
-        self._schema = self._data_schema()
+        self._schema = data_schema({k: self.features[k] for k in self.column_keys})
         self._tasks: dict[str, int] = {}
         self._episodes: list[dict[str, Any]] = []
         self._stats: list[dict[str, dict[str, np.ndarray]]] = []
         self._frames = 0
         self._file_number = -1  # files are numbered across chunks; -1: none open yet
+        self._finished = 0  # episodes whose files are all finished (those of the open file group are not)
         self._group_tables: list[pa.Table] = []
         self._group_video_frames: dict[str, int] = {}
         self._writers: dict[str, VideoWriter] = {}
@@ -118,50 +113,6 @@ class DatasetBuilder:
             self._commit = FolderCommit(self.root)
         return self._commit.root
 
-    # -- set-up -----------------------------------------------------------------------------
-    def _check_features(self, features: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        checked: dict[str, dict[str, Any]] = {}
-        for name, spec in features.items():
-            if name in DEFAULT_FEATURES:
-                raise ConfigError(f"feature {name!r} is a default column the builder writes itself")
-            dtype, shape = spec.get("dtype"), list(spec.get("shape") or [])
-            if dtype == "video":
-                if len(shape) != 3 or shape[2] != 3:
-                    raise ConfigError(f"video feature {name!r} needs shape [height, width, 3], got {shape}")
-                checked[name] = {
-                    "dtype": "video",
-                    "shape": shape,
-                    "names": ["height", "width", "channels"],
-                    "info": {
-                        "video.height": shape[0],
-                        "video.width": shape[1],
-                        "video.codec": self.video_codec,
-                        "video.pix_fmt": "yuv420p",
-                        "video.is_depth_map": False,
-                        "video.fps": self.fps,
-                        "video.channels": 3,
-                        "has_audio": False,
-                    },
-                }
-            elif dtype in _ARROW_TYPES and len(shape) == 1 and shape[0] >= 1:
-                checked[name] = {"dtype": dtype, "shape": shape, "names": spec.get("names")}
-            else:
-                raise ConfigError(
-                    f"feature {name!r}: unsupported dtype/shape {dtype!r} {shape}; "
-                    f"use one of {sorted(_ARROW_TYPES)} with shape [n], or 'video' with [h, w, 3]"
-                )
-        return checked
-
-    def _data_schema(self) -> pa.Schema:
-        specs = {k: self.features[k] for k in self.column_keys} | DEFAULT_FEATURES
-        fields = []
-        for name, spec in specs.items():
-            value = _ARROW_TYPES[spec["dtype"]]
-            n = spec["shape"][0]
-            fields.append(pa.field(name, value if spec["shape"] == [1] else pa.list_(value, n)))
-        hf = {"info": {"features": {k: _hf_feature(s["dtype"], s["shape"]) for k, s in specs.items()}}}
-        return pa.schema(fields, metadata={"huggingface": json.dumps(hf)})
-
     # -- episodes ---------------------------------------------------------------------------
     def add_episode(
         self,
@@ -175,7 +126,7 @@ class DatasetBuilder:
         episode = len(self._episodes)
         values = self._typed_columns(episode, task, columns, videos or {})
         length = len(next(iter(values.values())))
-        if len(self._group_tables) == self.episodes_per_file or self._file_number < 0:
+        if not self._group_tables:
             self._next_file()
         chunk, file = divmod(self._file_number, DEFAULT_CHUNK_SIZE)
         task_index = self._tasks.setdefault(task, len(self._tasks))
@@ -203,6 +154,8 @@ class DatasetBuilder:
         self._stats.append({k: stats[k] for k in (*self.features, *DEFAULT_FEATURES)})
         self._episodes.append(row)
         self._frames += length
+        if len(self._group_tables) == self.episodes_per_file:
+            self._close_file()  # a full group is finished now, not when the next episode comes
         return episode
 
     def _typed_columns(
@@ -239,7 +192,7 @@ class DatasetBuilder:
         arrays: list[pa.Array] = []
         for key in self.column_keys:
             spec = self.features[key]
-            flat = pa.array(values[key].ravel(), type=_ARROW_TYPES[spec["dtype"]])
+            flat = pa.array(values[key].ravel(), type=ARROW_TYPES[spec["dtype"]])
             arrays.append(
                 flat if spec["shape"] == [1] else pa.FixedSizeListArray.from_arrays(flat, spec["shape"][0])
             )
@@ -298,10 +251,45 @@ class DatasetBuilder:
         self._writers.clear()
         self._group_tables = []
         self._group_video_frames = {}
+        self._finished = len(self._episodes)
+
+    def truncate(self, keep: int) -> int:
+        """Keep the first `keep` episodes, or fewer: whole file groups whose files are all finished.
+
+        The files of the others, finished or half-written, are deleted from `build_dir`, so that
+        `finalize` writes a dataset of the episodes kept (after a write failed: a recording on a full
+        disk keeps what it had finished, and makes room by dropping its newest). Returns how many are kept.
+        """
+        keep = max(0, min(keep, self._finished))
+        groups = [row["data/chunk_index"] * DEFAULT_CHUNK_SIZE + row["data/file_index"] for row in self._episodes]
+        while 0 < keep < len(groups) and groups[keep] == groups[keep - 1]:
+            keep -= 1
+        with contextlib.suppress(Exception):  # the open group's writers drop their temp files
+            self._open.__exit__(DatasetError, DatasetError("dropped"), None)
+        last = groups[keep - 1] if keep else -1
+        for number in range(last + 1, self._file_number + 1):
+            chunk, file = divmod(number, DEFAULT_CHUNK_SIZE)
+            paths = [DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)]
+            paths += [DEFAULT_VIDEO_PATH.format(video_key=k, chunk_index=chunk, file_index=file) for k in self.video_keys]
+            if self._commit is not None:  # None: no file was written yet
+                for rel in paths:
+                    (self._commit.root / rel).unlink(missing_ok=True)
+        self._open, self._file_number, self._finished = contextlib.ExitStack(), last, keep
+        self._writers.clear()
+        self._group_tables, self._group_video_frames = [], {}
+        self._episodes, self._stats = self._episodes[:keep], self._stats[:keep]
+        self._frames = sum(row["length"] for row in self._episodes)
+        used = {task for row in self._episodes for task in row["tasks"]}
+        self._tasks = {task: index for task, index in self._tasks.items() if task in used}  # a prefix: 0..m-1
+        return keep
 
     # -- metadata ---------------------------------------------------------------------------
-    def finalize(self) -> Path:
-        """Close the last files, write episodes, tasks, stats and info.json, and commit them to `root`."""
+    def finalize(self, *, keep_on_error: bool = False) -> Path:
+        """Close the last files, write episodes, tasks, stats and info.json, and commit them to `root`.
+
+        A failure drops everything written (`root` stays as it was); with `keep_on_error` the files
+        stay in `build_dir`, so that `truncate` can make room and `finalize` try again (or `abort`).
+        """
         if self._finalized:
             return self.root
         if not self._episodes:
@@ -310,9 +298,10 @@ class DatasetBuilder:
         try:
             self._write_metadata()
             assert self._commit is not None  # opened by the first episode's files
-            self._commit.commit()
+            self._commit.commit(keep_on_error=keep_on_error)
         except BaseException:
-            self.abort()
+            if not keep_on_error:
+                self.abort()
             raise
         self._finalized = True
         return self.root

@@ -313,8 +313,9 @@ class FolderCommit:
         _remove(self.root / rel)
 
     # -- ending ---------------------------------------------------------------------------------
-    def commit(self) -> Path:
-        """Switch the new version in; returns `dest`. Raises WriteError (then nothing changed)."""
+    def commit(self, *, keep_on_error: bool = False) -> Path:
+        """Switch the new version in; returns `dest`. Raises WriteError: then nothing changed, and the new
+        version is dropped, or kept with `keep_on_error` (to make room and commit again, or `abort`)."""
         try:
             for path, mode in self._modes.items():
                 if path.exists():
@@ -322,13 +323,12 @@ class FolderCommit:
             if self.durable:
                 self._sync()
             if _ino(self.dest) != self._live_ino:
-                raise WriteError(
-                    f"{self.dest} was replaced by another process during this write; "
-                    "nothing of this write was kept: run it again"
-                )
+                raise WriteError(f"{self.dest} was replaced by another process during this write; "
+                                 "nothing of this write was kept: run it again")
             self._write_journal()
         except BaseException as exc:
-            self.abort()
+            if not keep_on_error:
+                self.abort()
             if (cause := os_cause(exc)) is not None:
                 raise self._error(cause) from exc
             raise

@@ -18,7 +18,7 @@ from torch import nn
 from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
 
-__all__ = ["Backbone", "build_backbone"]
+__all__ = ["Backbone", "backbone_folder", "build_backbone"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,11 +91,24 @@ class Backbone(nn.Module):
         return self.head(hidden)
 
 
+def backbone_folder(value: str) -> Path:
+    """The folder `--policy.backbone` names (`~` expanded); a ConfigError when there is none.
+
+    Checked before transformers sees the value: it would take a missing folder for a Hub repo id.
+    """
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"--policy.backbone {value}: no such folder: {path} (give 'tiny' or a local model folder, "
+                          "e.g. one made with `huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct "
+                          "--local-dir DIR`)")
+    return path
+
+
 def build_backbone(cfg: PolicyConfig, vocab_size: int) -> tuple[Backbone, int]:
     """(backbone, image size it expects): the tiny model in code, or the model at `cfg.backbone`."""
     if cfg.is_tiny:
         return Backbone(_tiny(cfg, vocab_size)), cfg.image_size
-    path = Path(cfg.backbone).expanduser()
+    path = backbone_folder(cfg.backbone)
     if not (path / "config.json").is_file():
         raise ConfigError(f"--policy.backbone {cfg.backbone}: not 'tiny' and not a folder with a config.json "
                           "(download the model first, e.g. huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct)")

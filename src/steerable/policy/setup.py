@@ -12,7 +12,7 @@ import torch
 
 from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError
-from steerable.policy.backbone import build_backbone
+from steerable.policy.backbone import backbone_folder, build_backbone
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
 from steerable.policy.config import PolicyConfig
 from steerable.policy.data import fit_normalizer, split_episodes
@@ -63,7 +63,7 @@ def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fractio
     if cfg.is_tiny:
         tokenizer = build_tiny_tokenizer(corpus_from_dataset(dataset), cfg.tiny_vocab_size)
     else:
-        tokenizer = load_tokenizer(Path(cfg.backbone).expanduser())
+        tokenizer = load_tokenizer(backbone_folder(cfg.backbone))
     torch.manual_seed(seed)
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)

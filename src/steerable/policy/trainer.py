@@ -28,6 +28,7 @@ from steerable.policy.data import PolicyDataset
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
 from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
+from steerable.progress import ProgressLine, eta_seconds, format_eta
 from steerable.recipes import load_recipe
 from steerable.train import collate
 
@@ -193,6 +194,35 @@ def _log(path: Path, record: dict[str, Any]) -> None:
 def _progress(cfg: TrainConfig, step: int) -> Any:
     if not cfg.progress:
         return None
+    if not sys.stderr.isatty():  # a pipe or a log: whole lines, not a bar redrawn with carriage returns
+        return _StepLines(cfg.steps, step)
     from tqdm import tqdm
 
     return tqdm(total=cfg.steps, initial=step, desc="train", file=sys.stderr, dynamic_ncols=True)
+
+
+class _StepLines(ProgressLine):
+    """`train: steps 300/1000, loss 1.234, ..., ETA 95 s` on stderr every 30 s and at the end (tqdm's
+    calls, for a run without a terminal)."""
+
+    def __init__(self, total: int, initial: int) -> None:
+        super().__init__("train", total - initial, unit="steps")
+        self.initial, self.postfix = initial, ""
+        self.__enter__()
+
+    def update(self, n: int = 1) -> None:
+        self.advance(n)
+
+    def set_postfix(self, **values: str) -> None:
+        self.postfix = "".join(f", {name} {value}" for name, value in values.items())
+
+    def write(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self.__exit__(None, None, None)
+
+    def text(self) -> str:
+        done, elapsed = self.done, max(time.monotonic() - self.started_at, 1e-6)
+        return (f"train: steps {self.initial + done}/{self.initial + self.total}{self.postfix}, "
+                f"{done / elapsed:.2f} steps/s, ETA {format_eta(eta_seconds(done, self.total, elapsed))}")

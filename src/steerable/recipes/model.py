@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from steerable.errors import with_article
 from steerable.recipes._where import KeyPath, RecipeFieldError, did_you_mean
 from steerable.recipes.expressions import (
     DEFAULT_BINDINGS,
@@ -116,7 +117,7 @@ def _compile_block(block: Any, path: KeyPath) -> BlockTemplate:
         raise RecipeFieldError(path, "a content block must be a mapping with a string `type` (image or text)")
     required = {"image": "feature", "text": "text"}.get(block["type"])
     if required is not None and not isinstance(block.get(required), str):
-        raise RecipeFieldError(path, f"a {block['type']} block needs a string `{required}`")
+        raise RecipeFieldError(path, f"{with_article(block['type'])} block needs a string `{required}`")
     return tuple(
         (str(key), Template(value) if isinstance(value, str) and PLACEHOLDER_RE.search(value) else None, value)
         for key, value in block.items()

@@ -7,17 +7,21 @@ frame it took effect (persistent rows), every interjection (an event row of styl
 and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame; a
 question (`/ask`) and its answer become a `vqa` pair on `camera` (the last exchange of a frame).
 `close()` finishes the videos and metadata (info.json last) and then writes the language columns,
-so an interrupted run still leaves a dataset that loads. A simulator recording also gets the
+so an interrupted run still leaves a dataset that loads. Each episode has its own files, so a write
+that fails (a full disk) loses only what was not finished: the episodes before it are kept (on a
+full disk the newest are dropped until the rest fit), and one `WriteError` names the folder and
+says how many were kept. A simulator recording also gets the
 synthetic ground-truth sidecar (the subtasks the controller executed, gripper events, object boxes),
 so `steerable eval` can score an annotator on recorded rollouts.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -26,7 +30,7 @@ from steerable.dataset.atomic import check_writable
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
-from steerable.errors import DatasetError
+from steerable.errors import DatasetError, WriteError, explain_os_error, os_cause
 from steerable.language import speech_row
 from steerable.language.styles import CONTEXT_STYLES
 from steerable.runtime.loop import RuntimeEvent
@@ -79,11 +83,15 @@ class Recorder:
         self._truths: list[EpisodeTruth] = []
         self._cameras: dict[str, tuple[int, int]] = {}
         self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
+        self._ended = 0  # episodes the session ended (written or not)
         self.closed = False
+        self.written: Path | None = None  # the dataset, once closed with at least one episode kept
         self.producers: dict[str, str] = {}  # style -> who wrote it (meta/info.json, `steerable info`)
 
     # -- runtime hooks -----------------------------------------------------------------------------
     def on_event(self, event: RuntimeEvent) -> None:
+        if self.closed:  # after a failed write, nothing more is recorded
+            return
         if event.kind == "task":
             self._finish_episode()
             self._episode = _Episode(event.text, event.frame)
@@ -107,7 +115,7 @@ class Recorder:
     def on_frame(self, observation: Observation, action: np.ndarray) -> None:
         ep = self._episode
         self._frame += 1
-        if ep is None:
+        if ep is None or self.closed:
             return
         ep.states.append(np.asarray(observation.state, dtype=np.float32))
         ep.actions.append(np.asarray(action, dtype=np.float32))
@@ -136,15 +144,20 @@ class Recorder:
         ep, self._episode = self._episode, None
         if ep is None or not ep.states:
             return
-        if self._builder is None:
+        self._ended += 1
+        if self._builder is None:  # one file group per episode: a failed write loses that episode only
             self._builder = DatasetBuilder(self.root, fps=self.fps, features=self._features(ep),
-                                           robot_type=self.robot_type)
+                                           robot_type=self.robot_type, episodes_per_file=1)
         n = len(ep.states)
-        index = self._builder.add_episode(
-            ep.task,
-            {"observation.state": np.stack(ep.states), "action": np.stack(ep.actions)},
-            {key: iter(frames) for key, frames in ep.images.items()},
-        )
+        try:
+            index = self._builder.add_episode(
+                ep.task,
+                {"observation.state": np.stack(ep.states), "action": np.stack(ep.actions)},
+                {key: iter(frames) for key, frames in ep.images.items()},
+            )
+        except Exception as exc:
+            self._save(exc)  # keeps the episodes before this one, and raises the one line that says so
+            raise
         times = frame_timestamps(n, self.fps).tolist()
         persistent = [{"role": "user", "content": ep.task, "style": "task_aug", "timestamp": times[0],
                        "camera": None, "tool_calls": None}]
@@ -182,15 +195,71 @@ class Recorder:
         return EpisodeTruth(index, ep.task, subtask_spans(starts, times), gripper_events(closure, times), boxes)
 
     def close(self) -> Path | None:
-        """Finish the dataset (idempotent); None when nothing was recorded."""
+        """Finish the dataset (idempotent); None when nothing was recorded.
+
+        Raises `WriteError` when an episode could not be written, after keeping those finished before it.
+        """
         if self.closed:
-            return self.root if self._builder is not None else None
-        self.closed = True
+            return self.written
         self._finish_episode()
-        if self._builder is None:
-            return None
-        if self._truths and len(self._truths) == len(self._language):
-            write_ground_truth(self._builder.build_dir, self.fps, self._cameras, self._truths)
-        self._builder.finalize()
-        write_language(LeRobotDataset(self.root), self._language, producers=self.producers or None)
-        return self.root
+        self.closed = True
+        if self._builder is not None:
+            self._save(None)
+        return self.written
+
+    def _save(self, failure: Exception | None) -> None:
+        """Finalize the episodes written; after `failure` (or one here) keep the finished ones and raise.
+
+        On a full disk the newest episodes are dropped until the metadata of the others fits.
+        """
+        self.closed = True
+        builder = self._builder
+        assert builder is not None
+        keep = builder.truncate(len(self._language)) if failure is not None else len(self._language)
+        try:
+            while keep:
+                try:
+                    truths = self._truths[:keep]
+                    if truths and len(self._truths) == len(self._language):
+                        write_ground_truth(builder.build_dir, self.fps, self._cameras, truths)
+                    builder.finalize(keep_on_error=True)
+                    break
+                except Exception as exc:
+                    failure = failure or exc
+                    keep = builder.truncate(keep - 1) if _out_of_space(exc) else 0
+        except BaseException:  # Ctrl-C: nothing half-built is left beside the folder
+            builder.abort()
+            raise
+        if not keep:
+            builder.abort()
+            raise WriteError(f"--record {self.root}: {_reason(failure)}; none of the {self._ended} episode(s) "
+                             "could be written, so nothing was recorded") from failure
+        self.written = self.root
+        language = {i: lang for i, lang in self._language.items() if i < keep}
+        try:
+            write_language(LeRobotDataset(self.root), language, producers=self.producers or None)
+        except Exception as exc:
+            if failure is None and os_cause(exc) is None:
+                raise
+            failure = failure or exc
+            self._fail(failure, keep, " (without their language rows: writing those failed too)")
+        if failure is not None:
+            self._fail(failure, keep, "")
+
+    def _fail(self, failure: Exception, keep: int, note: str) -> NoReturn:
+        kept = f"the first {keep} of the {self._ended} episodes are" if keep > 1 else f"the first of the {self._ended} episodes is"
+        raise WriteError(
+            f"--record {self.root}: {_reason(failure)}; {kept} kept there{note} and can be read, "
+            "the rest could not be written"
+        ) from failure
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    cause = os_cause(exc)
+    return cause is not None and cause.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _reason(exc: BaseException | None) -> str:
+    """What went wrong, without the paths of the hidden folder the dataset was being built in."""
+    cause = os_cause(exc) if exc is not None else None
+    return explain_os_error(cause, paths=False) if cause is not None else str(exc)

@@ -58,6 +58,7 @@ class StatusView:
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()
         unset = Text("(not set)", style="dim")
+        grid.add_row("scene", self.session.scene.removeprefix("scene "))  # the last /reset's, not the first
         grid.add_row("task", ctx.task or unset)
         grid.add_row("subtask", ctx.subtask or unset)
         grid.add_row("plan", ctx.plan or unset)
@@ -72,7 +73,8 @@ class StatusView:
         grid.add_row("models", f"{high} / {rt.low.name}")
         mode = "done" if rt.state.done else rt.state.mode
         color = {"action": "green", "paused": "yellow", "done": "cyan"}[mode]
-        panel = Panel(grid, title=f"steerable run · sim · [{color}]{mode}[/{color}]", title_align="left")
+        env = self.session.options.env.name
+        panel = Panel(grid, title=f"steerable run · {env} · [{color}]{mode}[/{color}]", title_align="left")
         hint = Text("plain text = interjection · /task /ask /pause /resume /reset /status /help /quit", style="dim")
         with self.lock:
             events = list(self.events)
@@ -132,15 +134,15 @@ def run_repl(session: Session) -> int:
     view = StatusView(session, console)
     rt.listeners.append(view.on_event)
     session.out = view.note
-    console.print(session.describe_scene(), style="dim")
     stop = threading.Event()
     failure: list[BaseException] = []
 
     def control() -> None:
         try:
             rt.run(until=lambda: stop.is_set() or session.quit)
-        except BaseException as exc:  # surfaced on the main thread
+        except BaseException as exc:  # surfaced on the main thread, which stops reading keys
             failure.append(exc)
+            stop.set()
 
     thread = threading.Thread(target=control, name="runtime-loop", daemon=True)
     fd = sys.stdin.fileno()

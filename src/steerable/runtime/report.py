@@ -1,12 +1,36 @@
-"""Tables for evaluation reports (rich renderables; the CLI prints them)."""
+"""Tables for evaluation reports (rich renderables; the CLI prints them), and a running evaluation's progress."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
-from steerable.runtime.evaluation import EvalReport
+from steerable.progress import ProgressLine
+from steerable.runtime.evaluation import EpisodeResult, EvalReport
 
-__all__ = ["eval_table"]
+__all__ = ["EvalProgress", "eval_table"]
+
+
+class EvalProgress(ProgressLine):
+    """`eval: episodes 3/50, 2 succeeded, ... ETA 94 s` on stderr; `on_result` is `evaluate`'s callback."""
+
+    def __init__(self, total: int, **options: Any) -> None:
+        super().__init__("eval", total, **options)
+        self.successes = 0
+
+    def __enter__(self) -> EvalProgress:
+        super().__enter__()
+        return self
+
+    def on_result(self, result: EpisodeResult) -> None:
+        self.advance()  # before the success: a line never shows more successes than episodes
+        self.successes += int(result.success)
+
+    def text(self) -> str:
+        successes = self.successes
+        head, _, tail = super().text().partition(", ")
+        return f"{head}, {successes} succeeded, {tail}"
 
 
 def eval_table(report: EvalReport) -> Table:

@@ -164,6 +164,7 @@ class Session:
     def _start(self, options: SessionOptions) -> None:
         self.seed = options.seed if options.seed is not None else _seed_for(self.env, options.task)
         self.env.reset(self.seed, options.task or "")
+        self.scene = self.describe_scene()  # the current scene's line (the REPL panel shows it)
         self.speech_dir = Path(tempfile.mkdtemp(prefix="steerable_say_")) if options.tts != "text" else None
         tools = load_tools({}, tts=options.tts, output_dir=self.speech_dir)
         self.recorder = (
@@ -210,7 +211,8 @@ class Session:
         self.runtime.state.set_mode("paused")
         if self.recorder is not None:
             self.recorder.end_episode()
-        self.runtime.emit("info", self.describe_scene())
+        self.scene = self.describe_scene()
+        self.runtime.emit("info", self.scene)
 
     def handle(self, line: Line) -> None:
         """Apply one operator line (front-end commands are answered here, the rest go to the runtime)."""

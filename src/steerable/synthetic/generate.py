@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +147,7 @@ def generate_synthetic(
     interjection_rate: float | None = None,
     privileged_state: bool = False,
     camera_shapes: str = DEFAULT_CAMERA_SHAPES,
+    on_episode: Callable[[], None] | None = None,
 ) -> Path:
     """Write `episodes` scripted tabletop demonstrations to `out`; same arguments, same bytes.
 
@@ -157,6 +158,7 @@ def generate_synthetic(
     as `observation.environment_state`.
     `camera_shapes`: "equal" (both cameras 224x160, as `steerable run --env sim` renders them) or
     "legacy" (the wrist camera 128x128, as datasets made before).
+    `on_episode` is called after each episode is written (a progress display).
     """
     level = get_difficulty(difficulty)
     sizes = camera_sizes(camera_shapes)
@@ -186,6 +188,8 @@ def generate_synthetic(
             )
             truths.append(truth)
             tasks.append(task)
+            if on_episode is not None:
+                on_episode()
             logger.debug("episode %d: %d frames, %r", ep, len(rec.ticks), task.text)
         # Into the folder being built, which the builder's exit commits to `out`.
         write_ground_truth(

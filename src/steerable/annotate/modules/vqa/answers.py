@@ -16,6 +16,7 @@ from typing import Any
 
 from steerable.annotate.modules.vqa.config import QUESTION_TYPES, CoordinateFormat, QuestionType
 from steerable.annotate.modules.vqa.replies import RELATIONS, required_keys
+from steerable.errors import with_article
 
 __all__ = [
     "RELATIONS",
@@ -223,8 +224,8 @@ def check_answer(
         if got != qtype:
             required, _ = _shape(qtype)
             keys = sorted(answer) if isinstance(answer, Mapping) else type(answer).__name__
-            hint = f" (that is a {got} answer)" if got else ""
-            raise _Refused(f"a {qtype} answer needs keys {sorted(required)}, got {keys}{hint}")
+            hint = f" (that is {with_article(got)} answer)" if got else ""
+            raise _Refused(f"{with_article(qtype)} answer needs keys {sorted(required)}, got {keys}{hint}")
         assert isinstance(answer, Mapping)
         if qtype in ("bbox", "keypoint"):
             stored, scale = _grounded(

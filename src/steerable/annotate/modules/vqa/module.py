@@ -24,7 +24,7 @@ from steerable.annotate.modules.vqa.answers import CheckedAnswer, answer_type, c
 from steerable.annotate.modules.vqa.config import VqaConfig
 from steerable.annotate.modules.vqa.questions import Question, QuestionPrompts, answer_schema, plan_questions
 from steerable.annotate.modules.vqa.replies import vqa_reply
-from steerable.errors import AnnotationError, ConfigError, VLMReplyError
+from steerable.errors import AnnotationError, ConfigError, VLMReplyError, with_article
 from steerable.vlm.protocol import VLMClient
 
 __all__ = ["VqaModule", "resolve_cameras", "validate_vqa_rows"]
@@ -127,7 +127,7 @@ class VqaModule:
         messages: list[dict[str, Any]] = [
             {"role": "user", "content": [{"type": "image", "image": frame}, {"type": "text", "text": prompt}]}
         ]
-        where = f"{'an' if q.qtype[0] in 'aeiou' else 'a'} {q.qtype} question on {q.camera}"  # no time: the run summary groups and counts them
+        where = f"{with_article(q.qtype)} question on {q.camera}"  # no time: the run summary groups and counts them
         problem = ""
         for _ in range(1 + self.config.max_retries):
             try:
