@@ -48,18 +48,9 @@ def test_same_seed_gives_identical_files(synth: Path, tmp_path: Path) -> None:
     again = generate_synthetic(tmp_path / "again", episodes=EPISODES, seed=SEED)
     first, second = digests(synth), digests(again)
     assert first.keys() == second.keys()
-    videos = [name for name in first if name.endswith(".mp4")]
-    assert len(videos) == 2
-    assert {k: v for k, v in first.items() if k not in videos} == {
-        k: v for k, v in second.items() if k not in videos
-    }
-    # Multi-threaded libx264 occasionally emits a slightly different bitstream for the same frames,
-    # so videos are compared by content: same frames, differing at most by encoder noise.
-    for name in videos:
-        ours, theirs = decoded(synth / name), decoded(again / name)
-        assert len(ours) == len(theirs)
-        assert max(float(np.abs(a - b).mean()) for a, b in zip(ours, theirs, strict=True)) < 1.0
-
+    assert len([name for name in first if name.endswith(".mp4")]) == 2
+    # Videos too: the builder encodes with one thread, whose bitstream does not vary run to run.
+    assert first == second
 
 def test_other_seed_gives_other_episodes(synth: Path, tmp_path: Path) -> None:
     other = generate_synthetic(tmp_path / "other", episodes=1, seed=SEED + 1, cameras=("top",))

@@ -213,7 +213,11 @@ class DatasetBuilder:
         writer = self._writers.get(key)
         if writer is None:
             path = self.build_dir / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
-            writer = VideoWriter(path, self.fps, width, height, codec=self.video_codec, crf=self.video_crf)
+            # One encoder thread: libx264's automatic threading gives a different bitstream run to run,
+            # and a dataset is written deterministically (same frames, same bytes). For the small
+            # frames of generated and recorded datasets it is no slower on two cores.
+            writer = VideoWriter(path, self.fps, width, height, codec=self.video_codec, crf=self.video_crf,
+                                 threads=1)
             self._writers[key] = self._open.enter_context(writer)
         sampled = set(sample_frame_indices(length).tolist())
         acc = ImageStatsAccumulator()
