@@ -9,6 +9,10 @@ Then the whole command, process to process: `steerable render DATASET --recipe s
 --all --json` (start-up, imports, reading, rendering, JSON to /dev/null), the median wall time of
 `--process_runs` runs after a warm-up, on a dataset written to disk (`--process_episodes` episodes
 of `--process_frames` frames, or `--dataset DIR`), beside the in-memory render of the same frames.
+With `--lerobot_python PATH` (a Python with lerobot 0.6.x and `datasets`, `pandas`, `pyyaml`; torch is
+not needed), the same dataset is also rendered by LeRobot's own `render_sample` through
+`benchmarks/lerobot_render_driver.py`, paired with `steerable render --compat lerobot` on one recipe file
+both accept: samples compared frame by frame, then the two commands in turn, the ratio pair by pair.
 Run: `python benchmarks/render.py [--episodes 5 --frames 3000 --span 40 --process_runs 5]`.
 """
 
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
 import random
 import statistics
 import subprocess
@@ -36,6 +42,64 @@ FPS = 30
 CAMERAS = ("observation.images.top", "observation.images.wrist")
 Row = dict[str, Any]
 Episode = tuple[list[Row], list[list[Row]], list[float]]
+
+# The built-in subtask_mem_vqa_speech as LeRobot 0.6.1's load_recipe accepts it (0.6.1 ships no recipe
+# files and refuses the built-ins): no description/cameras/route keys, literal camera keys, and a target
+# on the low-level turn (0.6.1 wants one in every message recipe). 0.6.1 also resolves its default
+# `vqa`/`vqa_query` bindings (no camera) in every component, which raises on a two-camera VQA frame, so
+# the components that do not ask VQA pin them to a camera (unused there). Steerable loads it unchanged.
+_PIN = "".join(f"      {name}: emitted_at(t, style=vqa, role={role}, camera=observation.images.top)\n"
+               for name, role in (("vqa", "assistant"), ("vqa_query", "user")))
+LEROBOT_061_RECIPE = """\
+blend:
+  high_level_subtask:
+    weight: 0.25
+    bindings:
+""" + _PIN + """\
+    messages:
+      - {role: user, content: "${task}", stream: high_level}
+      - {role: assistant, content: "${subtask}", stream: high_level, target: true, if_present: subtask}
+  low_level_execution:
+    weight: 0.40
+    bindings:
+""" + _PIN + """\
+    messages:
+      - {role: user, content: "${subtask}", stream: low_level, target: true, if_present: subtask}
+  memory_update:
+    weight: 0.10
+    bindings:
+      prior_memory: nth_prev(t, style=memory, offset=1)
+      current_memory: active_at(t, style=memory)
+      completed_subtask: nth_prev(t, style=subtask, offset=1)
+""" + _PIN + """\
+    messages:
+      - {role: user, content: "${task}", stream: high_level}
+      - {role: assistant, content: "Memory so far: ${prior_memory}", stream: high_level, if_present: prior_memory}
+      - {role: user, content: "Just finished: ${completed_subtask}", stream: high_level, if_present: completed_subtask}
+      - {role: assistant, content: "${current_memory}", stream: high_level, target: true, if_present: current_memory}
+  user_interjection_response:
+    weight: 0.10
+    bindings:
+""" + _PIN + """\
+    messages:
+      - {role: user, content: "${task}", stream: high_level}
+      - {role: user, content: "${interjection}", stream: high_level, if_present: interjection}
+      - {role: assistant, stream: high_level, target: true, tool_calls_from: speech, if_present: speech}
+""" + "".join(f"""\
+  ask_vqa_{cam}:
+    weight: 0.075
+    bindings:
+      vqa_query: emitted_at(t, style=vqa, role=user, camera=observation.images.{cam})
+      vqa: emitted_at(t, style=vqa, role=assistant, camera=observation.images.{cam})
+    messages:
+      - role: user
+        stream: high_level
+        if_present: vqa_query
+        content:
+          - {{type: image, feature: observation.images.{cam}}}
+          - {{type: text, text: "${{vqa_query}}"}}
+      - {{role: assistant, content: "${{vqa}}", stream: high_level, target: true, if_present: vqa}}
+""" for cam in ("top", "wrist"))
 
 
 def _row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
@@ -239,6 +303,8 @@ def main() -> None:
     parser.add_argument("--process_episodes", type=int, default=43, help="episodes of the dataset the command reads")
     parser.add_argument("--process_frames", type=int, default=400, help="frames per episode of that dataset")
     parser.add_argument("--dataset", default=None, help="time the command on this dataset instead")
+    parser.add_argument("--lerobot_python", default=None,
+                        help="a Python with lerobot 0.6.x: also time LeRobot's render_sample on that dataset")
     args = parser.parse_args()
     rng = random.Random(0)
     episodes = [make_episode(rng, args.frames, args.span) for _ in range(args.episodes)]
@@ -275,6 +341,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="render-bench-") as tmp:
         root = Path(args.dataset) if args.dataset else write_dataset(Path(tmp) / "ds", rng, args)
         frames, wall, cpu, memory_s = time_process(root, args.process_runs)
+        lr = compare_lerobot(root, Path(tmp), args.lerobot_python, args.process_runs) if args.lerobot_python else None
     print(
         f"{'subtask_mem_vqa_speech':<24} {'in memory (render only)':<28} {frames / memory_s:>11,.0f} "
         f"{'':>8} {frames:>10,} frames"
@@ -283,11 +350,25 @@ def main() -> None:
         f"{'':<24} {'steerable render process':<28} {frames / wall:>11,.0f} {'':>8} "
         f"{wall:>9.2f}s wall, {cpu:.2f}s CPU (median of {args.process_runs})"
     )
+    extra = ""
+    if lr is None:
+        print("LeRobot comparison skipped: pass --lerobot_python PATH (a Python with lerobot 0.6.x)")
+    else:
+        print(
+            f"{'':<24} {'LeRobot render_sample process':<28} {frames / lr['lerobot_process_s']:>11,.0f} {'':>8} "
+            f"{lr['lerobot_process_s']:>9.2f}s wall, {lr['lerobot_process_cpu_s']:.2f}s CPU; vs steerable "
+            f"--compat lerobot {lr['ours_process_s']:.2f}s: {lr['lerobot_ratio']:.1f}x wall, "
+            f"{lr['lerobot_cpu_ratio']:.1f}x CPU (pair medians), {lr['lerobot_samples']:,} samples, "
+            f"identical={str(lr['lerobot_identical']).lower()}"
+        )
+        extra = " " + " ".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else round(v, 2)}" for k, v in lr.items()
+        )
     print(
         f"RESULT samples_per_s={min(ours_rates):.0f} scan_samples_per_s={min(scan_rates):.0f} "
         f"speedup_min={min(ratios):.1f} identical={str(all_same).lower()} persistent_rows={rows} frames={n} "
         f"process_s={wall:.2f} process_cpu_s={cpu:.2f} process_samples_per_s={frames / wall:.0f} "
-        f"inmemory_samples_per_s={frames / memory_s:.0f} process_frames={frames}"
+        f"inmemory_samples_per_s={frames / memory_s:.0f} process_frames={frames}{extra}"
     )
 
 
@@ -341,6 +422,47 @@ def time_process(root: Path, runs: int) -> tuple[int, float, float, float]:
     for timeline, index, t in frames:
         renderer.render(timeline, t=t, index=index, task="tidy the table")
     return len(frames), statistics.median(walls), statistics.median(cpus), time.process_time() - start
+
+
+def compare_lerobot(root: Path, tmp: Path, python: str, runs: int) -> dict[str, Any]:
+    """`steerable render --compat lerobot` vs LeRobot's `render_sample` (the driver, in `python`), one recipe.
+
+    Both render every frame to JSON lines; the samples are compared frame by frame (these runs also warm
+    the caches), then the two commands run in turn `runs` times; ratios are LeRobot / steerable, pair by
+    pair, median.
+    """
+    recipe = tmp / "subtask_mem_vqa_speech_lerobot061.yaml"
+    recipe.write_text(LEROBOT_061_RECIPE)
+    ours = [sys.executable, "-m", "steerable.cli.main", "render", str(root), "--recipe", str(recipe),
+            "--compat", "lerobot", "--all", "--json"]
+    theirs = [python, str(Path(__file__).with_name("lerobot_render_driver.py")), str(root), str(recipe), "--json"]
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp / "hf-datasets")}  # from_parquet's cache, removed with tmp
+
+    def samples(command: list[str]) -> dict[int, list[Any]]:
+        out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+        rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+        keys = ("messages", "message_streams", "target_message_indices")
+        return {r["index"]: [r.get(k) for k in keys] for r in rows if "index" in r}
+
+    got, expected = samples(ours), samples(theirs)
+    walls: dict[str, list[float]] = {"ours": [], "theirs": []}
+    cpus: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for _ in range(runs):
+        for key, command in (("ours", ours), ("theirs", theirs)):
+            before = _children_cpu()
+            start = time.perf_counter()
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+            walls[key].append(time.perf_counter() - start)
+            cpus[key].append(_children_cpu() - before)
+    return {
+        "lerobot_process_s": statistics.median(walls["theirs"]),
+        "lerobot_process_cpu_s": statistics.median(cpus["theirs"]),
+        "ours_process_s": statistics.median(walls["ours"]),
+        "lerobot_ratio": statistics.median(t / o for t, o in zip(walls["theirs"], walls["ours"], strict=True)),
+        "lerobot_cpu_ratio": statistics.median(t / o for t, o in zip(cpus["theirs"], cpus["ours"], strict=True)),
+        "lerobot_samples": sum(v[0] is not None for v in expected.values()),
+        "lerobot_identical": got == expected,
+    }
 
 
 def _children_cpu() -> float:
