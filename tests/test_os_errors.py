@@ -34,6 +34,11 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _kib(path: Path) -> int:
+    """The KiB `path` takes on a tmpfs (whole 4 KiB pages)."""
+    return -(-path.stat().st_size // 4096) * 4
+
+
 def _mount(path: Path, options: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
@@ -182,7 +187,7 @@ def test_run_record_on_a_disk_that_fills_during_the_last_episode_keeps_the_finis
     run = ["run", "--env", "sim", "--seed", "3", "--record"]
     two = steerable(*run, str(tmp_path / "two"), "--commands", str(tmp_path / "two.txt"))
     assert two.returncode == 0, two.stderr
-    needed_kib = sum(-(-p.stat().st_size // 4096) * 4 for p in (tmp_path / "two").rglob("*") if p.is_file())
+    needed_kib = sum(_kib(p) for p in (tmp_path / "two").rglob("*") if p.is_file())
     for disk in _mount(tmp_path / "tiny", f"size={needed_kib + 64}k"):  # the last episode needs ~250 KiB more
         record = disk / "rec"
         result = steerable(*run, str(record), "--commands", str(tmp_path / "three.txt"))
@@ -202,12 +207,21 @@ def test_run_record_stops_the_session_where_the_disk_filled(tmp_path: Path) -> N
     without playing the third, and the first is kept."""
     first = "/task put the orange cube in the blue bin\n@1s /reset 5\n"
     (tmp_path / "one.txt").write_text(first)
+    (tmp_path / "two.txt").write_text(first + LAST + "/reset 4\n")
     (tmp_path / "three.txt").write_text(first + LAST + "/reset 4\n/task put the purple cube in the yellow bin\n")
     run = ["run", "--env", "sim", "--seed", "3", "--record"]
-    one = steerable(*run, str(tmp_path / "one"), "--commands", str(tmp_path / "one.txt"))
-    assert one.returncode == 0, one.stderr
-    needed_kib = sum(-(-p.stat().st_size // 4096) * 4 for p in (tmp_path / "one").rglob("*") if p.is_file())
-    for disk in _mount(tmp_path / "tiny", f"size={needed_kib + 64}k"):
+    for name in ("one", "two"):
+        done = steerable(*run, str(tmp_path / name), "--commands", str(tmp_path / f"{name}.txt"))
+        assert done.returncode == 0, done.stderr
+    # The metadata is written at the end. The disk holds the first episode with its metadata (the
+    # recording `one`), but not the first episode's files beside the second's (one file group per
+    # episode: its parquet and videos are the files `one` lacks): halfway between the two.
+    one = {p.relative_to(tmp_path / "one"): _kib(p) for p in (tmp_path / "one").rglob("*") if p.is_file()}
+    first_files = sum(kib for path, kib in one.items() if path.parts[0] != "meta")
+    second = sum(_kib(p) for p in (tmp_path / "two").rglob("*")
+                 if p.is_file() and p.relative_to(tmp_path / "two") not in one)
+    assert first_files + second > sum(one.values()), "the second episode's files outweigh the metadata"
+    for disk in _mount(tmp_path / "tiny", f"size={(sum(one.values()) + first_files + second) // 2}k"):
         record = disk / "rec"
         result = steerable(*run, str(record), "--commands", str(tmp_path / "three.txt"))
         assert_one_line(result, "no space left", str(record), "the first of the 2 episodes is kept")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import threading
 import time
 
@@ -33,9 +34,17 @@ def test_on_a_terminal_the_line_is_redrawn_in_place() -> None:
             assert bar.live and not bar.lines
             bar.advance(2)
         tty.flush()
-        shown = os.read(leader, 65536).decode(errors="replace")
+        shown = _read_all(leader)
     os.close(leader)
     assert "job: clips 2/2" in shown
+
+
+def _read_all(fd: int) -> str:
+    """What the terminal received: read until nothing more arrives for a moment (the line comes in pieces)."""
+    chunks = []
+    while select.select([fd], [], [], 0.5)[0]:
+        chunks.append(os.read(fd, 65536))
+    return b"".join(chunks).decode(errors="replace")
 
 
 def test_eta() -> None:
