@@ -213,9 +213,9 @@ class DatasetBuilder:
         writer = self._writers.get(key)
         if writer is None:
             path = self.build_dir / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
-            # One encoder thread: libx264's automatic threading gives a different bitstream run to run,
-            # and a dataset is written deterministically (same frames, same bytes). For the small
-            # frames of generated and recorded datasets it is no slower on two cores.
+            # One encoder thread: libx264's automatic threading varies the bitstream run to run far more
+            # often than one thread does, and for the small frames of generated and recorded datasets
+            # one thread is no slower on two cores.
             writer = VideoWriter(path, self.fps, width, height, codec=self.video_codec, crf=self.video_crf,
                                  threads=1)
             self._writers[key] = self._open.enter_context(writer)
