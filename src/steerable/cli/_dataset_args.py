@@ -8,8 +8,8 @@ steerable as aliases, rewritten here before parsing:
   sheets, view); for `annotate`, a first positional `D` or `--dataset D` -> `--root D` for a local
   folder, else `--repo_id D`;
 - `--only_episodes L` -> `--episodes L` (export, render, view); for `annotate`, `--episodes L` ->
-  its `--only_episodes L`, and for `train` `--episodes L` stays, both with ranges expanded
-  (`7-9` -> `7,8,9`).
+  its `--only_episodes L`, and for `train` and `run` (`--replay`) `--episodes L` stays, all with
+  ranges expanded (`7-9` -> `7,8,9`).
 
 `train` and `recipes lint` keep their `--dataset` flag (it is their spelling), and `demo` and
 `make-dataset` use `--episodes N` for a count, so none of them is rewritten.
@@ -68,7 +68,7 @@ def normalize_aliases(argv: list[str]) -> list[str]:
         for flag, value in picks:  # ranges (7-9) expanded here: annotate's config takes a list
             tail += ["--only_episodes", ",".join(str(i) for i in parse_episodes(value, flag) or [])]
         return head + tail
-    if command == "train":  # ranges expanded: the training config takes a list
+    if command in ("train", "run"):  # ranges expanded: the training and run settings take a list
         tail, picks = _take(tail, ("--episodes", "--only_episodes"))
         for flag, value in picks:
             tail += ["--episodes", ",".join(str(i) for i in parse_episodes(value, flag) or [])]

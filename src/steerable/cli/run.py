@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 USAGE = """usage: steerable run [--task TEXT] [--commands FILE | --eval_episodes N] [--high_level KIND] [...]
+       steerable run --replay DATASET [--episodes 0-9] [--json]
 
 Steer a robot in language: a task, interjections ('no, the right bin'), questions (/ask), pause/resume,
 spoken replies. Interactive REPL by default; --commands FILE plays a script; --eval_episodes N evaluates
-seeded tasks in parallel. The scripted planner and controller are test doubles for the simulator, not
+seeded tasks in parallel; --replay DATASET replays a synthetic dataset's recorded actions from each episode's
+own scene and checks the outcome. The scripted planner and controller are test doubles for the simulator, not
 models. Every option, with its default:
 """
 
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = parse_command(RunSettings, args, USAGE)
     if cfg is None:
         return 0
+    if cfg.replay is not None:
+        return _replay(cfg)
     spec = cfg.stack()
     if cfg.eval_episodes is not None:
         return _evaluate(cfg, spec, cfg.eval_episodes)
@@ -109,17 +113,36 @@ def _eval_difficulty(cfg: RunSettings, spec: Any) -> str | None:
     return None
 
 
+def _replay(cfg: RunSettings) -> int:
+    from steerable.progress import ProgressLine
+    from steerable.synthetic.replay import open_replay
+
+    assert cfg.replay is not None
+    replay = open_replay(cfg.replay, cfg.episodes)
+    with ProgressLine("replay", len(replay.episodes)) as progress:  # on stderr: stdout stays the table or JSON
+        report = replay.run(on_result=lambda _: progress.advance())
+    if cfg.as_json:
+        print(json.dumps(report.to_json()))
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
 def _evaluate(cfg: RunSettings, spec: Any, episodes: int) -> int:
     from rich.console import Console
 
     from steerable.runtime.evaluation import evaluate
+    from steerable.runtime.loop import LoopRates
     from steerable.runtime.report import EvalProgress, eval_table
 
-    with EvalProgress(episodes) as progress:  # on stderr: stdout stays the table, or one JSON object
+    max_seconds = cfg.max_seconds or 90.0
+    # on stderr: stdout stays the table, or one JSON object
+    with EvalProgress(episodes, max_seconds=max_seconds) as progress:
         report = evaluate(spec, episodes, env=cfg.environment(), seed=cfg.seed or 0,
                           interjections=cfg.eval_interjections, workers=cfg.workers,
-                          difficulty=_eval_difficulty(cfg, spec), max_seconds=cfg.max_seconds or 90.0,
-                          on_result=progress.on_result)
+                          difficulty=_eval_difficulty(cfg, spec), max_seconds=max_seconds,
+                          rates=LoopRates(cfg.ctrl_hz, cfg.chunk_hz, cfg.high_level_hz),
+                          on_result=progress.on_result, on_time=progress.on_time)
     if cfg.as_json:
         data = report.to_json()
         data.pop("results")

@@ -57,7 +57,8 @@ class RunVLMSettings(Settings):
 
 
 class RunSettings(Settings):
-    """Everything `steerable run` does: a session (REPL, commands file, recording) or an evaluation."""
+    """Everything `steerable run` does: a session (REPL, commands file, recording), an evaluation, or the
+    replay of a synthetic dataset's actions."""
 
     model_config = ConfigDict(extra="forbid")
     doc: ClassVar[str | None] = "docs/run.md"
@@ -96,8 +97,16 @@ class RunSettings(Settings):
         "policy was trained on, else easy)"
     )
     workers: int | None = Field(None, description="evaluation processes (default: one per core)")
+    replay: Path | None = Field(
+        None, description="replay a synthetic DATASET's recorded actions in the simulator, each episode from its "
+        "own scene, and compare the outcome with the recorded one"
+    )
+    episodes: list[int] | None = Field(None, description="with --replay: these episodes, e.g. 0-9 or 0,3,7-9 "
+                                       "(default: every episode)")
     # `json` would shadow BaseModel.json: the field has another name, the flag keeps its own.
-    as_json: bool = Field(False, alias="json", description="with --eval_episodes: print one JSON object")
+    as_json: bool = Field(
+        False, alias="json", description="with --eval_episodes or --replay: print one JSON object"
+    )
     display: Literal["none", "rerun"] = Field(
         "none", description="none | rerun: stream cameras, language context, events and loop rates to Rerun "
         "([rerun] extra)"
@@ -154,6 +163,17 @@ class RunSettings(Settings):
     @model_validator(mode="after")
     def _combinations(self) -> RunSettings:
         evaluating = self.eval_episodes is not None
+        if self.episodes is not None and self.replay is None:
+            raise ConfigError("--episodes picks the episodes of --replay DATASET: add --replay")
+        if self.replay is not None:
+            others = [f"--{name}" for name, on in (("eval_episodes", evaluating), ("record", self.record is not None),
+                                                     ("commands", self.commands is not None),
+                                                     ("task", self.task is not None),
+                                                     ("display", self.display != "none")) if on]
+            if others:
+                raise ConfigError(f"--replay replays a dataset's actions; it does not combine with {', '.join(others)}")
+            if self.env != "sim":
+                raise ConfigError(f"--replay replays in the simulator (--env sim), not --env {self.env}")
         if self.record is not None and evaluating:
             raise ConfigError("--record records one session; it does not combine with --eval_episodes")
         if self.display != "none" and evaluating:

@@ -4,8 +4,10 @@ Actions and states are what the synthetic dataset stores: `ee.x, ee.y, ee.z, gri
 (an absolute gripper pose target per step, metres in the table frame, closure 0 open .. 1 closed).
 One `send_action` is one world step at `fps`. Scenes are drawn from the seed like the synthetic
 dataset's, and a task, when none is given, at a `difficulty` (easy: 1-2 steps and stacking;
-realistic / hard: up to four steps, pushes among them). Both cameras render 224x160 by default
-(`camera_shapes="legacy"`: the wrist camera 128x128, as older synthetic datasets).
+realistic / hard: up to four steps, pushes among them); `reset_to_recorded` rebuilds a dataset
+episode's own scene and task (what `steerable run --replay` replays its actions from). Both
+cameras render 224x160 by default (`camera_shapes="legacy"`: the wrist camera 128x128, as older
+synthetic datasets).
 
 For evaluation the env also plans an operator's correction (`TakesInterjections`): the first
 pick-and-place step gets a new target while the robot carries its cube there (once the cube has
@@ -23,14 +25,13 @@ import numpy as np
 
 from steerable.control import EpisodeSpec, HighLevelModel, LowLevelController, Observation
 from steerable.errors import ConfigError
-from steerable.synthetic.commands import DIRECTIONS, CommandError, side_of
+from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
-from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key
+from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
 from steerable.synthetic.oracle import INTERJECTION_PHRASES
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes, render_frame
-from steerable.synthetic.tasks import PUSH_DISTANCE, Step, parse_task, sample_task
+from steerable.synthetic.tasks import Step, parse_task, sample_task, step_satisfied, task_done
 from steerable.synthetic.world import (
-    CUBE_SIZE,
     TABLE_DEPTH,
     TABLE_WIDTH,
     Gripper,
@@ -53,28 +54,6 @@ __all__ = [
 _Z_MAX = 0.25
 # How far (metres, on the table) the held cube travels before the operator corrects its target.
 CARRY_BEFORE_INTERJECTING = 0.05
-
-
-def step_satisfied(state: WorldState, target: Step, start: WorldState | None = None) -> bool:
-    """Whether `target` holds in `state`: its cube rests (released) in its receptacle or on its target
-    cube, or, for a push, has moved PUSH_DISTANCE (within 1.5 cm) that way since `start`."""
-    scene = state.scene
-    i = scene.cube_index(target.cube)
-    if state.held == i:
-        return False
-    x, y, z = state.positions[i]
-    if target.push:
-        if start is None:
-            return False
-        ux, uy = DIRECTIONS[target.target]
-        sx, sy, _ = start.positions[i]
-        return (x - sx) * ux + (y - sy) * uy >= PUSH_DISTANCE - 0.015
-    if target.stack:
-        tx, ty, tz = state.positions[scene.cube_index(target.target)]
-        half = scene.cubes[i].size / 2
-        return abs(x - tx) < half and abs(y - ty) < half and abs(z - (tz + CUBE_SIZE)) < 1e-3
-    x0, y0, x1, y1 = scene.receptacle(target.target).rect
-    return x0 <= x <= x1 and y0 <= y <= y1
 
 
 def task_kind(steps: tuple[Step, ...]) -> str:
@@ -209,6 +188,19 @@ class SimEnv:
         self.steps_taken = 0
         return SimEpisode(text, task_kind(steps) if steps else "free-form", steps or ())
 
+    def reset_to_recorded(self, seed: int, episode_index: int, difficulty: str = "easy") -> SimEpisode:
+        """Episode `episode_index` of the synthetic dataset made with `seed` at `difficulty`: its initial
+        scene exactly as the generator drew it, with its task (a redirect is the caller's `change_target`).
+
+        The gripper starts at home, open, as after `reset`; the dataset's first frame has already
+        moved it to where the expert starts (its first action goes there).
+        """
+        world, task = recorded_scene(seed, episode_index, difficulty)
+        self.world = self.start = world
+        self.episode = _Episode(seed, task.text, task.steps)
+        self.steps_taken = 0
+        return SimEpisode(task.text, task_kind(task.steps), task.steps)
+
     def _state(self) -> WorldState:
         if self.world is None:
             raise RuntimeError("call reset() before using the simulator")
@@ -248,8 +240,7 @@ class SimEnv:
         """Whether every step of the task holds now (None for a task the simulator cannot check)."""
         if self.episode is None or self.episode.steps is None:
             return None
-        world = self._state()
-        return all(step_satisfied(world, s, self.start) for s in self.episode.steps) and world.held is None
+        return task_done(self._state(), self.episode.steps, self.start)
 
     def close(self) -> None:
         """Nothing to release; the final state stays readable (for reports and tests)."""

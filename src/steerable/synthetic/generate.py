@@ -15,6 +15,8 @@ from steerable.synthetic.expert import Demo, demonstrate
 from steerable.synthetic.ground_truth import (
     EpisodeTruth,
     Interjection,
+    Outcome,
+    RecordedScene,
     gripper_events,
     subtask_spans,
     write_ground_truth,
@@ -26,8 +28,8 @@ from steerable.synthetic.privileged import (
 )
 from steerable.synthetic.recording import Recording, record
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes
-from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task
-from steerable.synthetic.world import sample_world
+from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task, task_done
+from steerable.synthetic.world import WorldState, sample_world
 
 __all__ = [
     "DEFAULT_INTERJECTION_RATE",
@@ -37,6 +39,7 @@ __all__ = [
     "camera_key",
     "generate_synthetic",
     "record_episode",
+    "recorded_scene",
     "simulate_episode",
     "synthetic_features",
 ]
@@ -91,6 +94,23 @@ def _check(episodes: int, cameras: Sequence[str], fps: int, interjection_rate: f
     return cams
 
 
+def _episode_start(
+    seed: int, episode_index: int, level: Difficulty
+) -> tuple[np.random.Generator, WorldState, TaskSpec]:
+    """The expert's stream for the episode, the scene drawn from it, then the task (before any redirect)."""
+    rng = np.random.default_rng([seed, episode_index])
+    world = sample_world(rng)
+    return rng, world, sample_task(world.scene, rng, level, world.positions)
+
+
+def recorded_scene(seed: int, episode_index: int, difficulty: str | Difficulty = EASY) -> tuple[WorldState, TaskSpec]:
+    """The initial world of episode `episode_index` of the dataset made with `seed` at `difficulty`,
+    exactly as the generator drew it, and its task as drawn (a redirect, if any, is not applied):
+    what `SimEnv.reset_to_recorded` starts from."""
+    _, world, task = _episode_start(seed, episode_index, get_difficulty(difficulty))
+    return world, task
+
+
 def simulate_episode(
     seed: int,
     episode_index: int,
@@ -103,9 +123,7 @@ def simulate_episode(
     `interjection_rate`: the chance that one placement is redirected part way (`Demo.redirects`).
     """
     level = get_difficulty(difficulty)
-    rng = np.random.default_rng([seed, episode_index])
-    world = sample_world(rng)
-    task = sample_task(world.scene, rng, level, world.positions)
+    rng, world, task = _episode_start(seed, episode_index, level)
     if interjection_rate > 0:
         redirect_rng = np.random.default_rng([seed, episode_index, _REDIRECT_STREAM])
         if redirect_rng.random() < interjection_rate:
@@ -132,7 +150,14 @@ def record_episode(
     task, demo = simulate_episode(seed, episode_index, fps, level, interjection_rate)
     cams = [c.rsplit(".", 1)[-1] for c in cameras]
     rec = record(demo, level, np.random.default_rng([seed, episode_index, _RECORDING_STREAM]), cams, fps, sizes)
-    return task, rec, _truth(episode_index, task.text, rec, cams, fps)
+    start, _ = recorded_scene(seed, episode_index, level)
+    final = demo.states[-1]
+    outcome = Outcome(
+        task_done(final, task.steps, start),
+        {cube.name: final.positions[i] for i, cube in enumerate(final.scene.cubes)},
+    )
+    scene = RecordedScene(seed, episode_index, level.name)
+    return task, rec, _truth(episode_index, task.text, rec, cams, fps, scene, outcome)
 
 
 def generate_synthetic(
@@ -220,7 +245,9 @@ def _write_language(out: Path, seed: int, tasks: list[TaskSpec], truths: list[Ep
     write_language(open_dataset(out), updates, producers={style: ORACLE_PRODUCER for style in styles})
 
 
-def _truth(ep: int, task: str, rec: Recording, cams: list[str], fps: int) -> EpisodeTruth:
+def _truth(
+    ep: int, task: str, rec: Recording, cams: list[str], fps: int, scene: RecordedScene, outcome: Outcome
+) -> EpisodeTruth:
     ts = frame_timestamps(len(rec.ticks), fps)
     starts = [(rec.frame_of(f), text) for f, text in rec.demo.subtasks]
     interjections = [
@@ -236,4 +263,6 @@ def _truth(ep: int, task: str, rec: Recording, cams: list[str], fps: int) -> Epi
         gripper_events=gripper_events(rec.true_closure, ts),
         boxes={camera_key(c): rec.boxes(c) for c in cams},
         interjections=interjections,
+        scene=scene,
+        outcome=outcome,
     )

@@ -6,6 +6,10 @@ Subtasks cover the episode without gaps: each runs from its `start` up to the ne
 the last one up to and including `end`, the last frame's timestamp. A gripper event sits on the
 first frame whose `gripper.closure` is past the 0.5 mid-point (0 = open, 1 = closed).
 Boxes are `[x0, y0, x1, y1]` in pixels of the original frame, x1/y1 exclusive.
+An episode of the generator also says how to rebuild its initial scene in the simulator (`scene`:
+the generator's seed, the episode and the difficulty, for `SimEnv.reset_to_recorded`) and how it
+ended (`outcome`: whether the task holds in the final world, where each cube ended up), so its
+recorded actions can be replayed and checked (`steerable.synthetic.replay`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ __all__ = [
     "EpisodeTruth",
     "GripperEvent",
     "Interjection",
+    "Outcome",
+    "RecordedScene",
     "Subtask",
     "gripper_events",
     "read_ground_truth",
@@ -62,6 +68,34 @@ class Interjection:
 
 
 @dataclass(frozen=True)
+class RecordedScene:
+    """Where the episode's initial world came from: episode `episode` of the generator's `seed`, its
+    task drawn at `difficulty` (`steerable.synthetic.generate.recorded_scene`)."""
+
+    seed: int
+    episode: int
+    difficulty: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the episode ended: whether every step of the task holds in the final world (each to the
+    target it ended with, nothing held), and each cube's final bottom-centre position (metres)."""
+
+    success: bool
+    cubes: dict[str, tuple[float, float, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        # Micrometres: enough for any comparison, and a short file.
+        return {"success": self.success, "cubes": {k: [round(float(v), 6) for v in p] for k, p in self.cubes.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        cubes = {str(k): (float(x), float(y), float(z)) for k, (x, y, z) in d["cubes"].items()}
+        return cls(bool(d["success"]), cubes)
+
+
+@dataclass(frozen=True)
 class EpisodeTruth:
     episode_index: int
     task: str
@@ -70,6 +104,8 @@ class EpisodeTruth:
     # camera key -> per frame -> [{"name": ..., "box": [x0, y0, x1, y1]}]
     boxes: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)
     interjections: list[Interjection] = field(default_factory=list)
+    scene: RecordedScene | None = None  # None: not made by the generator (or made before replay existed)
+    outcome: Outcome | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: it deep-copies every box dict, seconds for a few thousand frames.
@@ -81,6 +117,8 @@ class EpisodeTruth:
             "boxes": self.boxes,
             # Only when there are some, so files made before interjections existed stay the same.
             **({"interjections": [asdict(i) for i in self.interjections]} if self.interjections else {}),
+            **({"scene": asdict(self.scene)} if self.scene is not None else {}),
+            **({"outcome": self.outcome.to_dict()} if self.outcome is not None else {}),
         }
 
     @classmethod
@@ -92,6 +130,8 @@ class EpisodeTruth:
             gripper_events=[GripperEvent(**e) for e in d["gripper_events"]],
             boxes=d.get("boxes", {}),
             interjections=[Interjection(**i) for i in d.get("interjections", [])],
+            scene=RecordedScene(**d["scene"]) if "scene" in d else None,
+            outcome=Outcome.from_dict(d["outcome"]) if "outcome" in d else None,
         )
 
 

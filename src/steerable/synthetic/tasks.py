@@ -6,7 +6,9 @@ receptacle, or onto another cube when `stack` is set) yields two subtasks, "pick
 from `steerable.synthetic.commands`. A step may carry a `redirect`: mid-way through the placement
 the person says to use another receptacle, and the expert follows (the oracle-language
 interjection episodes). `parse_task` reads a task in these phrasings back into steps, and
-`step_commands` says a step as the commands the scripted controller executes.
+`step_commands` says a step as the commands the scripted controller executes. `step_satisfied` and
+`task_done` say whether a step, or the whole task, holds in a world state: the simulator's success
+and the outcome the synthetic dataset records.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from steerable.synthetic.commands import (
     resolve_target,
 )
 from steerable.synthetic.difficulty import EASY, Difficulty
-from steerable.synthetic.world import CUBE_SIZE, TABLE_DEPTH, TABLE_WIDTH, Scene
+from steerable.synthetic.world import CUBE_SIZE, TABLE_DEPTH, TABLE_WIDTH, Scene, WorldState
 
 __all__ = [
     "PUSH_DISTANCE",
@@ -40,6 +42,8 @@ __all__ = [
     "push_is_clear",
     "sample_task",
     "step_commands",
+    "step_satisfied",
+    "task_done",
 ]
 
 _SINGLE = ("put the {c} in the {t}", "place the {c} in the {t}", "move the {c} into the {t}")
@@ -159,6 +163,35 @@ def _sample_long(
     if len(clauses) > 2 and rng.random() < 0.5:
         text = "first " + ", then ".join(clauses[:-1]) + ", and finally " + clauses[-1]
     return TaskSpec(text, tuple(steps))
+
+
+def step_satisfied(state: WorldState, target: Step, start: WorldState | None = None) -> bool:
+    """Whether `target` holds in `state`: its cube rests (released) in its receptacle or on its target
+    cube, or, for a push, has moved PUSH_DISTANCE (within 1.5 cm) that way since `start`."""
+    scene = state.scene
+    i = scene.cube_index(target.cube)
+    if state.held == i:
+        return False
+    x, y, z = state.positions[i]
+    if target.push:
+        if start is None:
+            return False
+        ux, uy = DIRECTIONS[target.target]
+        sx, sy, _ = start.positions[i]
+        return (x - sx) * ux + (y - sy) * uy >= PUSH_DISTANCE - 0.015
+    if target.stack:
+        tx, ty, tz = state.positions[scene.cube_index(target.target)]
+        half = scene.cubes[i].size / 2
+        return abs(x - tx) < half and abs(y - ty) < half and abs(z - (tz + CUBE_SIZE)) < 1e-3
+    x0, y0, x1, y1 = scene.receptacle(target.target).rect
+    return x0 <= x <= x1 and y0 <= y <= y1
+
+
+def task_done(state: WorldState, steps: Sequence[Step], start: WorldState | None = None) -> bool:
+    """Whether every step holds in `state` (each to its `final_target`) and nothing is held."""
+    return state.held is None and all(
+        step_satisfied(state, replace(s, target=s.final_target, redirect=None), start) for s in steps
+    )
 
 
 def push_is_clear(
