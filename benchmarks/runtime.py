@@ -1,12 +1,22 @@
 """Runtime speed: control-loop tick overhead and dispatch jitter at 30 and 50 Hz (scripted stack, wall
 clock, with and without recording), the simulator's steps/s with and without rendering, and evaluation throughput.
 
-Usage: .venv/bin/python benchmarks/runtime.py [--seconds 4] [--episodes 50]
+With `--policy CKPT` (a weak policy: e.g. 200 training steps), also the weak policy evaluation: 4
+episodes of at most 30 simulated seconds per stack (policy / policy, policy / scripted, scripted /
+policy with one worker, after a warm-up episode that loads the policy; policy / policy through
+`steerable run` with one worker per core, loading included), in wall seconds per simulated
+episode-second. The process keeps torch's default threads, as `steerable run` does.
+
+Usage: .venv/bin/python benchmarks/runtime.py [--seconds 4] [--episodes 50] [--policy CKPT [--policy_only]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,11 +80,51 @@ def sim_steps(render: bool, steps: int = 600) -> float:
     return steps / (time.perf_counter() - started)
 
 
+def weak_policy_eval(checkpoint: str, episodes: int = 4,
+                     max_seconds: float = 30.0) -> list[tuple[str, int, float, float]]:
+    """Each stack's evaluation of the policy at `checkpoint`: (stack, workers, wall seconds, simulated
+    episode-seconds)."""
+    from steerable.policy.checkpoint import trained_on
+
+    difficulty = str(trained_on(checkpoint).get("synthetic_difficulty") or "easy")
+    rows: list[tuple[str, int, float, float]] = []
+    for high, low in (("policy", "policy"), ("policy", "scripted"), ("scripted", "policy")):
+        spec = StackSpec(high, low, policy_path=checkpoint, observation="privileged")
+        evaluate(spec, 1, max_seconds=1, workers=1, difficulty=difficulty)  # warm-up: loads the policy
+        started = time.perf_counter()
+        report = evaluate(spec, episodes, max_seconds=max_seconds, workers=1, difficulty=difficulty)
+        wall = time.perf_counter() - started
+        rows.append((f"{high} / {low}", 1, wall, sum(e.sim_seconds for e in report.episodes)))
+    # One worker per core, as `steerable run` starts them (each worker loads the policy: included). A
+    # separate process: a fork of this one, which ran torch on several threads, may hang in OpenMP.
+    cores = os.cpu_count() or 1
+    done = subprocess.run(
+        [sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--high_level", "policy", "--low_level",
+         "policy", "--policy.path", checkpoint, "--observation", "privileged", "--eval_episodes", str(episodes),
+         "--max_seconds", str(max_seconds), "--workers", str(cores), "--json"],
+        capture_output=True, text=True, check=True)
+    data = json.loads(done.stdout)
+    rows.append(("policy / policy", cores, float(data["wall_seconds"]), float(data["mean_sim_seconds"]) * episodes))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--policy", default=None, help="a (weak) policy checkpoint: adds the weak policy evaluation")
+    parser.add_argument("--policy_only", action="store_true", help="with --policy: only the weak policy evaluation")
     args = parser.parse_args()
+    if args.policy:
+        print(f"weak policy evaluation ({args.policy}), 4 episodes x at most 30 simulated s, load {os.getloadavg()}:")
+        weak = weak_policy_eval(args.policy)
+        for stack, workers, wall, sim in weak:
+            print(f"  {stack:>19}, {workers} worker(s): {wall:6.1f} s wall for {sim:5.1f} simulated episode-s "
+                  f"= {wall / max(sim, 1e-9):.3f} s per simulated episode-second")
+        worst = max(wall / sim for _, _, wall, sim in weak if sim >= 10)  # policy / scripted ends at once
+        print(f"RESULT weak_eval_s_per_sim_s_max={worst:.3f}")
+        if args.policy_only:
+            return
 
     rows = []
     for hz in (30.0, 50.0):

@@ -122,10 +122,18 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
+def _init_worker_then(parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    init_worker(parent)
+    if initializer is not None:
+        initializer(*initargs)
+
+
 @contextlib.contextmanager
-def worker_pool(processes: int) -> Iterator[Pool]:
-    """A `multiprocessing` pool (fork where the platform has it) set up by `init_worker`; leaving the
-    block, by any exception or KeyboardInterrupt too, terminates the workers and waits for them."""
+def worker_pool(processes: int, initializer: Callable[..., None] | None = None,
+                initargs: tuple[Any, ...] = ()) -> Iterator[Pool]:
+    """A `multiprocessing` pool (fork where the platform has it) set up by `init_worker`, then by
+    `initializer(*initargs)` when given (shared memory passes there); leaving the block, by any
+    exception or KeyboardInterrupt too, terminates the workers and waits for them."""
     import multiprocessing  # here: the CLI imports this module on every command
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -133,7 +141,8 @@ def worker_pool(processes: int) -> Iterator[Pool]:
     # mask, so no Ctrl-C reaches a worker before init_worker ignores it.
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, *_TERMINATING])
     try:
-        pool = multiprocessing.get_context(method).Pool(processes, initializer=init_worker, initargs=(os.getpid(),))
+        pool = multiprocessing.get_context(method).Pool(
+            processes, initializer=_init_worker_then, initargs=(os.getpid(), initializer, initargs))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:

@@ -7,19 +7,29 @@ that takes them (`steerable.control.TakesInterjections`) plans an operator's cor
 it is due, and checks success against the corrected task (the simulator: the target of the first
 pick-and-place step changes while the robot carries its cube, "Wait, the red cube goes in the grey
 bin."); an env that does not is refused before any episode runs.
+
+What an evaluation costs: the loop bounds the model calls per simulated second by the rates
+(`--chunk_hz`, `--high_level_hz`; see `steerable.runtime.loop`), `--max_seconds` bounds the
+simulated seconds of an episode, and each worker runs torch on one thread (episodes are the
+parallelism: more threads per worker only oversubscribe the cores). While episodes run, `on_time`
+hears each one's simulated seconds, so a long episode shows progress before it ends.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import sys
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from steerable.control import TakesInterjections
+from steerable.control import LowLevelController, TakesInterjections
 from steerable.errors import ConfigError
 from steerable.processes import worker_pool
 from steerable.runtime.environments import EnvSpec, environment_options, make_env
@@ -96,13 +106,19 @@ def run_episode(
     task: str | None = None,
     max_seconds: float = 90.0,
     rates: LoopRates | None = None,
+    on_time: Callable[[float], None] | None = None,
+    low: LowLevelController | None = None,
 ) -> EpisodeResult:
-    """One episode without a person, as fast as the CPU allows (virtual clock)."""
+    """One episode without a person, as fast as the CPU allows (virtual clock); `on_time(seconds)`
+    after each simulated second. `low`: a controller built by the caller (a benchmark's or a test's
+    own, e.g. `benchmarks/bc_baseline.py`), run instead of the spec's `low_level` (in this process
+    only: `evaluate`'s workers rebuild the spec's)."""
     started = time.perf_counter()
     environment = make_env(env, spec.fps)
     try:
         drawn = environment.reset(seed, task)
-        high, low = build_high(spec, environment), build_low(spec, environment)
+        high = build_high(spec, environment)
+        low = low if low is not None else build_low(spec, environment)
         rt = Runtime(environment, low, high, tools=load_tools({}, tts="text"),
                      rates=rates or LoopRates(ctrl_hz=spec.fps))
         warnings: list[str] = []
@@ -112,6 +128,7 @@ def run_episode(
         planned = interjector.plan_interjection(seed) if interjector is not None else None
         said: str | None = None
         limit = int(max_seconds * spec.fps)
+        second = max(int(round(rt.rates.ctrl_hz)), 1)
         while rt.frame < limit:
             if interjector is not None and planned is not None and said is None and interjector.interjection_due():
                 said = planned
@@ -119,6 +136,8 @@ def run_episode(
                 interjector.apply_interjection()
             rt.tick()
             rt.clock.wait_next()
+            if on_time is not None and rt.frame % second == 0:
+                on_time(rt.frame / rt.rates.ctrl_hz)
             if rt.frame > 1 and rt.idle and not rt.pending_inputs and (said is not None or planned is None):
                 break
         success = environment.success()
@@ -143,9 +162,82 @@ def _interjector(environment: object, env: EnvSpec) -> TakesInterjections:
     return environment
 
 
-def _worker(args: tuple[StackSpec, EnvSpec, int, bool, float]) -> EpisodeResult:
-    spec, env, seed, interject, max_seconds = args
-    return run_episode(spec, seed, env=env, interject=interject, max_seconds=max_seconds)
+@dataclass(frozen=True)
+class _Job:
+    spec: StackSpec
+    env: EnvSpec
+    seed: int
+    interject: bool
+    max_seconds: float
+    rates: LoopRates | None
+    slot: int  # this episode's place in the shared simulated-seconds array
+
+
+# In a pool worker: each episode's simulated seconds so far, read by the parent for its progress.
+_SIM_SECONDS: Any = None
+
+
+def _share_sim_seconds(shared: Any) -> None:
+    global _SIM_SECONDS
+    _SIM_SECONDS = shared
+
+
+@contextmanager
+def _one_torch_thread(spec: StackSpec) -> Iterator[None]:
+    """Torch on one thread while an episode runs (restored after). Episodes are the parallelism, one
+    worker per core: two workers with two threads each on two cores ran the tiny policy's chunk
+    inference 3-12x slower than with one thread each (and its ops are too small to split anyway)."""
+    torch = sys.modules.get("torch")
+    if torch is None and "policy" in (spec.high_level, spec.low_level):
+        try:
+            import torch
+        except ImportError:  # reported by the stack, with the extra to install
+            torch = None
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _episode(job: _Job, on_time: Callable[[float], None] | None) -> EpisodeResult:
+    with _one_torch_thread(job.spec):
+        return run_episode(job.spec, job.seed, env=job.env, interject=job.interject, max_seconds=job.max_seconds,
+                           rates=job.rates, on_time=on_time)
+
+
+def _worker(job: _Job) -> EpisodeResult:
+    """A pool worker's episode: its simulated seconds go to the shared array as it runs."""
+    shared = _SIM_SECONDS
+
+    def mark(seconds: float) -> None:
+        shared[job.slot] = seconds
+
+    return _episode(job, mark if shared is not None else None)
+
+
+def _for_seed(on_time: Callable[[int, float], None] | None, seed: int) -> Callable[[float], None] | None:
+    if on_time is None:
+        return None
+    return lambda seconds: on_time(seed, seconds)
+
+
+def _watch(shared: Any, jobs: list[_Job], on_time: Callable[[int, float], None], finished: set[int],
+           lock: threading.Lock, stop: threading.Event, every_s: float = 0.5) -> None:
+    """The parent's view of the pool's running episodes: `on_time(seed, seconds)` when one moved on."""
+    last = [0.0] * len(jobs)
+    while not stop.wait(every_s):
+        for job in jobs:
+            seconds = shared[job.slot]
+            if seconds != last[job.slot]:
+                last[job.slot] = seconds
+                with lock:
+                    if job.seed not in finished:
+                        on_time(job.seed, seconds)
 
 
 def evaluate(
@@ -158,11 +250,17 @@ def evaluate(
     workers: int | None = None,
     difficulty: str | None = None,
     max_seconds: float = 90.0,
+    rates: LoopRates | None = None,
     on_result: Callable[[EpisodeResult], None] | None = None,
+    on_time: Callable[[int, float], None] | None = None,
 ) -> EvalReport:
     """Run `episodes` seeded episodes across `workers` processes (default: one per core); an episode
     not done after `max_seconds` of simulated time counts as a failure. `difficulty` is the env's
-    `difficulty` option (the simulator's task mix; None: the env's default)."""
+    `difficulty` option (the simulator's task mix; None: the env's default); `rates` the loop's
+    (default: the control rate at the stack's fps, the default chunk and high-level rates).
+    `on_result(result)` hears each episode as it ends (in any order; the report lists them by seed),
+    `on_time(seed, seconds)` a running episode's simulated seconds (after each second in one
+    process; every half second from a pool), never after that episode's `on_result`."""
     started = time.perf_counter()
     if difficulty is not None:
         env = replace(env, options={**env.options, "difficulty": difficulty})
@@ -174,20 +272,40 @@ def evaluate(
             _interjector(probe, env)
     finally:
         probe.close()
-    jobs = [(spec, env, seed + i, interjections, max_seconds) for i in range(episodes)]
+    jobs = [_Job(spec, env, seed + i, interjections, max_seconds, rates, i) for i in range(episodes)]
     n = max(1, min(workers or os.cpu_count() or 1, episodes))
     results: list[EpisodeResult] = []
+    finished: set[int] = set()
+    lock = threading.Lock()
+
+    def done(result: EpisodeResult) -> None:
+        with lock:
+            finished.add(result.seed)
+            results.append(result)
+            if on_result:
+                on_result(result)
+
     if n == 1:
         for job in jobs:
-            results.append(_worker(job))
-            if on_result:
-                on_result(results[-1])
+            done(_episode(job, _for_seed(on_time, job.seed)))
     else:
-        with worker_pool(n) as pool:  # Ctrl-C, SIGTERM and SIGKILL of this process end the workers too
-            for result in pool.imap(_worker, jobs):
-                results.append(result)
-                if on_result:
-                    on_result(result)
+        shared = multiprocessing.Array("d", episodes, lock=False)
+        stop = threading.Event()
+        watcher = None
+        if on_time is not None:
+            watcher = threading.Thread(target=_watch, args=(shared, jobs, on_time, finished, lock, stop),
+                                       name="steerable-eval-progress", daemon=True)
+            watcher.start()
+        try:
+            # Ctrl-C, SIGTERM and SIGKILL of this process end the workers too
+            with worker_pool(n, _share_sim_seconds, (shared,)) as pool:
+                for result in pool.imap_unordered(_worker, jobs):
+                    done(result)
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.join()
+    results.sort(key=lambda r: r.seed)
     level = environment_options(env).get("difficulty")
     return EvalReport(results, spec.high_level, spec.low_level, time.perf_counter() - started,
                       level if isinstance(level, str) else None, env.name)

@@ -3,7 +3,8 @@
 Each tick (one control period) runs, in order:
 1. operator input queued since the last tick (task, interjection, question, pause/resume);
 2. a high-level update when due: at `high_level_hz`, at a chunk boundary (empty queue), or at once
-   when the controller finished its command or the context is empty;
+   when the controller finished its command or the context is empty (such updates at most
+   `chunk_hz` times per second);
 3. chunk inference when the queue is empty and the chunk gate (`chunk_hz`) is due, or at once after
    the context changed; the chunk is discarded if the revision moved during inference;
 4. dispatch of one action (nothing when the queue is empty: the robot holds still);
@@ -18,6 +19,12 @@ arrived. A reply computed against an older revision (task, context or mode chang
 interjection bumps the revision) is discarded like a stale chunk; requests made while a call is in
 flight (interjections, questions) wait for it. With the virtual clock every call is made inside the
 tick, so scripted runs, tests and evaluation stay deterministic.
+
+The work is bounded per second of the loop's clock (simulated, with the virtual clock), whatever
+the models answer: high-level updates at most `high_level_hz + chunk_hz` per second (plus one per
+operator input), chunk inferences at most `chunk_hz` plus one per context change. A weak policy
+whose controller never reports done, or whose high level rewrites the subtask on every call, costs
+no more per simulated second than a good one (`tests/test_eval_cost.py`).
 """
 
 from __future__ import annotations
@@ -127,6 +134,10 @@ class Runtime(HighLevelCalls):
         self._inputs: queue.SimpleQueue[OperatorInput] = queue.SimpleQueue()
         self._chunk_gate = RateGate(rates.chunk_hz)
         self._high_gate = RateGate(rates.high_level_hz)
+        # Updates asked "at once" (the command finished, no subtask yet) are still bounded: at most
+        # chunk_hz per second, so a controller that reports every command done at once cannot make
+        # the high level run on every tick.
+        self._forced_gate = RateGate(rates.chunk_hz)
         self._inferred_revision = -1
         self._warned_revision = -1
         self._answered = -1  # revision after the last high-level update
@@ -184,6 +195,7 @@ class Runtime(HighLevelCalls):
             self.reset_models()
             st.set_mode("action")
             self._high_gate.rearm()
+            self._forced_gate.rearm()  # a new task is answered at once
             self.emit("task", text)
         elif op.kind == "pause":
             if st.set_mode("paused"):
@@ -258,8 +270,8 @@ class Runtime(HighLevelCalls):
                 # high-level rate, not on every tick.
                 due = self._high_gate.due(now)
             elif st.controller_done or ("subtask" not in st.context and self._answered != st.revision):
-                due = self._high_gate.due(now, force=True)
-                if st.controller_done:
+                due = self._forced_gate.due(now) and self._high_gate.due(now, force=True)
+                if due and st.controller_done:
                     self._done_forced = (st.revision, st.context.get("subtask"))
             else:  # periodic, at chunk boundaries only
                 due = not st.queue and self._high_gate.due(now)

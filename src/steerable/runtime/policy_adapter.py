@@ -15,6 +15,11 @@ Low level: the subtask (or the task) -> an action chunk, of which `n_action_step
 Both read a state vector built from the checkpoint's state keys (`observation.state` from the robot
 state; `observation.environment_state`, the objects' true positions, only in the simulator with
 `--observation privileged`).
+
+What a call costs is bounded whatever the model writes: each kind of text has a token budget
+(`TOKEN_BUDGETS`: a subtask is one short line, a plan or an interjection's reply a few lines), so a
+weak model's garbage stops there, and the loop bounds how often the calls come (`runtime.loop`).
+A policy trained without cameras does not make the environment render them (`wants_images`).
 """
 
 from __future__ import annotations
@@ -47,7 +52,14 @@ from steerable.policy.inference import (
 )
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 
-__all__ = ["PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level"]
+__all__ = ["TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level"]
+
+# New tokens per generated text, by what it is. The training targets of the synthetic data need at
+# most 8 tokens for a subtask, 23 for a memory and 56 for a four-step plan (tiny tokenizer, 20
+# realistic episodes); an interjection's reply is a revised plan plus a `say` call. Decoding stops
+# earlier at the end of the text (and a subtask at the end of its line); the budget only bounds
+# what a model that never stops can cost.
+TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "interjection": 128, "answer": 64}
 
 _RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
 # The state features the runtime can give a policy (see `_observation`).
@@ -97,6 +109,11 @@ def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
     return {"state": state, "images": dict(obs.images)}
 
 
+def _reads_cameras(runner: Any) -> bool:
+    """Whether the policy reads camera frames (a test double without a config: assume it does)."""
+    return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
+
+
 def _step(text: str) -> str:
     return re.sub(r"^\s*\d+[.)]\s*", "", text).strip().lower()
 
@@ -114,7 +131,8 @@ class PolicyHighLevel:
     def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None, *,
                  progress_from_observation: bool = False) -> None:
         self.runner = runner
-        self.generation = generation or GenerationConfig(max_new_tokens=48)
+        # Decoding settings; `max_new_tokens` is replaced by each text's `TOKEN_BUDGETS` entry.
+        self.generation = generation or GenerationConfig()
         self.last_subtask: str | None = None
         # The (task, plan, memory) the last subtask was written from: asked again with the same
         # context, the answer would only differ by the model's noise, so the subtask is kept.
@@ -127,12 +145,19 @@ class PolicyHighLevel:
         self.last_subtask = None
         self._written_from = None
 
-    def _one(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
-        return self.runner.generate([chat], observation, self.generation)[0]
+    @property
+    def wants_images(self) -> bool:
+        return _reads_cameras(self.runner)
+
+    def _one(self, kind: str, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
+        """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens."""
+        gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
+        return self.runner.generate([chat], observation, gen)[0]
 
     def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> str:
         """A subtask is one command line (as the recipe writes them): decoding stops at a line break."""
-        single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"))
+        single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"),
+                                     max_new_tokens=TOKEN_BUDGETS["subtask"])
         text = str(self.runner.generate([chat], observation, single)[0].text or "").strip()
         if not text:
             raise ValueError("the policy generated an empty subtask")
@@ -142,12 +167,13 @@ class PolicyHighLevel:
         ctx = request.context
         obs = _observation(request.observation, self.runner)
         if request.kind == "interjection":
-            reply = self._one(interjection_prompt(ctx.task, ctx.plan, request.user_text or ""), obs)
+            chat = interjection_prompt(ctx.task, ctx.plan, request.user_text or "")
+            reply = self._one("interjection", chat, obs)
             calls = tuple(ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
                           if c["function"]["name"] != "say")
             return HighLevelUpdate(plan=reply.text or None, speech=" ".join(reply.say) or None, tool_calls=calls)
         if request.kind == "ask":
-            reply = self._one([{"role": "user", "content": request.user_text or ""}], obs)
+            reply = self._one("answer", [{"role": "user", "content": request.user_text or ""}], obs)
             return HighLevelUpdate(answer=reply.text)
         if self.progress_from_observation:
             return self._observed_update(ctx, obs)
@@ -179,11 +205,11 @@ class PolicyHighLevel:
         """(plan, memory) newly written, None where nothing was: without a plan, one from task + memory;
         after the subtask `finished`, the memory and the plan that remains."""
         if not ctx.plan:
-            return self._one(plan_prompt(ctx.task, ctx.memory), obs).text or None, None
+            return self._one("plan", plan_prompt(ctx.task, ctx.memory), obs).text or None, None
         if not finished:
             return None, None
-        memory = self._one(memory_prompt(ctx.task, ctx.memory, finished), obs).text or None
-        return self._one(plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
+        memory = self._one("memory", memory_prompt(ctx.task, ctx.memory, finished), obs).text or None
+        return self._one("plan", plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
 
 
 class PolicyLowLevel:
@@ -194,6 +220,10 @@ class PolicyLowLevel:
     def __init__(self, runner: PolicyRunner, n_action_steps: int | None = None) -> None:
         self.runner = runner
         self.n_action_steps = n_action_steps or runner.cfg.n_action_steps
+
+    @property
+    def wants_images(self) -> bool:
+        return _reads_cameras(self.runner)
 
     def reset(self) -> None:
         """Nothing to forget: each chunk is sampled from the current observation and command."""
