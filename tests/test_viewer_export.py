@@ -41,7 +41,8 @@ def test_site_layout(exported: Path) -> None:
     site = exported.parent
     assert exported.name == "index.html"
     page = exported.read_text()
-    assert '<script src="data/dataset.js"></script>' in page and '<script src="assets/app.js"></script>' in page
+    # the data script runs as it is parsed; the app's scripts are deferred, so they run after it
+    assert '<script src="data/dataset.js"></script>' in page and '<script src="assets/app.js" defer></script>' in page
     assert "https://" not in page and "type=\"module\"" not in page  # classic scripts: they load from file://
     data = load_script(site / "data" / "dataset.js", "window.STEERABLE_EXPORT")
     assert [e["episode_index"] for e in data["dataset"]["episodes"]] == [0, 2]

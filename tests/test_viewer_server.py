@@ -12,7 +12,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,20 +178,14 @@ def test_traversal_and_escapes_get_404(server: tuple[str, int], viewer_ds: Path,
     assert b"outside the dataset" not in body and b"root:" not in body
 
 
-def test_kept_alive_connection_answers_without_nagle_delay(server: tuple[str, int]) -> None:
+def test_replies_go_out_without_nagle_delay() -> None:
     """Headers and body go out as separate writes: with Nagle's algorithm every reply after a
-    connection's first waited for the client's delayed ACK (~40 ms each; a page load is ~8 of them)."""
-    conn = http.client.HTTPConnection(*server, timeout=30)
-    paths = ["/assets/plot.js", "/assets/sample.js", "/assets/app.js", "/api/dataset", "/api/episodes/0"] * 2
-    request(server, paths[-1])  # computed once, not timed
-    t0 = time.perf_counter()
-    for path in paths:
-        conn.request("GET", path)
-        reply = conn.getresponse()
-        assert reply.status == 200 and reply.read()
-    spent = time.perf_counter() - t0
-    conn.close()
-    assert spent < 0.2, f"{len(paths)} requests on one connection took {spent * 1000:.0f} ms"
+    connection's first waited for the client's delayed ACK (~40 ms each; a page load is ~8 of them:
+    10 requests on one kept-alive connection took 400 ms, a few ms with TCP_NODELAY; measured by
+    benchmarks/view.py, not timed here). The stdlib handler sets TCP_NODELAY when this is true."""
+    from steerable.viewer.server import _Handler
+
+    assert _Handler.disable_nagle_algorithm is True
 
 
 def test_read_only(server: tuple[str, int]) -> None:
