@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from steerable.annotate.engine import Progress
+from steerable.progress import eta_seconds, format_eta
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -59,8 +60,6 @@ class Snapshot:
     def of(cls, p: Progress, vlm: StatsSource | None) -> Snapshot:
         elapsed = max(time.monotonic() - p.started_at, 1e-6)
         finished = p.done + p.failed
-        rate = max(finished - p.resumed, 0) / elapsed  # resumed episodes cost nothing
-        remaining = p.total - finished
         c = vlm_counters(vlm)
         calls = int(c.get("calls", 0))
         return cls(
@@ -70,7 +69,8 @@ class Snapshot:
             failed=p.failed,
             resumed=p.resumed,
             running=p.running,
-            eta_s=remaining / rate if rate > 0 and remaining else None,
+            # at the rate of the episodes worked on: resumed ones cost nothing
+            eta_s=eta_seconds(finished - p.resumed, p.total - p.resumed, elapsed),
             calls=calls if vlm is not None and vlm.stats is not None else None,
             in_flight=int(c.get("in_flight", 0)),
             calls_per_s=calls / elapsed,
@@ -80,7 +80,7 @@ class Snapshot:
 
     @property
     def eta(self) -> str:
-        return f"{self.eta_s:.0f} s" if self.eta_s is not None else "-"
+        return format_eta(self.eta_s)
 
     def line(self) -> str:
         """One plain log line."""
