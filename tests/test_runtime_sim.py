@@ -18,8 +18,8 @@ from steerable.runtime.session import Session, SessionOptions, read_commands
 from steerable.runtime.stack import StackSpec
 from steerable.synthetic.commands import PHRASINGS, Command, CommandError, parse_command
 from steerable.synthetic.controller import ScriptedController
-from steerable.synthetic.env import SimEnv, describe_location, step_satisfied
-from steerable.synthetic.tasks import PUSH_DISTANCE, Step
+from steerable.synthetic.env import SimEnv, describe_location
+from steerable.synthetic.tasks import PUSH_DISTANCE, Step, step_satisfied
 
 TASK = "put the red cube in the left bin, then the orange cube in the left bin"
 

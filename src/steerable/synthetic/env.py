@@ -30,7 +30,7 @@ from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
 from steerable.synthetic.oracle import INTERJECTION_PHRASES
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes, render_frame
-from steerable.synthetic.tasks import Step, parse_task, sample_task, step_satisfied, task_done
+from steerable.synthetic.tasks import Step, parse_task, sample_task, task_done
 from steerable.synthetic.world import (
     TABLE_DEPTH,
     TABLE_WIDTH,
@@ -47,7 +47,6 @@ __all__ = [
     "describe_location",
     "plan_interjection",
     "seed_for_task",
-    "step_satisfied",
     "task_kind",
 ]
 
