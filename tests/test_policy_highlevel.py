@@ -124,7 +124,8 @@ def test_the_plan_is_rewritten_from_task_and_memory_when_it_is_missing() -> None
 
 
 def test_a_checkpoint_records_the_task_mix_it_was_trained_on(oracle: Any, tmp_path: Path) -> None:
-    from steerable.policy.trainer import TrainConfig, train
+    from steerable.policy.settings import TrainConfig
+    from steerable.policy.trainer import train
 
     out = tmp_path / "run"
     train(TrainConfig(dataset=oracle.root, output_dir=out, policy=dict(TINY), steps=2, batch_size=4,

@@ -32,7 +32,7 @@ from steerable.progress import ProgressLine, eta_seconds, format_eta
 from steerable.recipes import load_recipe
 from steerable.train import collate
 
-__all__ = ["TrainConfig", "train"]
+__all__ = ["train"]
 
 logger = logging.getLogger(__name__)
 
