@@ -4,6 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_BASE := $(VENV)/.installed-base
+# The LeRobot half of the suite: lerobot 0.6 needs Python >= 3.12 and its own torch (< 2.12), so its
+# tests (tests/lerobot) run in a second venv beside the first, against the real package.
+LEROBOT_PYTHON ?= $(shell command -v python3.12 || echo $(HOME)/.pyenv/versions/3.12.1/bin/python)
+LVENV := .venv-lerobot
+LPY := $(LVENV)/bin/python
+STAMP_LEROBOT := $(LVENV)/.installed-test
 
 .PHONY: demo test lint bench clean
 
@@ -22,22 +28,32 @@ $(STAMP_TEST): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+$(LVENV)/bin/python:
+	$(LEROBOT_PYTHON) -m venv $(LVENV)
+	$(LPY) -m pip install -q --upgrade pip
+
+$(STAMP_LEROBOT): pyproject.toml | $(LVENV)/bin/python
+	$(LPY) -m pip install -q -e '.[test-lerobot]'
+	$(LPY) -m pip check
+	touch $@
+
 demo: $(STAMP_BASE)
 	$(VENV)/bin/steerable demo
 	@echo "steerable is installed in $(VENV), not on your PATH: run 'source $(VENV)/bin/activate' first," \
 		"or call $(CURDIR)/$(VENV)/bin/steerable"
 
-test: $(STAMP_TEST)
+test: $(STAMP_TEST) $(STAMP_LEROBOT)
 	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)
 	command -v tmux >/dev/null || (apt-get update -q && apt-get install -y -q tmux)
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/lerobot
+	$(LPY) -m pytest -q tests/lerobot
 
 bench: $(STAMP_TEST)
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LVENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -15,7 +15,7 @@ import steerable
 SRC = Path(steerable.__file__).parent
 PYPROJECT = SRC.parent.parent / "pyproject.toml"
 _NAMED = re.compile(r"steerable\[([\w,-]+)\]")
-NOT_FOR_USERS = {"test", "all"}
+NOT_FOR_USERS = {"test", "test-lerobot", "all"}
 
 
 def _extras() -> dict[str, list[str]]:
