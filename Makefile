@@ -6,7 +6,9 @@ STAMP_TEST := $(VENV)/.installed-test
 STAMP_BASE := $(VENV)/.installed-base
 # The LeRobot half of the suite: lerobot 0.6 needs Python >= 3.12 and its own torch (< 2.12), so its
 # tests (tests/lerobot) run in a second venv beside the first, against the real package.
-LEROBOT_PYTHON ?= $(shell command -v python3.12 || echo $(HOME)/.pyenv/versions/3.12.1/bin/python)
+# The first Python >= 3.12 that runs: on PATH (pyenv's shims answer without running), else under pyenv.
+LEROBOT_PYTHON ?= $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python; do \
+	$$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && { command -v $$p; break; }; done)
 LVENV := .venv-lerobot
 LPY := $(LVENV)/bin/python
 STAMP_LEROBOT := $(LVENV)/.installed-test
@@ -29,6 +31,8 @@ $(STAMP_TEST): pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(LVENV)/bin/python:
+	@test -n "$(LEROBOT_PYTHON)" || { echo "make: the LeRobot tests need Python >= 3.12 and none was found;" \
+		"set LEROBOT_PYTHON=/path/to/python3.12" >&2; exit 1; }
 	$(LEROBOT_PYTHON) -m venv $(LVENV)
 	$(LPY) -m pip install -q --upgrade pip
 
