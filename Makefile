@@ -36,8 +36,12 @@ $(LVENV)/bin/python:
 	$(LEROBOT_PYTHON) -m venv $(LVENV)
 	$(LPY) -m pip install -q --upgrade pip
 
-$(STAMP_LEROBOT): pyproject.toml | $(LVENV)/bin/python
+# LeRobot finds plugins by distribution name (lerobot_policy_*, lerobot_env_*): ours are two small
+# distributions in plugins/, released with steerable; here they install from the checkout.
+PLUGINS := plugins/lerobot_policy_steerable plugins/lerobot_env_steerable
+$(STAMP_LEROBOT): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) | $(LVENV)/bin/python
 	$(LPY) -m pip install -q -e '.[test-lerobot]'
+	$(LPY) -m pip install -q --no-deps $(addprefix -e ./,$(PLUGINS))
 	$(LPY) -m pip check
 	touch $@
 

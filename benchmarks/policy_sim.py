@@ -1,25 +1,31 @@
-"""The oracle-language experiment: a tiny policy trained on CPU on 60 simulated episodes.
+"""The tiny policy trained on CPU on simulated episodes, measured closed loop (issue 21).
 
-1. `steerable make-dataset synthetic --episodes 60 --with_language --difficulty easy` (skipped when
-   --dataset exists; `--difficulty` picks the task mix, which the evaluation then draws from);
-2. `steerable train` with the default settings (skipped with --checkpoint), timed;
-3. held-out subtask exact match (greedy) against the majority-class baseline (the most frequent
-   subtask of the training episodes, predicted everywhere);
-4. `steerable run --eval_episodes N` with the policy as the high level over the scripted controller,
-   with and without `--eval_interjections`.
+Every run trains with the default `steerable train` command (tiny model, recipe `hierarchical`) and
+evaluates with `steerable run --eval_episodes N --seed 1000`: seeds whose scenes never occur in a
+seed-0 dataset (the simulator draws seed s's scene from rng([s, 7]), make-dataset's episode e from
+rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts (`--parts`):
 
-`--both_levels` (`--both_levels_only`: this part alone) adds the learned low level, with privileged
-state: on an easy `--privileged_state` dataset it trains the policy (recipe `hierarchical`) and a
-behaviour-cloning baseline without language (the plain task on the low-level stream) on the state
-keys `observation.state,observation.environment_state`, same model and steps (`--both_train` adds
-`steerable train` flags to both), then runs with `--observation privileged`: (a) scripted high /
-policy low, (b) BC (none / policy), (c) policy / policy; and a pick test: the low level alone, asked
-to pick up the first cube of the task (BC: given the task), grasps it within `--pick_seconds`.
+- `high`: `make-dataset synthetic --with_language --difficulty D` (cameras, no privileged state),
+  held-out subtask exact match against the majority class, then the learned high level over the
+  scripted controller (plain, with `--eval_interjections`) and the scripted ceiling.
+- `cameras`: the same checkpoint as both levels from cameras + proprioception alone
+  (`--high_level policy --low_level policy`, no privileged observation).
+- `both`: `make-dataset ... --privileged_state` (the objects' true positions in the state; the
+  default `--policy.state_key auto` reads them), then the policy as both levels and as the low
+  level under the scripted planner, with `--observation privileged`.
+- `language`: the annotation-by-policy table (issue 21, item 5): the same episodes of the `both`
+  dataset, language from (a) the oracle (the `both` checkpoint), (b) `steerable annotate` with no
+  model (the proprioception annotator), (c) `steerable annotate` through the test server (the
+  placeholder annotator, a floor); the same training, the policy as both levels, privileged state.
+  `--language` picks the rows (default all three). A real VLM's annotations: annotate a copy of
+  `WORK/data_privileged_bare` with `--vlm.base_url ...`, train on it with the default command and run
+  the same evaluation (`--annotated_dataset DIR` adds it as a row).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim --both_levels_only
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim_real --parts high \\
+        --difficulty realistic
 
-Not part of `make test`: it trains for minutes.
+Not part of `make test`: it trains for minutes per part.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -35,17 +41,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-BC_RECIPE = """# Behaviour cloning without language: every frame is the plain task on the low-level stream.
-description: Task-conditioned actions only (no subtasks, no text targets).
-messages:
-  - {role: user, content: "${task}", stream: low_level}
-"""
+from steerable.synthetic.replay import wilson_interval
+
+# Evaluation seeds: the simulator draws seed s's scene from rng([s, 7]) and make-dataset's episode e
+# from rng([seed, e]), so seeds from 1000 never repeat a training scene of a seed-0 dataset.
+EVAL_SEED = 1000
+PARTS = ("high", "cameras", "both", "language")
+LANGUAGES = ("oracle", "annotated", "placeholder")
 
 
-PRIVILEGED_KEYS = "observation.state,observation.environment_state"
-
-
-def _steerable(*args: str, timeout: float = 3600) -> str:
+def _steerable(*args: str, timeout: float = 7200) -> str:
     cmd = [sys.executable, "-m", "steerable.cli.main", *args]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
@@ -54,12 +59,20 @@ def _steerable(*args: str, timeout: float = 3600) -> str:
     return result.stdout
 
 
+def _dataset(path: Path, episodes: int, difficulty: str, *flags: str) -> Path:
+    if not (path / "meta" / "info.json").is_file():
+        _steerable("make-dataset", "synthetic", "--out", str(path), "--episodes", str(episodes), "--difficulty",
+                   difficulty, *flags)
+    return path
+
+
 def _train(dataset: Path, out: Path, *extra: str) -> float:
+    """Minutes of `steerable train` with the default settings (nan: trained before, reused)."""
     if (out / "checkpoints" / "latest").is_file():
-        return float("nan")  # already trained (resume would be a no-op)
+        return float("nan")
     started = time.perf_counter()
     _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--no_progress", *extra)
-    return time.perf_counter() - started
+    return (time.perf_counter() - started) / 60
 
 
 def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[str, Any]:
@@ -84,155 +97,161 @@ def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[st
     for ep in state["train_episodes"]:
         rows = ds.read_episode(ep, ["language_persistent"]).column("language_persistent")[0].as_py() or []
         train_subtasks.update(r["content"] for r in rows if r["style"] == "subtask")
-    top = train_subtasks.most_common(1)[0][0]
+    top = train_subtasks.most_common(1)[0][0] if train_subtasks else ""
     result["train_majority_baseline"] = sum(c.expected == top for c in cases) / max(1, len(cases))
-    result["train_majority_subtask"] = top
     return result
 
 
-# Evaluation seeds: the simulator draws seed s's scene from rng([s, 7]) and make-dataset's episode e
-# from rng([seed, e]), so seeds from 1000 never repeat a training scene of a seed-0 dataset.
-EVAL_SEED = 1000
-
-
-def _run_eval(checkpoint: Path, high: str, low: str, episodes: int, *extra: str) -> dict[str, Any]:
+def _run(checkpoint: Path, high: str, low: str, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
     out = _steerable("run", "--env", "sim", "--high_level", high, "--low_level", low, "--policy.path",
-                     str(checkpoint), "--eval_episodes", str(episodes), "--seed", str(EVAL_SEED), "--json", *extra)
+                     str(checkpoint), "--eval_episodes", str(args.eval_episodes), "--seed", str(EVAL_SEED),
+                     "--max_seconds", str(args.max_seconds), "--workers", str(args.workers), "--json", *extra)
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def pick_rate(checkpoint: Path, episodes: int, seconds: float, *, bc: bool) -> dict[str, float]:
-    """The learned low level alone in the sim (privileged observation), on held-out seeds: asked to
-    pick up the first cube of the task (BC: given the task), does it hold that cube within `seconds`?
-    Also the mean closest xy distance of the gripper to that cube."""
-    import numpy as np
-
-    from steerable.runtime.policy_adapter import load_low_level
-    from steerable.synthetic.env import SimEnv
-
-    low = load_low_level(checkpoint, observation="privileged")
-    env = SimEnv(cameras=tuple(c.rsplit(".", 1)[-1] for c in low.runner.cfg.cameras))
-    grasped, closest = 0, []
-    for seed in range(10_000, 10_000 + episodes):
-        spec = env.reset(seed, difficulty="easy")
-        cube = spec.steps[0].cube
-        assert env.world is not None
-        index = env.world.scene.cube_index(cube)
-        command = spec.task if bc else f"pick up the {cube}"
-        best = float("inf")
-        while env.steps_taken < seconds * env.fps:
-            for action in low.act(env.observe(), command).actions:
-                env.send_action(action)
-            world = env.world
-            x, y, _ = world.positions[index]
-            best = min(best, float(np.hypot(world.gripper.x - x, world.gripper.y - y)))
-            if world.held == index:
-                grasped += 1
-                break
-        closest.append(best)
-    return {"grasp_rate": grasped / episodes, "closest_cm": 100 * float(np.mean(closest))}
+def _rate(report: dict[str, Any]) -> str:
+    n = int(report["episodes"])
+    k = round(float(report["success_rate"]) * n)
+    low, high = wilson_interval(k, n)
+    kinds = ", ".join(f"{name} {v['success_rate']:.2f}" for name, v in sorted(report.get("by_kind", {}).items()))
+    return f"{k}/{n} = {k / max(n, 1):.2f} (95 % {low:.2f}-{high:.2f}; {kinds})"
 
 
-def both_levels(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[str, Any]]:
-    """The learned low level with privileged state, against the BC baseline (see the module docstring)."""
-    data = args.work / "data_privileged"
-    if not (data / "meta" / "info.json").is_file():
-        _steerable("make-dataset", "synthetic", "--out", str(data), "--episodes", str(args.episodes),
-                   "--difficulty", "easy", "--with_language", "--privileged_state")
-    flags = ("--policy.state_key", PRIVILEGED_KEYS, *shlex.split(args.both_train))
-    policy, bc = args.work / "policy_privileged", args.work / "bc_privileged"
-    (args.work / "bc.yaml").write_text(BC_RECIPE, encoding="utf-8")
-    times = {"policy": _train(data, policy, *flags), "BC": _train(data, bc, "--recipe", str(args.work / "bc.yaml"), *flags)}
-    rows = [(f"train time, privileged {name}", "(already trained)" if seconds != seconds else f"{seconds / 60:.1f} min")
-            for name, seconds in times.items()]
-    if args.both_train:
-        rows.append(("extra train flags", args.both_train))
-    results: dict[str, Any] = {}
-    for name, path, is_bc in (("policy", policy, False), ("bc", bc, True)):
-        pick = pick_rate(path, args.both_episodes, args.pick_seconds, bc=is_bc)
-        rows.append((f"pick test, {name} low level", f"grasp rate {pick['grasp_rate']:.2f} over {args.both_episodes} "
-                                                      f"episodes, closest {pick['closest_cm']:.1f} cm on average"))
-        results[f"pick_{name}"] = pick["grasp_rate"]
-    extra = ("--observation", "privileged", "--max_seconds", str(args.both_seconds), "--workers", "1")
-    runs = [("(a) scripted high / policy low", "scripted", policy, "a_scripted_policy"),
-            ("(b) BC without language (none / policy)", "none", bc, "b_bc"),
-            ("(c) policy high / policy low", "policy", policy, "c_policy_policy")]
-    for label, high, path, key in runs:
+class Report:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str]] = []
+        self.results: dict[str, float] = {}
+
+    def add(self, label: str, value: str) -> None:
+        self.rows.append((label, value))
+        print(f"{label}: {value}", flush=True)
+
+    def evaluation(self, key: str, label: str, checkpoint: Path, high: str, low: str, args: argparse.Namespace,
+                   *extra: str) -> None:
         started = time.perf_counter()
         try:
-            report = _run_eval(path, high, "policy", args.both_episodes, *extra)
+            report = _run(checkpoint, high, low, args, *extra)
         except SystemExit as exc:
-            rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
-            continue
-        rows.append((label, f"success {report['success_rate']:.2f} over {report['episodes']} episodes "
-                            f"({time.perf_counter() - started:.0f} s)"))
-        results[key] = report["success_rate"]
-    return rows, results
+            self.add(label, f"failed: {str(exc).splitlines()[-1][:100]}")
+            return
+        self.results[key] = float(report["success_rate"])
+        self.add(label, f"{_rate(report)}, {report.get('difficulty', '?')} tasks, {time.perf_counter() - started:.0f} s")
+
+
+def part_high(args: argparse.Namespace, rep: Report) -> Path:
+    data = _dataset(args.work / f"data_{args.difficulty}", args.episodes, args.difficulty, "--with_language")
+    ckpt = args.work / f"policy_{args.difficulty}"
+    minutes = _train(data, ckpt)
+    rep.add(f"train, {args.difficulty}, cameras + proprioception", "reused" if minutes != minutes else f"{minutes:.1f} min")
+    acc = subtask_accuracy(data, ckpt, args.cases)
+    rep.add("held-out subtask exact match", f"{acc['exact_match']:.3f} over {acc['cases']} cases (majority "
+            f"{acc['train_majority_baseline']:.3f})")
+    rep.results["exact_match"] = float(acc["exact_match"])
+    mix = ("--eval_difficulty", args.difficulty)
+    rep.evaluation("policy_scripted", "policy high / scripted low", ckpt, "policy", "scripted", args, *mix)
+    rep.evaluation("policy_scripted_interjections", "  with --eval_interjections", ckpt, "policy", "scripted", args,
+                   *mix, "--eval_interjections")
+    rep.evaluation("ceiling", "scripted high / scripted low (ceiling)", ckpt, "scripted", "scripted", args, *mix)
+    return ckpt
+
+
+def part_cameras(args: argparse.Namespace, rep: Report) -> None:
+    ckpt = args.work / f"policy_{args.difficulty}"
+    if not (ckpt / "checkpoints" / "latest").is_file():
+        part_high(args, rep)
+    rep.evaluation("cameras_policy_policy", "policy high / policy low, cameras + proprioception", ckpt, "policy",
+                   "policy", args, "--eval_difficulty", args.difficulty)
+
+
+def _privileged_data(args: argparse.Namespace) -> Path:
+    return _dataset(args.work / "data_privileged", args.episodes, "easy", "--with_language", "--privileged_state")
+
+
+def part_both(args: argparse.Namespace, rep: Report) -> Path:
+    data = _privileged_data(args)
+    ckpt = args.work / "policy_privileged"
+    minutes = _train(data, ckpt)
+    rep.add("train, easy, privileged state", "reused" if minutes != minutes else f"{minutes:.1f} min")
+    priv = ("--observation", "privileged")
+    rep.evaluation("both_policy_policy", "policy high / policy low, privileged state", ckpt, "policy", "policy", args,
+                   *priv)
+    rep.evaluation("both_scripted_policy", "scripted high / policy low, privileged state", ckpt, "scripted", "policy",
+                   args, *priv)
+    return ckpt
+
+
+def _annotated(args: argparse.Namespace, language: str) -> Path:
+    """The privileged episodes without language, annotated by `language`'s annotator."""
+    bare = _dataset(args.work / "data_privileged_bare", args.episodes, "easy", "--privileged_state",
+                    "--interjection_rate", "0.5")  # the same demonstrations as the oracle dataset's
+    out = args.work / f"data_privileged_{language}"
+    if (out / "meta" / "info.json").is_file():
+        return out
+    if language == "annotated":
+        _steerable("annotate", "--root", str(bare), "--output_dir", str(out))
+        return out
+    from steerable.testing.server import TestServer
+
+    with TestServer(latency_s=0.0, capacity=8) as server:
+        try:
+            _steerable("annotate", "--root", str(bare), "--output_dir", str(out), "--vlm.base_url", server.url,
+                       "--vlm.model_id", "test-model", "--allow_failures")
+        except SystemExit:
+            if not (out / "meta" / "info.json").is_file():
+                shutil.rmtree(out, ignore_errors=True)
+                raise
+    return out
+
+
+def part_language(args: argparse.Namespace, rep: Report) -> None:
+    rows: list[tuple[str, Path]] = []
+    for language in args.language.split(","):
+        if language == "oracle":
+            ckpt = args.work / "policy_privileged"
+            if not (ckpt / "checkpoints" / "latest").is_file():
+                _train(_privileged_data(args), ckpt)
+        else:
+            data = _annotated(args, language)
+            ckpt = args.work / f"policy_privileged_{language}"
+            _train(data, ckpt)
+        rows.append((language, ckpt))
+    if args.annotated_dataset is not None:
+        ckpt = args.work / "policy_privileged_given"
+        _train(args.annotated_dataset, ckpt)
+        rows.append((f"given: {args.annotated_dataset}", ckpt))
+    for language, ckpt in rows:
+        rep.evaluation(f"language_{language.split(':')[0]}", f"language {language}: policy / policy, privileged",
+                       ckpt, "policy", "policy", args, "--observation", "privileged")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("/tmp/policy_sim"))
-    parser.add_argument("--dataset", type=Path, default=None)
-    parser.add_argument("--checkpoint", type=Path, default=None, help="a trained output folder (skip training)")
-    parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--parts", default="high,cameras,both", help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--episodes", type=int, default=200, help="episodes of each generated dataset")
     parser.add_argument("--eval_episodes", type=int, default=50)
+    parser.add_argument("--max_seconds", type=float, default=60.0, help="simulated seconds per evaluation episode")
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
-    parser.add_argument("--both_levels", action="store_true", help="also policy/policy and the BC baseline")
-    parser.add_argument("--both_episodes", type=int, default=10, help="episodes of the policy-low-level runs")
-    parser.add_argument("--both_levels_only", action="store_true", help="only the --both_levels part")
-    parser.add_argument("--both_train", default="", help="extra `steerable train` flags for the privileged runs")
-    parser.add_argument("--both_seconds", type=float, default=60.0, help="simulated seconds per episode")
-    parser.add_argument("--difficulty", default="easy", help="task mix of the generated dataset (and so of the eval)")
-    parser.add_argument("--pick_seconds", type=float, default=20.0, help="simulated seconds of the pick test")
+    parser.add_argument("--difficulty", default="easy", help="task mix of the high/cameras parts (and their eval)")
+    parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
+    parser.add_argument("--annotated_dataset", type=Path, default=None,
+                        help="language part: also a copy of the bare privileged dataset annotated elsewhere")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    if args.both_levels_only:
-        _report(*both_levels(args))
-        return
-    dataset = args.dataset or args.work / "data"
-    if not (dataset / "meta" / "info.json").is_file():
-        _steerable("make-dataset", "synthetic", "--out", str(dataset), "--episodes", str(args.episodes),
-                   "--with_language", "--difficulty", args.difficulty)
-    checkpoint = args.checkpoint or args.work / "policy"
-    train_s = _train(dataset, checkpoint) if args.checkpoint is None else float("nan")
-    rows: list[tuple[str, str]] = [("train time (default settings, CPU)", f"{train_s / 60:.1f} min")]
-    acc = subtask_accuracy(dataset, checkpoint, args.cases)
-    rows += [
-        ("held-out subtask exact match", f"{acc['exact_match']:.3f} ({acc['cases']} cases)"),
-        ("majority baseline (train majority)", f"{acc['train_majority_baseline']:.3f}"),
-        ("majority baseline (held-out majority)", f"{acc['majority_baseline']:.3f}"),
-    ]
-    results: dict[str, Any] = {"exact_match": acc["exact_match"], "majority": acc["train_majority_baseline"]}
-    runs = [("policy high / scripted low", "policy", "scripted", ()),
-            ("  with interjections", "policy", "scripted", ("--eval_interjections",)),
-            ("scripted high / scripted low (ceiling)", "scripted", "scripted", ())]
-    for label, high, low, extra in runs:
-        started = time.perf_counter()
-        try:
-            # The ceiling has no policy to take the task mix from: every run names it.
-            report = _run_eval(checkpoint, high, low, args.eval_episodes, "--eval_difficulty", args.difficulty,
-                               *extra)
-        except SystemExit as exc:
-            rows.append((label, f"failed: {str(exc).splitlines()[-1][:80]}"))
-            continue
-        kinds = ", ".join(f"{k} {v['success_rate']:.2f}" for k, v in sorted(report["by_kind"].items()))
-        rows.append((label, f"success {report['success_rate']:.2f} over {report['episodes']} "
-                            f"{report['difficulty']} episodes ({kinds}; {time.perf_counter() - started:.0f} s)"))
-        results[label.strip().split(" (")[0].replace(" ", "_").replace("/", "")] = report["success_rate"]
-    if args.both_levels:
-        more_rows, more = both_levels(args)
-        rows += more_rows
-        results.update(more)
-    _report(rows, results)
-
-
-def _report(rows: list[tuple[str, str]], results: dict[str, Any]) -> None:
-    width = max(len(r[0]) for r in rows) + 2
-    print("oracle-language experiment (tiny policy, CPU)")
-    for label, value in rows:
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise SystemExit(f"--parts {unknown}: choose from {', '.join(PARTS)}")
+    rep = Report()
+    for part in parts:
+        {"high": part_high, "cameras": part_cameras, "both": part_both, "language": part_language}[part](args, rep)
+    print()
+    width = max(len(r[0]) for r in rep.rows) + 2
+    print(f"policy_sim ({args.episodes} episodes per dataset, {args.eval_episodes} held-out seeds per run)")
+    for label, value in rep.rows:
         print(f"{label:<{width}}{value}")
-    print("RESULT " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in results.items()))
+    print("RESULT " + " ".join(f"{k}={v:.3f}" for k, v in rep.results.items()))
 
 
 if __name__ == "__main__":

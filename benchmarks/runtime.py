@@ -7,7 +7,21 @@ policy with one worker, after a warm-up episode that loads the policy; policy / 
 `steerable run` with one worker per core, loading included), in wall seconds per simulated
 episode-second. The process keeps torch's default threads, as `steerable run` does.
 
+With `--lerobot [CKPT]` (run it with .venv-lerobot's Python: it imports `lerobot`), also the control
+loop driving a real LeRobot ACT policy (`--low_level lerobot`) in the simulator on the wall clock at
+15 and 30 Hz: tick work, dispatch jitter and the rate achieved, with ACT's action queue and with its
+temporal ensembling (an inference on every tick). CKPT: a LeRobot checkpoint folder; without one, an
+ACT at LeRobot's default size (random weights) is built by LeRobot's factory from a one-episode
+synthetic dataset (with the tests' `tests/lerobot/lerobot_policies.py`).
+
+Then chunk inference, sync vs async vs rtc (`steerable run --inference`, `benchmarks/runtime_chunks.py`):
+a flow policy whose chunk takes 100 or 300 ms at 30 and 50 Hz (jitter, dry ticks, jumps at chunk
+boundaries and within), and success over 50 seeds with chunks slowed to 200 ms (with
+`--chunks_policy CKPT`, also over the learned low level). `--chunks_only`: this part alone.
+
 Usage: .venv/bin/python benchmarks/runtime.py [--seconds 4] [--episodes 50] [--policy CKPT [--policy_only]]
+       .venv/bin/python benchmarks/runtime.py --chunks_only [--chunks_policy CKPT] [--chunks_seconds 20]
+       .venv-lerobot/bin/python benchmarks/runtime.py --lerobot [CKPT] [--lerobot_only]
 """
 
 from __future__ import annotations
@@ -108,13 +122,114 @@ def weak_policy_eval(checkpoint: str, episodes: int = 4,
     return rows
 
 
+def _lerobot_act(work: Path, **config: object) -> Path:
+    """An ACT at LeRobot's default size (random weights; `config` on top), saved as a trained checkpoint."""
+    import torch
+
+    threads = torch.get_num_threads()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lerobot"))
+    from lerobot_policies import save_policy, synthetic_dataset  # the tests' builder: LeRobot's own factory
+
+    torch.set_num_threads(threads)  # the helpers pin the tests to one thread; keep steerable run's default
+    dataset = work / "dataset"
+    if not dataset.exists():
+        synthetic_dataset(dataset)
+    defaults = {"chunk_size": 100, "n_action_steps": 100, "dim_model": 512, "n_heads": 8, "dim_feedforward": 3200,
+                "n_encoder_layers": 4, "n_decoder_layers": 1, "latent_dim": 32, "n_vae_encoder_layers": 4}
+    name = "act_te" if config.get("temporal_ensemble_coeff") else "act"
+    return save_policy("act", dataset, work / name, **{**defaults, **config})
+
+
+def lerobot_loop_timing(checkpoint: Path, hz: float, seconds: float) -> dict[str, float]:
+    """`--high_level none --low_level lerobot` on the wall clock at `hz` (cameras rendered every tick, as
+    the policy reads them): tick work and lateness in ms, the rate achieved, model inferences run."""
+    from steerable.runtime.stack import build_low
+
+    env = SimEnv(fps=int(hz))
+    env.reset(7, TASK)
+    low = build_low(StackSpec(high_level="none", low_level="lerobot", lerobot={"policy_path": str(checkpoint)}), env)
+    model = low.policy  # type: ignore[attr-defined]
+    predict, inferences = model.predict_action_chunk, [0]
+
+    def counted(*args: object, **kwargs: object) -> object:
+        inferences[0] += 1
+        return predict(*args, **kwargs)
+
+    low.act(env.observe(), TASK)  # torch's first call is slow (warm-up): outside the timings
+    low.reset()
+    model.predict_action_chunk = counted
+    rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=hz, chunk_hz=5, high_level_hz=1), realtime=True,
+                 keep_timings=True)
+    rt.submit("task", TASK)
+    started = time.perf_counter()
+    rt.run(max_ticks=int(hz * seconds))
+    wall = time.perf_counter() - started
+    rt.close()
+    return {
+        "tick_p50": _pct(rt.stats.tick_seconds, 50),
+        "tick_p99": _pct(rt.stats.tick_seconds, 99),
+        "late_p50": _pct(rt.stats.lateness, 50),
+        "late_p99": _pct(rt.stats.lateness, 99),
+        "achieved_hz": rt.stats.ticks / wall,
+        "inferences": float(inferences[0]),
+    }
+
+
+def lerobot_section(checkpoint: str, seconds: float) -> None:
+    """The LeRobot table and its RESULT line (see the module docstring)."""
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        policies = ([("ACT (given)", Path(checkpoint))] if checkpoint else
+                    [("ACT, queue of 100", _lerobot_act(work)),
+                     ("ACT, temporal ensembling", _lerobot_act(work, n_action_steps=1, temporal_ensemble_coeff=0.01))])
+        print(f"LeRobot policy as the low level, {seconds:g} s per row on the wall clock, torch threads "
+              f"{torch.get_num_threads()}, load {os.getloadavg()}:")
+        print(f"{'policy':>26} {'rate':>5} | {'tick p50 ms':>11} {'tick p99 ms':>11} | {'jitter p50 ms':>13} "
+              f"{'jitter p99 ms':>13} | {'achieved Hz':>11} | {'inferences':>10}")
+        results = {}
+        for label, path in policies:
+            for hz in (15.0, 30.0):
+                r = lerobot_loop_timing(path, hz, seconds)
+                results[label, hz] = r
+                print(f"{label:>26} {hz:5.0f} | {r['tick_p50']:11.3f} {r['tick_p99']:11.3f} | {r['late_p50']:13.3f} "
+                      f"{r['late_p99']:13.3f} | {r['achieved_hz']:11.1f} | {r['inferences']:10.0f}")
+    first = policies[0][0]
+    q15, q30 = results[first, 15.0], results[first, 30.0]
+    line = (f"RESULT lerobot_act_tick_p50_ms_15hz={q15['tick_p50']:.3f} lerobot_act_tick_p99_ms_15hz={q15['tick_p99']:.3f} "
+            f"lerobot_act_jitter_p99_ms_15hz={q15['late_p99']:.3f} lerobot_act_hz_15hz={q15['achieved_hz']:.1f} "
+            f"lerobot_act_jitter_p99_ms_30hz={q30['late_p99']:.3f} lerobot_act_hz_30hz={q30['achieved_hz']:.1f}")
+    if len(policies) > 1:
+        e15, e30 = results[policies[1][0], 15.0], results[policies[1][0], 30.0]
+        line += (f" lerobot_act_ensembled_tick_p50_ms_15hz={e15['tick_p50']:.3f} "
+                 f"lerobot_act_ensembled_hz_15hz={e15['achieved_hz']:.1f} "
+                 f"lerobot_act_ensembled_hz_30hz={e30['achieved_hz']:.1f}")
+    print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--policy", default=None, help="a (weak) policy checkpoint: adds the weak policy evaluation")
     parser.add_argument("--policy_only", action="store_true", help="with --policy: only the weak policy evaluation")
+    parser.add_argument("--lerobot", nargs="?", const="", default=None, metavar="CKPT",
+                        help="adds the loop with a real LeRobot ACT policy (run with .venv-lerobot's Python)")
+    parser.add_argument("--lerobot_only", action="store_true", help="with --lerobot: only the LeRobot table")
+    parser.add_argument("--chunks_only", action="store_true", help="only the chunk inference part (sync/async/rtc)")
+    parser.add_argument("--chunks_policy", default=None, help="a checkpoint: success with the learned low level too")
+    parser.add_argument("--chunks_seconds", type=float, default=20.0, help="its episodes' simulated time limit")
     args = parser.parse_args()
+    if args.chunks_only:
+        from runtime_chunks import section
+
+        section(args.seconds, args.episodes, args.chunks_policy, args.chunks_seconds)
+        return
+    if args.lerobot is not None:
+        lerobot_section(args.lerobot, args.seconds)
+        if args.lerobot_only:
+            return
     if args.policy:
         print(f"weak policy evaluation ({args.policy}), 4 episodes x at most 30 simulated s, load {os.getloadavg()}:")
         weak = weak_policy_eval(args.policy)
@@ -157,6 +272,9 @@ def main() -> None:
         f"eval_success={plain.success_rate:.3f} eval_success_interjections={corrected.success_rate:.3f} "
         f"eval_x_realtime={sim_seconds / eval_s:.0f}"
     )
+    from runtime_chunks import section
+
+    section(args.seconds, args.episodes, args.chunks_policy, args.chunks_seconds)
 
 
 if __name__ == "__main__":

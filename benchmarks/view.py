@@ -10,7 +10,12 @@ list and the first payload is printed on its own); the export's build time is re
 Then `view --export` of real episodes whose video a browser cannot play (`../shared/data/lingzu_teleop_4`:
 MPEG-4 part 2, 640x480, 30 fps, re-encoded to H.264), in seconds per episode, with one clip at a time
 and with the default pool (one clip per two cores).
-Run: `python benchmarks/view.py [--episodes 500] [--real_only]`.
+The editor (`steerable view --edit`, `--edit_only`): on the 500-episode dataset, the time from a key
+press (split, undo, redo, boundary to the playhead, retype by keyboard) to the redrawn timeline, as the
+page measures it (keydown `timeStamp` to the laid-out lanes, and to the next animation frame); on a
+50-episode dataset, the time to save one episode (the POST until its reply: validation, the durable
+folder commit, the revision, the fresh payload), over several saves.
+Run: `python benchmarks/view.py [--episodes 500] [--real_only | --edit_only]`.
 """
 
 from __future__ import annotations
@@ -128,6 +133,93 @@ def measure(browser: Any, url: str, episodes: int, seeks: int, switches: int) ->
     }
 
 
+def measure_keys(browser: Any, url: str, presses: int) -> dict[str, float]:
+    """Key press to redrawn timeline in the editor: split / undo / redo / move a boundary, `presses` times."""
+    context = browser.new_context(viewport={"width": 1400, "height": 950}, bypass_csp=True)
+    page = context.new_page()
+    page.goto(url + "&episode=7")
+    page.wait_for_selector("body[data-ready='1']", timeout=120000)
+    page.wait_for_selector("#revision-list li")
+    page.locator(".lane[data-style='subtask'] .span").first.click()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    cycle = ["s", "Control+z", "Control+Shift+z", "Control+z", "]", "Control+z"]
+    for i in range(presses):
+        page.keyboard.press(cycle[i % len(cycle)])
+    page.wait_for_function(f"window.steerableEdit.paints.length >= {presses}")
+    laid = page.evaluate("window.steerableEdit.timings")[-presses:]
+    painted = page.evaluate("window.steerableEdit.paints")[-presses:]
+    context.close()
+    return {
+        "layout": statistics.median(laid), "layout_p95": float(np.percentile(laid, 95)),
+        "paint": statistics.median(painted), "paint_p95": float(np.percentile(painted, 95)),
+    }
+
+
+def measure_saves(root: Path, saves: int) -> dict[str, float]:
+    """One episode saved `saves` times through the edit server (HTTP POST to reply), and in-process."""
+    import http.client
+
+    from steerable.dataset.review import episode_rows, save_episode
+
+    server = make_server(ViewerData(LeRobotDataset(root)), "127.0.0.1", 0, edit=True)
+    server.start()
+    ds = LeRobotDataset(root)
+    rows = episode_rows(ds, 25)
+    body: dict[str, Any] = {"persistent": rows.persistent, "events": [{"t": t, "row": r} for t, r in rows.events]}
+    took = []
+    try:
+        conn = http.client.HTTPConnection(*server.server_address, timeout=120)
+        for i in range(saves + 1):
+            body["persistent"][0]["content"] = f"step 0, take {i}"
+            t0 = time.perf_counter()
+            conn.request("POST", "/api/episodes/25/language", body=json.dumps(body),
+                         headers={"Content-Type": "application/json", "X-Steerable-Token": server.edit.token})
+            reply = conn.getresponse()
+            reply.read()
+            assert reply.status == 200, reply.status
+            if i:  # the first save also loads what a save needs for the first time
+                took.append((time.perf_counter() - t0) * 1000)
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    direct = []
+    for i in range(saves):
+        persistent = [dict(r) for r in rows.persistent]
+        persistent[0]["content"] = f"direct take {i}"
+        t0 = time.perf_counter()
+        save_episode(ds, 25, persistent, None)
+        direct.append((time.perf_counter() - t0) * 1000)
+    return {"http": statistics.median(took), "http_p95": float(np.percentile(took, 95)),
+            "direct": statistics.median(direct)}
+
+
+def run_edit(episodes: int, presses: int, saves: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_dataset(Path(tmp) / "ds", episodes)
+        server = make_server(ViewerData(LeRobotDataset(root)), "127.0.0.1", 0, edit=True)
+        server.warm().join()
+        server.start()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            keys = measure_keys(browser, server.url, presses)
+            browser.close()
+        server.shutdown()
+        server.server_close()
+        small = make_dataset(Path(tmp) / "ds50", 50)
+        save = measure_saves(small, saves)
+    print(f"key press to redrawn timeline ({episodes} episodes, {presses} presses): median {keys['layout']:.1f} ms "
+          f"(p95 {keys['layout_p95']:.1f}), to the next frame painted {keys['paint']:.1f} ms (p95 {keys['paint_p95']:.1f})")
+    print(f"save of one episode of a 50-episode dataset ({saves} saves): POST to reply median {save['http']:.0f} ms "
+          f"(p95 {save['http_p95']:.0f}); save_episode alone {save['direct']:.0f} ms")
+    print(f"RESULT edit_key_redraw_ms={keys['layout']:.1f} edit_key_paint_ms={keys['paint']:.1f} "
+          f"edit_save_ms={save['http']:.0f} edit_save_p95_ms={save['http_p95']:.0f} "
+          f"edit_save_direct_ms={save['direct']:.0f} episodes={episodes}")
+
+
 def measure_cold(root: Path) -> dict[str, float]:
     """Server-side cost of a cold start: the episode list and the first episode's payload (ms)."""
     data = ViewerData(LeRobotDataset(root))
@@ -177,7 +269,13 @@ def main() -> None:
     parser.add_argument("--seeks", type=int, default=30)
     parser.add_argument("--switches", type=int, default=10)
     parser.add_argument("--real_only", action="store_true", help="only the export of the real episodes")
+    parser.add_argument("--edit_only", action="store_true", help="only the editor: key presses and saves")
+    parser.add_argument("--presses", type=int, default=60)
+    parser.add_argument("--saves", type=int, default=10)
     args = parser.parse_args()
+    if args.edit_only:
+        run_edit(args.episodes, args.presses, args.saves)
+        return
     if args.real_only:
         with tempfile.TemporaryDirectory() as tmp:
             real = measure_real(Path(tmp))

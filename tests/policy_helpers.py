@@ -49,12 +49,14 @@ def batch_of(data: PolicyDataset, positions: list[int]) -> dict[str, Any]:
 
 
 def find(data: PolicyDataset, want: str, limit: int = 1, start: int = 0) -> list[int]:
-    """Positions of items that are high-level with a text target (`text`) or low-level only (`actions`)."""
+    """Positions of items that are high-level with a text target (`text`) or low-level only with actions
+    to train (`actions`: not a pause frame, see `steerable.policy.data`)."""
     found = []
     for i in range(start, len(data)):
         item = data[i]
         high = bool(item and item["target_message_indices"])
-        low = bool(item and "low_level" in item["message_streams"] and not item["target_message_indices"])
+        low = bool(item and "low_level" in item["message_streams"] and not item["target_message_indices"]
+                   and bool(item["action_mask"].any()))
         if (want == "text" and high) or (want == "actions" and low):
             found.append(i)
             if len(found) == limit:

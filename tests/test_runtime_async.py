@@ -148,22 +148,19 @@ def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
     assert all(e.text != "a reply nobody should see" for e in events)
 
 
-def test_a_reply_in_flight_is_discarded_after_an_interjection_and_the_interjection_answered() -> None:
+def test_an_interjection_does_not_wait_for_a_hung_update_whose_reply_is_then_never_applied() -> None:
     rt, env, planner, events = _setup()
     with _running(rt):
         assert planner.entered.wait(5)
         rt.submit("interject", "no, the right bin")
-        _wait_for(lambda: any(e.kind == "interjection" for e in events))
-        time.sleep(5 / CTRL_HZ)
-        # At most one call in flight: the interjection waits for the hung call.
-        assert [r.kind for r in planner.requests] == ["update", "update"]
-        assert rt.state.snapshot().subtask == "pick up the red cube"
-        planner.release.set()
+        # Asked at once, on a fresh thread, while the periodic update still hangs (issue 23).
         _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        assert [r.kind for r in planner.requests][:3] == ["update", "update", "interjection"]
+        assert not planner.release.is_set()
         _wait_for(lambda: rt.state.last_speech == "OK, the right bin.")
         sent = len(env.sent)
         _wait_for(lambda: len(env.sent) > sent)  # and the robot moves on the new subtask
-    assert [r.kind for r in planner.requests][:3] == ["update", "update", "interjection"]
+    planner.release.set()  # the abandoned call returns after the run: nobody collects it
     interjection = planner.requests[2]
     assert interjection.user_text == "no, the right bin"
     assert rt.stats.high_level_discarded == 1
@@ -257,7 +254,7 @@ def test_cli_a_hung_vlm_server_keeps_the_control_rate_and_pause_applies_at_once(
     assert took < 25, took  # /quit did not wait for the 30 s timeout
 
 
-def test_a_correction_still_waiting_when_the_task_changes_is_dropped_with_the_old_task() -> None:
+def test_a_correction_for_the_old_task_is_dropped_when_the_task_changes() -> None:
     rt, env, planner, events = _setup()
     with _running(rt):
         assert planner.entered.wait(5)  # the periodic update hangs
@@ -265,8 +262,10 @@ def test_a_correction_still_waiting_when_the_task_changes_is_dropped_with_the_ol
         rt.submit("task", "put the orange cube in the right bin")
         _wait_for(lambda: rt.state.task == "put the orange cube in the right bin")
         planner.release.set()
-        _wait_for(lambda: len(planner.requests) >= 3)
+        _wait_for(lambda: any(r.kind == "update" and r.context.task == "put the orange cube in the right bin"
+                              for r in planner.requests))
         _wait_for(lambda: rt.state.snapshot().subtask is not None)
-    assert [r.kind for r in planner.requests][:3] == ["update", "update", "update"]
-    assert planner.requests[2].context.task == "put the orange cube in the right bin"
-    assert not any(r.kind == "interjection" for r in planner.requests)
+    # Asked at once for the old task (the hung update abandoned), its reply then stale: never asked again.
+    asked = [r.context.task for r in planner.requests if r.kind == "interjection"]
+    assert asked == ["put the red cube in the left bin"]
+    assert rt.state.snapshot().subtask != "place it in the right bin"

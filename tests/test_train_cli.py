@@ -166,7 +166,8 @@ def test_a_yaml_config_sets_the_run_and_flags_given_too_win(dataset: Path, tmp_p
     assert main(["train", "--config", str(config), "--steps", "2", "--policy.n_action_steps=3"]) == 0
     assert "trained 2 steps" in capsys.readouterr().out
     saved = json.loads((out / "checkpoints" / "step_00000002" / "config.json").read_text())
-    policy = saved["policy"]
+    policy = saved  # format 2: the settings at the top level, beside LeRobot's `type`
+    assert saved["type"] == "steerable_hierarchical" and saved["format"] == 2
     assert policy["chunk_size"] == 6 and policy["n_action_steps"] == 3 and policy["tiny_hidden"] == TINY["tiny_hidden"]
 
 

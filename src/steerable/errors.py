@@ -10,6 +10,7 @@ SteerableError
     ClipStopped  [viewer.clips]
     CommandError(ValueError)
     ConfigError(ValueError)
+    ControllerUnavailableError(ConnectionError)
     DatasetError
         CorruptDatasetError(ValueError)
         DatasetNotFoundError(FileNotFoundError)
@@ -23,7 +24,7 @@ SteerableError
     MissingFilesystemError(ImportError)  [annotate.staging]
     RecipeError(ValueError)
         RecipeFieldError  [recipes._where]
-    RunLockedError  [annotate.lock]
+    RunLockedError  [dataset.lock]
     VLMError
         AttemptError  [vlm.retry]
         ReplyParseError(ValueError)  [vlm.jsonrepair]
@@ -43,6 +44,7 @@ __all__ = [
     "AnnotationError",
     "CommandError",
     "ConfigError",
+    "ControllerUnavailableError",
     "CorruptDatasetError",
     "DatasetError",
     "DatasetNotFoundError",
@@ -115,6 +117,11 @@ class ConfigError(SteerableError, ValueError):
 
 class CommandError(SteerableError, ValueError):
     """A robot command or task outside the environment's grammar, or naming what its scene lacks."""
+
+
+class ControllerUnavailableError(SteerableError, ConnectionError):
+    """The low-level controller cannot be reached for now (a policy server's connection was lost):
+    the runtime holds the robot still, says so once, and asks again until it answers."""
 
 
 class VLMError(SteerableError):

@@ -66,6 +66,9 @@ class AnnotateConfig(BaseModel):
     only_episodes: list[int] | None = Field(None, description="annotate only these episodes, e.g. 0,3,7")
     seed: int = Field(1729, description="seed of every random choice (per episode and purpose)")
     force: bool = Field(False, description="redo staged work instead of resuming it")
+    include_reviewed: bool = Field(
+        False, description="also re-annotate episodes a person reviewed or corrected (`steerable view --edit`)"
+    )
     allow_failures: bool = Field(False, description="exit 0 even when some episodes failed (default: exit 1)")
     staging_dir: Path | str | None = Field(
         None, description="staging folder or fsspec URL, e.g. s3://bucket/run (default: <dataset>/.steerable/staging)"

@@ -13,7 +13,6 @@ from steerable.annotate.collect import EpisodeRows, split_rows, validate_episode
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.engine import EpisodeResult, Progress
 from steerable.annotate.executor import EpisodeJob, Executor, LocalExecutor
-from steerable.annotate.lock import RunLock
 from steerable.annotate.module import ModuleCheck
 from steerable.annotate.progress import ProgressDisplay
 from steerable.annotate.registry import module_checks
@@ -30,6 +29,9 @@ from steerable.annotate.summary import (
 from steerable.annotate.workspace import Workspace, open_workspace
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.atomic import atomic_write_json
+from steerable.dataset.lineage import missing_notice
+from steerable.dataset.lock import RunLock
+from steerable.dataset.provenance import provenance_block
 from steerable.dataset.summary import index_ranges
 from steerable.errors import ConfigError
 
@@ -59,7 +61,7 @@ def annotate(
     # A staging URL is checked first (protocol known, its package installed): before any download.
     chosen = Staging(cfg.staging_dir) if cfg.staging_dir is not None else None
     ws = open_workspace(cfg)
-    episodes = _select(ws.target, cfg.only_episodes)
+    episodes = _unreviewed(ws.target, _select(ws.target, cfg.only_episodes), cfg.include_reviewed)
     staging = chosen or Staging(ws.work_dir / "staging")
     lock = RunLock.acquire(ws.work_dir, ws.out)  # before any check that contacts a model
     try:
@@ -110,7 +112,7 @@ async def _annotate(
     for result in results:
         _drop_standins(result, standins, replaces)
     report = _validate_and_write(ws, results, checks, replaces, producers(model_of, results))
-    summary = _summary(ws, results, names, notes, report, stats, model_of)
+    summary = _summary(ws, results, names, [*notes, *_unrecorded_producers(ws)], report, stats, model_of)
     summary.timings = Timings(
         total_s=round(time.monotonic() - started, 3),
         pipeline_s=round(pipeline_s, 3),
@@ -140,6 +142,21 @@ def _select(ds: LeRobotDataset, only: list[int] | None) -> list[EpisodeMeta]:
             f"(it has {index_ranges(sorted(known))})"
         )
     return [ds.episode(i) for i in sorted(set(only))]
+
+
+def _unreviewed(ds: LeRobotDataset, episodes: list[EpisodeMeta], include: bool) -> list[EpisodeMeta]:
+    """The episodes minus those a person reviewed or corrected (kept byte for byte), unless `include`."""
+    from steerable.dataset.review import protected_episodes
+
+    kept = protected_episodes(ds)
+    if include or not kept:
+        return episodes
+    left = [e for e in episodes if e.episode_index not in kept]
+    skipped = sorted(e.episode_index for e in episodes if e.episode_index in kept)
+    if skipped:
+        log.warning("leaving episode(s) %s as a person reviewed them (--include_reviewed true redoes them)",
+                    index_ranges(skipped))
+    return left
 
 
 def _camera(cfg: AnnotateConfig, ds: LeRobotDataset, *, needs_video: bool) -> str | None:
@@ -215,6 +232,15 @@ def _validate_and_write(
     if not updates:
         return None
     return ws.write(updates, producers=producers)
+
+
+def _unrecorded_producers(ws: Workspace) -> list[str]:
+    """A note when the rows the dataset already had name no producer (LeRobot's dataset tools drop
+    that record): this run's rows are recorded, theirs stay unknown until restored."""
+    source = ws.source
+    if not source.has_language or provenance_block(source.root, source.info) is not None:
+        return []
+    return [missing_notice(ws.out, ['provenance of the language rows it already had (info.json "steerable")']) or ""]
 
 
 def _summary(

@@ -1,8 +1,15 @@
-"""`steerable eval DATASET [--gold FILE_OR_DATASET]` or `steerable eval [DATASET] --compare A B`: score subtask spans."""
+"""`steerable eval DATASET [--gold FILE_OR_DATASET]` or `steerable eval [DATASET] --compare A B`: score subtask spans.
+
+Any dataset argument may name a revision of a local dataset, `DATASET@rN` (`steerable revisions`; r0:
+before the first): `steerable eval DS@r0 --gold DS@r3` scores the model's annotation against the
+person's correction and reports the edit cost, the edit operations of the revisions in between per
+minute of video.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -26,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an annotated dataset (local folder or Hub id); with --compare, the synthetic dataset whose "
         "ground truth is the gold when --gold is not given (default: RUN_A's)",
     )
-    parser.add_argument("--gold", help="gold spans: a JSON/JSONL file (WGO-Bench rows) or an annotated dataset")
+    parser.add_argument(
+        "--gold", help="gold spans: a JSON/JSONL file (WGO-Bench rows) or an annotated dataset (DATASET@rN: a revision)"
+    )
     parser.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="two annotated datasets to compare")
     parser.add_argument("--json", action="store_true", help="print one JSON object (with per-episode values)")
     parser.add_argument("--plot", type=Path, metavar="PNG", help="write timelines and metric bars to this PNG")
@@ -45,6 +54,68 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        cost = _revisions(args, stack)
+        return _run(args, cost)
+
+
+def _revisions(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, Any] | None:
+    """Check out each `DATASET@rN` argument as a temporary folder (in place in `args`); the edit cost
+    between the two revisions when DATASET and --gold are revisions of one dataset."""
+    from steerable.dataset.revisions import checkout, parse_revision_spec
+
+    specs: dict[str, tuple[Path, int]] = {}
+
+    def resolve(value: str | None) -> str | None:
+        spec = parse_revision_spec(value) if value else None
+        if spec is None:
+            return value
+        specs[str(value)] = spec
+        return str(stack.enter_context(checkout(*spec)))
+
+    shown = {"dataset": args.dataset, "gold": args.gold}
+    args.dataset, args.gold = resolve(args.dataset), resolve(args.gold)
+    if args.compare is not None:
+        args.compare = [resolve(c) for c in args.compare]
+    args.shown = shown
+    a, b = specs.get(str(shown["dataset"])), specs.get(str(shown["gold"]))
+    if a is None or b is None or a[0].resolve() != b[0].resolve():
+        return None
+    return _edit_cost(a[0], a[1], b[1])
+
+
+def _edit_cost(root: Path, start: int, end: int) -> dict[str, Any]:
+    """The edit operations of the revisions from `start` to `end`, per minute of the dataset's video."""
+    from steerable.dataset import LeRobotDataset
+    from steerable.dataset.revisions import edit_cost
+
+    ops = edit_cost(root, start, end)
+    ds = LeRobotDataset(root)
+    minutes = ds.total_frames / max(ds.fps, 1) / 60
+    counted = {k: v for k, v in ops.items() if k != "status"}
+    total = sum(counted.values())
+    return {
+        "from": start, "to": end, "operations": ops, "edits": total, "video_minutes": round(minutes, 4),
+        "edits_per_minute": round(total / minutes, 3) if minutes else None,
+        "per_minute": {k: round(v / minutes, 3) for k, v in counted.items()} if minutes else {},
+    }
+
+
+_OP_NAMES = {
+    "move": "boundary moves", "split": "splits", "merge": "merges", "retype": "retypes", "add": "rows added",
+    "delete": "rows deleted", "move_event": "events moved", "delete_event": "events deleted", "box": "box/point edits",
+}
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    kinds = ", ".join(
+        f"{n} {_OP_NAMES.get(k, k.replace('_', ' '))}" for k, n in cost["operations"].items() if k != "status"
+    ) or "no edits"
+    rate = f" = {cost['edits_per_minute']:.2f} edits per minute" if cost["edits_per_minute"] is not None else ""
+    return f"edit cost r{cost['from']} -> r{cost['to']}: {kinds} over {cost['video_minutes']:.2f} min of video{rate}"
+
+
+def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
     from rich.console import Console
 
     from steerable.eval.labels import make_label_matcher
@@ -80,10 +151,14 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"episodes missing from A, B or the gold (not scored): {format_episode_list(cmp.not_scored)}")
     else:
         ev = evaluate_dataset(args.dataset, matcher, event_tolerance_s=args.event_tolerance_s, **common)
+        if args.shown["dataset"] != args.dataset:
+            ev.dataset = str(args.shown["dataset"])
+        if args.shown["gold"] != args.gold:
+            ev.gold.source = str(args.shown["gold"])
         if args.plot:
             _plot(args, matcher, ev.gold.segments, [("predicted", ev.predicted, ev.report)])
         if args.json:
-            print(json.dumps(ev.as_dict()))
+            print(json.dumps({**ev.as_dict(), **({"edit_cost": cost} if cost else {})}))
             return 0
         r = ev.report
         console.print(f"dataset: {ev.dataset}\ngold: {ev.gold.source}")
@@ -93,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"gold episodes without subtask rows (not scored): {format_episode_list(r.missing_predictions)}")
         if r.not_in_gold:
             console.print(f"predicted episodes without gold (not scored): {format_episode_list(r.not_in_gold)}")
+        if cost:
+            console.print(_cost_line(cost))
     if args.plot:
         console.print(f"plot: {args.plot}")
     return 0

@@ -3,6 +3,9 @@
 The same tree loads from `--config file.yaml` and from flags; flags win. Unknown flags and bad
 values raise ConfigError naming the flag, with a suggestion for typos. A field's other names
 (pydantic `AliasChoices`) are flags too, and a boolean `--name` also reads `--no_name` (false).
+A model may pass a section through unparsed (`pass_through = {"robot": "robot"}`, flag section:
+field): every `--robot.KEY=VALUE` then lands, as text, in that dict field, for another tool's own
+parser (LeRobot's `--robot.*` and `--env.*` flags reach LeRobot's config machinery this way).
 Every command built on a settings tree (annotate, train, run) registers with `add_command` and
 parses with `parse_command`.
 """
@@ -149,6 +152,7 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
     aliases = flag_aliases(model)
     known = {**leaves, **{alias: leaves[name] for alias, name in aliases.items()}}
     tree: dict[str, Any] = {}
+    passed: Mapping[str, str] = getattr(model, "pass_through", {})
     flags = _split(argv)
     for key, value in flags:
         if f"--{key}" == config_flag:
@@ -164,6 +168,13 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
             if value is not None:
                 raise ConfigError(f"--{key} takes no value (it is --{negated} false)")
             _set(tree, negated, False)
+            continue
+        head, dot, rest = key.partition(".")
+        if key not in known and dot and rest and head in passed:  # another parser's flag: kept as typed
+            section = tree.setdefault(passed[head], {})
+            if not isinstance(section, dict):
+                raise ConfigError(f"--{key}: {passed[head]!r} is set as a whole already")
+            section[rest] = "true" if value is None else value
             continue
         if key not in known:
             switches = {_negation(name): ann for name, ann in leaves.items() if bool in _unwrap(ann)}
@@ -230,7 +241,11 @@ def flag_help(model: type[BaseModel]) -> str:
     for alias, name in flag_aliases(model).items():
         aliases.setdefault(name, []).append(f"--{alias}")
     groups: dict[str, list[str]] = {"general": []}
+    passed = {field: section for section, field in getattr(model, "pass_through", {}).items()}
     for name, annotation, default, doc in iter_flags(model):
+        if name in passed:
+            groups["general"].append(f"  --{passed[name]}.KEY=VALUE" + (f"    {doc}" if doc else ""))
+            continue
         others = list(aliases.get(name, []))
         if default is True and bool in _unwrap(annotation):
             others.append(f"--{_negation(name)}")

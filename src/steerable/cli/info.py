@@ -75,7 +75,22 @@ def _print_human(s: DatasetSummary) -> None:
     table = Table("column", "style", "rows", "written by", title="Language", title_justify="left")
     for column, counts in (("persistent", lang.persistent), ("events", lang.events)):
         for style, n in counts.items():
-            table.add_row(column, escape(style), str(n), escape(s.producers.get(style, "?")))
+            table.add_row(column, escape(style), str(n), escape(_written_by(s, style)))
     console.print(table)
-    console.print(f"Tools: {escape(', '.join(lang.tools))}")
+    if s.review:
+        console.print("Review: " + ", ".join(f"{n} {status}" for status, n in s.review.items()))
+    from steerable.dataset.lineage import TOOL_CATALOGUE, missing_notice
 
+    default = " (not declared: steerable's default catalogue)" if TOOL_CATALOGUE in s.missing_metadata else ""
+    console.print(f"Tools: {escape(', '.join(lang.tools))}{default}")
+    if s.missing_metadata:
+        console.print(f"[yellow]note:[/yellow] {escape(missing_notice(s.root, s.missing_metadata) or '')}")
+
+
+def _written_by(s: DatasetSummary, style: str) -> str:
+    """The style's producer, and the episodes whose rows of it a person corrected (`steerable view --edit`)."""
+    from steerable.dataset.summary import index_ranges
+
+    who = s.producers.get(style, "not recorded")
+    edited = s.human.get(style)
+    return f"{who}; human: episode(s) {index_ranges(edited)}" if edited else who

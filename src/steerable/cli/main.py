@@ -15,7 +15,8 @@ from steerable.cli.errors import USER_ERROR_EXIT, run_command
 from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)` that sets `func` on its parser.
-SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "train", "run")
+SUBCOMMANDS = ("info", "make_dataset", "annotate", "sheets", "render", "recipes", "eval", "demo", "export", "view", "revisions", "train", "run",
+               "serve_policy", "restore")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -1,13 +1,17 @@
-"""`steerable recipes list|show|lint`: the built-in recipes, and checking a recipe before training."""
+"""`steerable recipes list|show|lint|export`: the built-in recipes, checking a recipe before training
+(for steerable, or with --lerobot for LeRobot's own loader), and writing one in LeRobot's form."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from importlib import resources
+from pathlib import Path
 
 from rich.console import Console
 
 from steerable.cli._recipe_args import camera_map
+from steerable.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -24,7 +28,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     lint.add_argument("--dataset", help="dataset the recipe will be rendered on")
     lint.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY",
                       help="bind a recipe camera to a dataset camera (repeatable)")
+    lint.add_argument("--lerobot", action="store_true",
+                      help="check the file as LeRobot's load_recipe reads it (exit 1 when LeRobot refuses it)")
     lint.set_defaults(func=run_lint)
+    export = verbs.add_parser("export", help="write a recipe in the form another tool's loader accepts")
+    export.add_argument("recipe", help="YAML file or built-in name")
+    export.add_argument("--lerobot", action="store_true", help="LeRobot's recipe form (the one format so far)")
+    export.add_argument("--out", help="write the YAML here instead of to stdout")
+    export.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY",
+                        help="bind a recipe camera to a dataset camera before writing (repeatable)")
+    export.set_defaults(func=run_export)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -52,6 +65,10 @@ def run_lint(args: argparse.Namespace) -> int:
     from steerable.train.lint import lint_against_dataset
 
     console = Console(highlight=False, soft_wrap=True, markup=False)  # paths and row text, verbatim
+    if args.lerobot:
+        refused = _lint_for_lerobot(args.recipe, console)
+        if refused or args.dataset is None:
+            return 1 if refused else 0
     if args.dataset is None:
         recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
         console.print(f"{args.recipe}: valid ({len(recipe.components())} component(s))")
@@ -68,4 +85,75 @@ def run_lint(args: argparse.Namespace) -> int:
     if problems:
         return 1
     console.print(f"{args.recipe}: valid for {args.dataset}" + (f" ({len(warnings)} warning(s))" if warnings else ""))
+    return 0
+
+
+def _lint_for_lerobot(source: str, console: Console) -> bool:
+    """Print whether LeRobot's load_recipe takes the file as it is; True when it refuses it."""
+    import yaml
+
+    from steerable.recipes import load_recipe
+    from steerable.recipes.lerobot_check import (
+        LEROBOT_RELEASE,
+        check_for_lerobot,
+        lerobot_installed,
+        lerobot_load_error,
+    )
+
+    load_recipe(source)  # a file steerable cannot read at all is an input error (exit 2), with its line
+    path = _recipe_path(source)
+    verdict = check_for_lerobot(yaml.safe_load(path.read_text(encoding="utf-8")))
+    for hazard in verdict.hazards:
+        console.print(f"warning: {hazard}")
+    for refusal in verdict.refusals:
+        console.print(f"error: {refusal}")
+    refused = not verdict.accepted
+    if lerobot_installed():  # the installed LeRobot has the last word
+        import lerobot
+
+        error = lerobot_load_error(path)
+        seen = f"LeRobot {getattr(lerobot, '__version__', '?')} (installed)"
+        if (error is not None) != refused:
+            console.print(f"note: {seen} disagrees with steerable's LeRobot {LEROBOT_RELEASE} rules")
+        refused = error is not None
+        if error is not None:
+            console.print(f"error: {seen} load_recipe: {error}")
+    else:
+        seen = f"LeRobot {LEROBOT_RELEASE} (its rules, checked without LeRobot installed)"
+    if refused:
+        console.print(f"{source}: {seen} refuses it; `steerable recipes export {source} --lerobot` writes a "
+                      "form it accepts")
+    else:
+        warned = f" ({len(verdict.hazards)} warning(s))" if verdict.hazards else ""
+        console.print(f"{source}: {seen} loads it{warned}")
+    return refused
+
+
+def _recipe_path(source: str) -> Path:
+    from steerable.recipes import builtin_recipe_names
+
+    if source in builtin_recipe_names():
+        return Path(str(resources.files("steerable.recipes") / "builtin" / f"{source}.yaml"))
+    return Path(source)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """The YAML goes to stdout (or --out); what differs from the steerable recipe goes to stderr."""
+    from steerable.dataset.atomic import atomic_write_bytes
+    from steerable.recipes import load_recipe
+    from steerable.recipes.lerobot_export import export_for_lerobot
+
+    if not args.lerobot:
+        raise ConfigError("recipes export writes LeRobot's recipe form: add --lerobot")
+    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map))
+    exported = export_for_lerobot(recipe, name=args.recipe)
+    if args.out:
+        atomic_write_bytes(Path(args.out), exported.text.encode("utf-8"))
+    else:
+        sys.stdout.write(exported.text)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    where = f" to {args.out}" if args.out else ""
+    err.print(f"{args.recipe}: wrote LeRobot's form{where}; what differs from the steerable recipe:")
+    for difference in exported.differences:
+        err.print(f"  - {difference}")
     return 0

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     options = SessionOptions(
         stack=spec, env=cfg.environment(), task=cfg.task, seed=cfg.seed, record=cfg.record, tts=cfg.tts,
         rates=LoopRates(cfg.ctrl_hz, cfg.chunk_hz, cfg.high_level_hz),
-        realtime=cfg.realtime or interactive, max_seconds=cfg.max_seconds or 300.0,
+        realtime=cfg.realtime or interactive, max_seconds=cfg.max_seconds or 300.0, inference=cfg.inference_options(),
     )
     display = _display(cfg)
     try:
@@ -142,7 +142,7 @@ def _evaluate(cfg: RunSettings, spec: Any, episodes: int) -> int:
                           interjections=cfg.eval_interjections, workers=cfg.workers,
                           difficulty=_eval_difficulty(cfg, spec), max_seconds=max_seconds,
                           rates=LoopRates(cfg.ctrl_hz, cfg.chunk_hz, cfg.high_level_hz),
-                          on_result=progress.on_result, on_time=progress.on_time)
+                          on_result=progress.on_result, on_time=progress.on_time, inference=cfg.inference_options())
     if cfg.as_json:
         data = report.to_json()
         data.pop("results")

@@ -1,4 +1,5 @@
-"""`steerable view DATASET`: browse a dataset's annotations over its video, or export a static site."""
+"""`steerable view DATASET`: browse a dataset's annotations over its video (`--edit`: correct them), or
+export a static site."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
+    parser.add_argument(
+        "--edit", action="store_true",
+        help="review and correct the annotations: saves are revisions (`steerable revisions`); the printed URL "
+        "carries this session's token",
+    )
+    parser.add_argument(
+        "--against", action="append", default=[], metavar="DATASET",
+        help="another annotation of the same episodes (model, prompt, run): its disagreement ranks the episodes to "
+        "review first (repeatable)",
+    )
     parser.add_argument("--export", metavar="DIR", help="write a static site to DIR (open DIR/index.html) and exit")
     parser.add_argument("--episodes", help="only these episodes, e.g. 0,3,7 or 0-9")
     parser.add_argument(
@@ -33,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
     episodes = parse_episodes(args.episodes)  # the one parser of render, export and annotate
+    if args.edit and (args.export or args.rerun is not None):
+        raise ConfigError("--edit serves the editor; --export and --rerun write read-only copies: choose one")
     if args.rerun is not None:
         return _rerun(args, episodes)
     # SIGTERM stops the viewer as Ctrl-C does (the CLI's handler): clips stop, temp folders and
@@ -58,14 +71,18 @@ def _serve(args: argparse.Namespace, episodes: list[int] | None) -> int:
     from steerable.viewer import ViewerData, make_server
 
     ds = open_dataset(args.dataset, revision=args.revision)
-    server = make_server(ViewerData(ds, episodes=episodes), args.host, args.port)
+    server = make_server(ViewerData(ds, episodes=episodes, against=args.against), args.host, args.port, edit=args.edit)
     server.warm()
-    print(f"steerable view: {ds.root} at {server.url} (Ctrl-C to stop)", flush=True)
+    mode = " (editing: saves are revisions)" if args.edit else ""
+    print(f"steerable view: {ds.root} at {server.url}{mode} (Ctrl-C to stop)", flush=True)
     try:
-        server.serve_forever()
+        thread = server.start()  # on a thread: Ctrl-C (and SIGTERM, which acts as it) reaches this one
+        while thread.is_alive():
+            thread.join(0.5)
     except KeyboardInterrupt:
         print("stopped")
     finally:
+        server.shutdown()
         server.server_close()
     return 0
 

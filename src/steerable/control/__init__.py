@@ -7,6 +7,8 @@ Plain data and `typing.Protocol`s over numpy only, low in the layers, so the sim
 from steerable.control.environment import DescribesScene, Environment, EpisodeSpec, TakesInterjections
 from steerable.control.types import (
     ActionChunk,
+    ChunkPrefix,
+    ContinuesChunks,
     HighLevelModel,
     HighLevelRequest,
     HighLevelUpdate,
@@ -19,6 +21,8 @@ from steerable.control.types import (
 
 __all__ = [
     "ActionChunk",
+    "ChunkPrefix",
+    "ContinuesChunks",
     "DescribesScene",
     "Environment",
     "EpisodeSpec",

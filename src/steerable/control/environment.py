@@ -12,7 +12,8 @@ Some abilities are optional; the runtime checks them with `isinstance` against t
   it, and the corrected task success is then checked against (`steerable run --eval_interjections`);
 and by name: `scripted_planner()` / `scripted_controller()` (the env's test doubles behind
 `--high_level scripted` / `--low_level scripted`), `seed_for_task(task)` (the first seed whose scene
-fits a task: the session's seed when none is given).
+fits a task: the session's seed when none is given), `episode_over()` (the env ended the episode
+itself, as a gym env that terminated or truncated: an evaluation episode stops there).
 
 Environments are built by name through the runtime's registry (`steerable.runtime.environments`).
 """
@@ -61,7 +62,8 @@ class Environment(Protocol):
         ...
 
     def send_action(self, action: np.ndarray) -> None:
-        """Execute one action (one step at `fps`)."""
+        """Execute one action (one step at `fps`). An environment that may execute another one (a
+        robot bounding each target's change) keeps what it sent as `last_sent`: a recording stores that."""
         ...
 
     def success(self) -> bool | None:

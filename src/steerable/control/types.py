@@ -9,6 +9,8 @@ wrapper, `steerable.runtime.policy_adapter`) implements them without importing t
 - A `LowLevelController` reads an observation and the current command (the subtask, or the task
   for a flat policy) and returns an `ActionChunk`: the next actions, and whether it is done with the
   command or could not execute it.
+- A low level that can continue a chunk under way (`ContinuesChunks`: real-time chunking) also
+  takes a `ChunkPrefix`, the queued actions its new chunk should start with.
 - An `Environment` (`steerable.control.environment`: the simulator, a LeRobot env or robot) gives
   observations and takes actions.
 """
@@ -23,6 +25,8 @@ import numpy as np
 
 __all__ = [
     "ActionChunk",
+    "ChunkPrefix",
+    "ContinuesChunks",
     "HighLevelModel",
     "HighLevelRequest",
     "HighLevelUpdate",
@@ -157,4 +161,31 @@ class LowLevelController(Protocol):
 
     def reset(self) -> None:
         """Forget per-episode state (action queues of a policy, a scripted plan)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChunkPrefix:
+    """What a new chunk should start with (real-time chunking, `steerable run --inference rtc`).
+
+    `actions` (m, action_dim) are the actions queued when the observation was taken, one per tick
+    from that tick on: the first `delay` will have been executed before the new chunk arrives (the
+    runtime's measured latency, in ticks), the rest are the motion under way it should continue.
+    `weights` (m,) say how closely step i must follow `actions[i]` (1 for the executed steps, then
+    decaying to 0: a soft mask); `max_guidance` bounds the guidance weight of a flow policy.
+    """
+
+    actions: np.ndarray
+    weights: np.ndarray
+    delay: int
+    max_guidance: float = 5.0
+
+
+@runtime_checkable
+class ContinuesChunks(Protocol):
+    """A low level whose chunk can be made to continue the one under way (steerable's flow policy:
+    guided inpainting of the new chunk's start). Any other low level is blended over the overlap."""
+
+    def act_continuing(self, observation: Observation, command: str, prefix: ChunkPrefix) -> ActionChunk:
+        """Like `LowLevelController.act`, the chunk's first steps held close to `prefix`."""
         ...

@@ -117,7 +117,9 @@ def dataset_card(root: Path) -> str:
     lang = s.language
     columns = (("persistent", lang.persistent), ("events", lang.events)) if lang else ()
     rows = "\n".join(f"| {column} | {style} | {n} |" for column, counts in columns for style, n in counts.items())
-    producers = "\n".join(f"| {style} | {who} |" for style, who in sorted(s.producers.items()))
+    producers = "\n".join(f"| {style} | {_with_human(who, s.human.get(style))} |" for style, who in sorted(s.producers.items()))
+    producers += "".join(f"\n| {style} | {_with_human('', eps)} |" for style, eps in sorted(s.human.items())
+                         if style not in s.producers)
     provenance = (
         f"\nWho wrote each style (`meta/info.json` key `{PROVENANCE_KEY}`):\n\n| style | producer |\n|---|---|\n{producers}\n"
         if producers
@@ -150,6 +152,16 @@ columns.
 {provenance}
 Tools declared in `meta/info.json`: {tools or 'none'}.
 """
+
+
+def _with_human(who: str, episodes: list[int] | None) -> str:
+    """A producer cell, naming the episodes a person corrected (provenance `human`, from `steerable view --edit`)."""
+    from steerable.dataset.summary import index_ranges
+
+    if not episodes:
+        return who
+    edited = f"human (episodes {index_ranges(episodes)})"
+    return f"{who}; {edited}" if who else edited
 
 
 def upload_folder(

@@ -16,6 +16,7 @@ __all__ = [
     "STATS_PATH",
     "TASKS_PATH",
     "PROVENANCE_KEY",
+    "PROVENANCE_PATH",
     "WORK_DIR_NAME",
     "GROUND_TRUTH_PATH",
     "format_path",
@@ -34,6 +35,9 @@ DEFAULT_CHUNK_SIZE = 1000
 WORK_DIR_NAME = ".steerable"
 # Our key in meta/info.json (LeRobot ignores unknown keys): {"producers": {style: model id or heuristic}}.
 PROVENANCE_KEY = "steerable"
+# The same block as a file of its own: LeRobot drops unknown info.json keys whenever it rewrites
+# info.json, but keeps unknown files under meta/ where it keeps the dataset folder.
+PROVENANCE_PATH = "meta/steerable_provenance.json"
 # Our own sidecar (LeRobot ignores unknown files under meta/).
 GROUND_TRUTH_PATH = "meta/steerable_ground_truth.json"
 

@@ -12,9 +12,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from steerable.dataset.layout import PROVENANCE_KEY
 from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.lineage import missing_metadata
 from steerable.dataset.parquet import file_metadata, read_parquet
+from steerable.dataset.provenance import recorded_producers
+from steerable.dataset.review import human_edits
 from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
 __all__ = [
@@ -74,7 +76,11 @@ class DatasetSummary:
     episodes: list[EpisodeSummary]
     language: LanguageSummary | None
     producers: dict[str, str] = field(default_factory=dict)  # style -> model id or 'heuristic:<module>'
+    human: dict[str, list[int]] = field(default_factory=dict)  # style -> episodes a person edited (`view --edit`)
+    review: dict[str, int] = field(default_factory=dict)  # review status -> episodes, once anything was reviewed
     video_folder_hint: str | None = None  # a likely misnamed videos folder, when files are missing
+    # steerable metadata a dataset with language lacks (LeRobot's dataset tools drop it), as phrases
+    missing_metadata: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,18 +99,17 @@ def index_ranges(indices: list[int]) -> str:
 
 
 def producers_of(ds: LeRobotDataset) -> dict[str, str]:
-    """Who wrote each language style, as recorded in `meta/info.json` (empty when not recorded)."""
-    block = (ds.info.model_extra or {}).get(PROVENANCE_KEY)
-    producers = block.get("producers") if isinstance(block, dict) else None
-    if not isinstance(producers, dict):
-        return {}
-    return {str(k): str(v) for k, v in sorted(producers.items())}
+    """Who wrote each language style, as recorded in `meta/info.json` or its copy in
+    `meta/steerable_provenance.json` (empty when not recorded)."""
+    return recorded_producers(ds.root, ds.info)
 
 
 def summarize(ds: LeRobotDataset) -> DatasetSummary:
     """Reads only metadata, the language columns and the video files' existence."""
     cameras = _cameras(ds)
     missing = any(c.missing_episodes for c in cameras.values())
+    language = _language(ds)
+    styles = [*language.persistent, *language.events] if language is not None else []
     return DatasetSummary(
         root=str(ds.root),
         codebase_version=ds.info.codebase_version,
@@ -119,10 +124,23 @@ def summarize(ds: LeRobotDataset) -> DatasetSummary:
         },
         tasks=[ds.tasks[i] for i in sorted(ds.tasks)],
         episodes=[EpisodeSummary(e.episode_index, e.length, list(e.tasks)) for e in ds.episodes],
-        language=_language(ds),
+        language=language,
         producers=producers_of(ds),
+        human=human_edits(ds),
+        review=_review_counts(ds),
         video_folder_hint=_video_folder_hint(ds) if missing else None,
+        missing_metadata=missing_metadata(ds, styles),
     )
+
+
+def _review_counts(ds: LeRobotDataset) -> dict[str, int]:
+    from steerable.dataset.review import REVIEW_STATUSES, review_status
+
+    status = review_status(ds)
+    if not status:
+        return {}
+    counts = {s: sum(1 for v in status.values() if v == s) for s in REVIEW_STATUSES[1:]}
+    return {"unreviewed": len(ds.episodes) - len(status), **counts}
 
 
 def _cameras(ds: LeRobotDataset) -> dict[str, CameraSummary]:

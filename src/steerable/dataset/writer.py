@@ -31,9 +31,10 @@ import pyarrow.parquet as pq
 from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
 from steerable.dataset.commit import FolderCommit, commit_folder
 from steerable.dataset.info import load_info
-from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
+from steerable.dataset.provenance import read_provenance_file, write_provenance_file
 from steerable.errors import CorruptDatasetError, WriteError
 from steerable.language import (
     LANGUAGE_COLUMNS,
@@ -360,10 +361,14 @@ def _update_info(ds: LeRobotDataset, tx: FolderCommit, producers: Mapping[str, s
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
     if producers:
         block = info.get(PROVENANCE_KEY)
-        block = block if isinstance(block, dict) else {}
+        if not isinstance(block, dict):  # a LeRobot rewrite of info.json dropped it: the file copy stands in
+            block = read_provenance_file(ds.root) or {}
         known = block.get("producers")
         merged = {**(known if isinstance(known, dict) else {}), **producers}
         info[PROVENANCE_KEY] = {**block, "producers": dict(sorted(merged.items()))}
+        sidecar = tx.file(PROVENANCE_PATH)
+        remove_stale_temps(sidecar)
+        write_provenance_file(sidecar, info[PROVENANCE_KEY], durable=False)
     path = tx.file(INFO_PATH)
     remove_stale_temps(path)
     atomic_write_json(path, info, durable=False)  # the commit makes it durable

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeGuard
 
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.dataset.hub import looks_like_repo_id
+from steerable.dataset.lineage import no_ground_truth
 from steerable.errors import ConfigError, DatasetError, DatasetNotFoundError
 from steerable.language.rows import rows_from_arrow
 from steerable.language.styles import LANGUAGE_PERSISTENT
@@ -81,9 +82,7 @@ def ground_truth_segments(ds: LeRobotDataset) -> Gold:
     try:
         truth = read_ground_truth(ds.root)
     except FileNotFoundError as exc:
-        raise DatasetError(
-            f"{ds.root} has no ground truth (meta/steerable_ground_truth.json): pass --gold FILE_OR_DATASET"
-        ) from exc
+        raise DatasetError(no_ground_truth(ds.root, otherwise="pass --gold FILE_OR_DATASET")) from exc
     segments = {i: [Segment(s.start, s.end, s.text) for s in t.subtasks] for i, t in truth.items()}
     return Gold(segments, f"{ds.root} (synthetic ground truth)", "ground_truth")
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from steerable.dataset import LeRobotDataset
+from steerable.dataset.lineage import no_ground_truth
 from steerable.errors import DatasetError
 from steerable.eval.gold import persistent_rows, subtask_segments
 from steerable.eval.metrics import boundary_mae, event_precision_recall, segmentation_f1
@@ -46,7 +47,7 @@ def evaluate_against_ground_truth(ds: LeRobotDataset, *, event_tolerance_s: floa
     try:
         truth = read_ground_truth(ds.root)
     except FileNotFoundError as exc:
-        raise DatasetError(f"{ds.root} has no ground truth (meta/steerable_ground_truth.json)") from exc
+        raise DatasetError(no_ground_truth(ds.root)) from exc
     matched = n_pred = n_true = 0
     ev_matched = ev_pred = ev_true = 0
     errors: list[float] = []

@@ -1,4 +1,5 @@
-"""Checkpoints: safetensors weights + JSON config + tokenizer + recipe + normalisation stats.
+"""Checkpoints: safetensors weights + JSON config + tokenizer + recipe + normalisation stats, and the
+processor files LeRobot reads: one folder loads in `steerable run` and in LeRobot (`lerobot_format`).
 
 A checkpoint folder is written with the folder commit every dataset writer uses
 (`steerable.dataset.commit`: built beside its final name, switched in whole), and `latest` (a
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,19 +25,19 @@ from steerable.dataset.atomic import atomic_write_bytes
 from steerable.dataset.commit import commit_folder, recover_folder
 from steerable.errors import ConfigError
 from steerable.policy.backbone import build_backbone
-from steerable.policy.config import PolicyConfig
+from steerable.policy.config import UNSAVED_BEFORE, PolicyConfig
+from steerable.policy.lerobot_format import checkpoint_config, policy_settings, processor_configs
 from steerable.policy.model import HierarchicalPolicy
 from steerable.policy.processor import Normalizer, Processor
 from steerable.policy.tokenizer import load_tokenizer
 
 __all__ = [
-    "LoadedPolicy", "latest_checkpoint", "load_optimizer", "load_policy", "read_training_state", "save_checkpoint",
-    "trained_on",
+    "LoadedPolicy", "dataset_provenance", "latest_checkpoint", "load_optimizer", "load_policy", "read_training_state",
+    "save_checkpoint", "trained_on", "write_policy_files",
 ]
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
 LATEST = "latest"
 CHECKPOINTS = "checkpoints"
 
@@ -57,21 +58,12 @@ def save_checkpoint(
     keep: int = 2, trained_on: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `output_dir/checkpoints/step_XXXXXXXX` atomically, point `latest` at it, prune old ones."""
-    from safetensors.torch import save_model
-
     root = Path(output_dir) / CHECKPOINTS
     final = root / f"step_{step:08d}"
     _recover_killed_saves(root)
     with commit_folder(final) as tx:
-        save_model(model, str(tx.file("model.safetensors")))
-        config = {"format": FORMAT, "policy": model.cfg.to_dict(), "image_size": processor.image_size}
-        if trained_on:
-            config["trained_on"] = dict(trained_on)
-        tx.file("config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        stats = {"normalizer": processor.normalizer.to_dict(), "tools": processor.tools}
-        tx.file("stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-        tx.file("recipe.yaml").write_text(recipe_text, encoding="utf-8")
-        processor.tokenizer.save_pretrained(str(tx.root / "tokenizer"))
+        write_policy_files(tx.root, model, processor, recipe_text, checkpoint_config(model.cfg, trained_on),
+                           file=tx.file)
         if optimizer is not None:
             _save_optimizer(optimizer, tx.root)
         if trainer_state is not None:
@@ -81,6 +73,25 @@ def save_checkpoint(
     _prune(root, keep)
     logger.info("checkpoint %s written", final)
     return final
+
+
+def write_policy_files(folder: Path, model: HierarchicalPolicy, processor: Processor, recipe_text: str,
+                       config: Mapping[str, Any], *, file: Callable[[str], Path] | None = None) -> None:
+    """The inference files of a checkpoint into `folder`: weights, `config` as config.json, normalisation
+    stats, recipe, tokenizer, and LeRobot's processor files (`lerobot_format`). `file` gives the path to
+    write a file at (a folder commit's `tx.file`); default `folder / name`."""
+    from safetensors.torch import save_model
+
+    path = file or (lambda rel: Path(folder) / rel)
+    save_model(model, str(path("model.safetensors")))
+    path("config.json").write_text(json.dumps(dict(config), indent=2) + "\n", encoding="utf-8")
+    stats = {"normalizer": processor.normalizer.to_dict(), "tools": processor.tools,
+             "image_size": processor.image_size}
+    path("stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    path("recipe.yaml").write_text(recipe_text, encoding="utf-8")
+    for name, pipeline in processor_configs().items():
+        path(name).write_text(json.dumps(pipeline, indent=2) + "\n", encoding="utf-8")
+    processor.tokenizer.save_pretrained(str(Path(folder) / "tokenizer"))
 
 
 def _recover_killed_saves(root: Path) -> None:
@@ -98,8 +109,10 @@ def _prune(root: Path, keep: int) -> None:
 def latest_checkpoint(path: Path) -> Path | None:
     """The newest complete checkpoint under a training output folder, the folder itself if it is one."""
     path = Path(path)
-    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
-        return path
+    # The folder itself; LeRobot's step folder (`pretrained_model/` in it); a lerobot-train output folder.
+    for where in (path, path / "pretrained_model", path / CHECKPOINTS / "last" / "pretrained_model"):
+        if (where / "config.json").is_file() and (where / "model.safetensors").is_file():
+            return where
     pointer = path / CHECKPOINTS / LATEST
     if pointer.is_file():
         target = path / CHECKPOINTS / pointer.read_text(encoding="utf-8").strip()
@@ -117,17 +130,17 @@ def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedP
         raise ConfigError(f"{path} holds no policy checkpoint (no config.json + model.safetensors, and no "
                           "checkpoints/latest); train one with `steerable train`")
     config = json.loads((where / "config.json").read_text(encoding="utf-8"))
-    if config.get("format") != FORMAT:
-        raise ConfigError(f"{where}/config.json has format {config.get('format')!r}; this steerable reads {FORMAT}")
-    cfg = PolicyConfig.from_dict(config["policy"])
+    # A setting the checkpoint does not name did not exist when it was written: its old value.
+    cfg = PolicyConfig.from_dict({**UNSAVED_BEFORE, **policy_settings(config, where / "config.json")})
     stats = json.loads((where / "stats.json").read_text(encoding="utf-8"))
     tokenizer = load_tokenizer(where / "tokenizer")
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)
     load_model(model, str(where / "model.safetensors"), device="cpu")
     model.to(device).eval()
-    processor = Processor(cfg, tokenizer, Normalizer(**stats["normalizer"]), int(config.get("image_size", size)),
-                          stats.get("tools"))
+    # Format 2 keeps the processor's image size in stats.json (config.json's image_size is a policy setting).
+    image_size = int(stats.get("image_size") or config.get("image_size", size))
+    processor = Processor(cfg, tokenizer, Normalizer(**stats["normalizer"]), image_size, stats.get("tools"))
     return LoadedPolicy(model, processor, (where / "recipe.yaml").read_text(encoding="utf-8"), where)
 
 
@@ -142,6 +155,21 @@ def trained_on(path: Path | str) -> dict[str, Any]:
         return {}
     found = config.get("trained_on")
     return dict(found) if isinstance(found, dict) else {}
+
+
+def dataset_provenance(dataset: Any) -> dict[str, Any]:
+    """What a checkpoint records as `trained_on`: the dataset it learned from, and the task mix of a
+    synthetic one (what `steerable run --eval_episodes` evaluates it on by default)."""
+    from steerable.dataset.layout import GROUND_TRUTH_PATH
+
+    out: dict[str, Any] = {"dataset": str(dataset.root)}
+    truth = Path(dataset.root) / GROUND_TRUTH_PATH
+    if truth.is_file():
+        try:
+            out["synthetic_difficulty"] = str(json.loads(truth.read_text(encoding="utf-8")).get("difficulty", "easy"))
+        except (OSError, ValueError):
+            logger.warning("cannot read %s: the task mix of this synthetic dataset is not recorded", truth)
+    return out
 
 
 def read_training_state(checkpoint: Path) -> dict[str, Any]:

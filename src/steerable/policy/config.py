@@ -12,9 +12,19 @@ from typing import Any, Literal
 
 from steerable.errors import ConfigError
 
-__all__ = ["PolicyConfig", "StateMode"]
+__all__ = ["AUTO_STATE_KEY", "UNSAVED_BEFORE", "ActionMode", "PolicyConfig", "StateMode"]
 
 StateMode = Literal["bins", "projector", "none"]
+ActionMode = Literal["relative", "absolute"]
+# State keys that mean "the dataset's robot state, plus the privileged environment state when it has one".
+AUTO_STATE_KEY = "auto"
+# Settings that checkpoints written before they existed do not name (the names, object tokens and
+# relative actions came with the low level that acts, see docs/policy.md), and the values that
+# rebuild and run those checkpoints' networks as they were trained.
+UNSAVED_BEFORE: dict[str, Any] = {
+    "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
+    "expert_reads_state": False, "flow_samples": 1, "done_head": False,
+}
 
 
 @dataclass
@@ -30,6 +40,20 @@ class PolicyConfig:
     backbone layers (one expert layer per backbone layer read). `state_key` names one state feature,
     or several comma-separated (`observation.state,observation.environment_state`), concatenated in
     that order into one state vector of `state_dim` values (`state_keys` lists them).
+
+    What the action expert reads and predicts (docs/policy.md, "What made the low level act"):
+    `action_mode` `"relative"` predicts the action dimensions that share a name with a state
+    dimension (`ee.x`, ...; gripper dimensions excepted) as offsets from the current state, the rest
+    as they are; `skip_pauses` trains the actions without the frames where the demonstration held
+    still (its command repeats the previous one); `motion_input` adds the last commanded motion of
+    those dimensions to the state; `ground_objects` adds, to every text token that names an object of
+    the state (`red_cube.x` ... name "red cube"), that object's state (its position and its offset
+    from the end effector `ee.*`), in what the action expert reads. `state_names`, `action_names` and `object_tokens` (per object,
+    the token ids that name it alone) are filled from the dataset and the tokenizer.
+    `expert_reads_state` gives the action expert the model state as one more context token.
+    `done_head` adds a classifier, over what the expert reads, of whether the command is complete:
+    the learned low level then reports its command done, as the scripted controller does, so a high
+    level over it advances the plan the same way.
     """
 
     backbone: str = "tiny"
@@ -38,16 +62,27 @@ class PolicyConfig:
     action_key: str = "action"
     state_dim: int = 0
     action_dim: int = 0
+    state_names: list[str] = field(default_factory=list)
+    action_names: list[str] = field(default_factory=list)
+    object_tokens: list[list[int]] = field(default_factory=list)
     chunk_size: int = 10
-    n_action_steps: int = 10
+    n_action_steps: int = 8
     image_size: int = 32
-    state_mode: StateMode = "bins"
+    state_mode: StateMode = "projector"
+    action_mode: ActionMode = "relative"
+    skip_pauses: bool = True
+    motion_input: bool = True
+    ground_objects: bool = True
+    expert_reads_state: bool = True
+    done_head: bool = True
+    done_loss_weight: float = 1.0
     state_bins: int = 256
     expert_layers: int = 2
     expert_hidden: int = 64
     expert_heads: int = 4
     freeze_vision: bool = False
     flow_steps: int = 10
+    flow_samples: int = 4
     text_loss_weight: float = 1.0
     flow_loss_weight: float = 1.0
     max_length: int = 256
@@ -68,8 +103,15 @@ class PolicyConfig:
             raise ConfigError(f"policy.state_key names no feature: {self.state_key!r}")
         if self.state_mode not in ("bins", "projector", "none"):
             raise ConfigError(f"state_mode must be bins, projector or none, got {self.state_mode!r}")
+        if self.action_mode not in ("relative", "absolute"):
+            raise ConfigError(f"action_mode must be relative or absolute, got {self.action_mode!r}")
+        if self.state_names and len(self.state_names) != self.state_dim:
+            raise ConfigError(f"policy.state_names has {len(self.state_names)} names for state_dim {self.state_dim}")
+        if self.action_names and len(self.action_names) != self.action_dim:
+            raise ConfigError(f"policy.action_names has {len(self.action_names)} names for action_dim "
+                              f"{self.action_dim}")
         positive = ("chunk_size", "n_action_steps", "image_size", "state_bins", "expert_layers", "expert_hidden",
-                    "expert_heads", "flow_steps", "max_length", "tiny_hidden", "tiny_layers", "tiny_heads")
+                    "expert_heads", "flow_steps", "flow_samples", "max_length", "tiny_hidden", "tiny_layers", "tiny_heads")
         for name in positive:
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"policy.{name} must be at least 1, got {getattr(self, name)}")
@@ -79,7 +121,7 @@ class PolicyConfig:
         if self.expert_hidden % self.expert_heads:
             raise ConfigError(f"policy.expert_hidden ({self.expert_hidden}) must be a multiple of "
                               f"policy.expert_heads ({self.expert_heads})")
-        if self.text_loss_weight < 0 or self.flow_loss_weight < 0:
+        if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:
             raise ConfigError("loss weights must be >= 0")
 
     @property
@@ -90,6 +132,24 @@ class PolicyConfig:
     @property
     def is_tiny(self) -> bool:
         return self.backbone == "tiny"
+
+    @property
+    def pose_pairs(self) -> list[tuple[int, int]]:
+        """(action index, state index) of the action dimensions that command a state dimension of the
+        same name, gripper dimensions excepted (`ee.x` ...): the pose the robot is asked to reach."""
+        where = {name: i for i, name in reversed(list(enumerate(self.state_names)))}
+        return [(a, where[name]) for a, name in enumerate(self.action_names)
+                if name in where and "gripper" not in name.lower()]
+
+    @property
+    def relative_pairs(self) -> list[tuple[int, int]]:
+        """The `pose_pairs` predicted as offsets from the current state (none for `action_mode` absolute)."""
+        return self.pose_pairs if self.action_mode == "relative" else []
+
+    @property
+    def motion_dim(self) -> int:
+        """Values of the last commanded motion (of the `pose_pairs` dimensions) appended to the state."""
+        return len(self.pose_pairs) if self.motion_input else 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -2,8 +2,16 @@
 
 Built on `steerable.train.RecipeDataset` (the recipe decides streams and targets). Each item adds
 the action chunk starting at its frame with a mask that is False past the episode's end (those
-steps repeat the last action and never enter the loss), and every configured camera at the policy's image
-size. An episode's frames are decoded once, resized, and kept (small at policy resolution).
+steps repeat the last action and never enter the loss), the last commanded motion before it, and
+every configured camera at the policy's image size. An episode's frames are decoded once, resized,
+and kept (small at policy resolution).
+
+With `skip_pauses` the actions are read from the episode without its pauses: frames whose command
+repeats the previous one (the demonstrator holding still, for a random time) train no actions, and
+a chunk is the next `chunk_size` commands that move; the stillness that ends an episode stays. A still pose otherwise maps to "wait" on some
+frames and "go" on others, which nothing in the observation tells apart; the averaged prediction
+creeps, and a creeping rollout leaves the demonstrations' states (benchmarks/README.md,
+"bc_baseline.py"). The world follows each command, so what remains is still a valid trajectory.
 
 Events (an interjection and its spoken reply) sit on single frames, so a blend component that reads
 them (the interjection reply) would be drawn on a handful of samples per run. `event_repeat` adds
@@ -30,7 +38,8 @@ from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
 
-__all__ = ["PolicyDataset", "event_components", "fit_normalizer", "split_episodes"]
+__all__ = ["EpisodeActions", "EpisodeSubtasks", "PolicyDataset", "action_components", "episode_actions", "event_components",
+           "fit_normalizer", "split_episodes"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,29 +65,185 @@ def split_episodes(
     return [e for e in episodes if e not in held], sorted(held)
 
 
+class EpisodeActions:
+    """One episode's actions as the policy trains on them: per frame, the chunk that starts there,
+    its mask, and the last commanded motion before it (see the module docstring)."""
+
+    def __init__(self, actions: np.ndarray, cfg: PolicyConfig) -> None:
+        self.actions = actions
+        self.cfg = cfg
+        moving = np.ones(len(actions), dtype=bool)
+        if cfg.skip_pauses and len(actions) > 1:
+            moving[1:] = np.any(actions[1:] != actions[:-1], axis=1)
+            # The stillness that ends the episode stays: holding at the end of the task is what the
+            # robot should do there, and that end state is no other frame's.
+            last = int(np.flatnonzero(moving)[-1])
+            moving[last:] = True
+        # Where the episode's last command is done: its final stillness (the last frame without one).
+        change = np.flatnonzero(np.any(actions[1:] != actions[:-1], axis=1)) if len(actions) > 1 else np.zeros(0, int)
+        self.final_still = int(change[-1]) + 2 if len(change) else len(actions) - 1
+        self.kept = np.flatnonzero(moving)  # the frames that train actions, in order
+        self.rank = np.full(len(actions), -1)
+        self.rank[self.kept] = np.arange(len(self.kept))
+        self.pose = [a for a, _ in cfg.pose_pairs]
+
+    def chunk(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk_size, A) actions from frame `row` and their mask (False past the end, or everywhere
+        on a pause frame)."""
+        size = self.cfg.chunk_size
+        rank = int(self.rank[row])
+        if rank < 0:
+            return np.repeat(self.actions[row: row + 1], size, axis=0), np.zeros((size, self.actions.shape[1]), bool)
+        chunk = self.actions[self.kept[rank: rank + size]]
+        # Past the episode's end the robot holds its last action: a sensible input for the expert's
+        # attention, and masked out of the loss.
+        padded = np.repeat(chunk[-1:], size, axis=0)
+        padded[: len(chunk)] = chunk
+        mask = np.zeros(padded.shape, dtype=bool)
+        mask[: len(chunk)] = True
+        return padded, mask
+
+    def motion(self, row: int) -> np.ndarray:
+        """The last commanded motion of the pose dimensions before frame `row` (the step between the
+        two moving commands before it; zero at the start)."""
+        out = np.zeros(self.cfg.motion_dim, dtype=np.float32)
+        if not self.cfg.motion_dim:
+            return out
+        rank = int(self.rank[row]) if self.rank[row] >= 0 else int(np.searchsorted(self.kept, row))
+        if rank >= 2:
+            before, last = self.actions[self.kept[rank - 2]], self.actions[self.kept[rank - 1]]
+            out[:] = (last - before)[self.pose]
+        return out
+
+
+class EpisodeSubtasks:
+    """Where one episode's subtasks start (its `subtask` rows), for the done head: is a command done
+    at a frame? The active subtask is not done on its frames (up to `margin` frames before the next
+    one starts: the boundary is not exact); the one before it is done on the first `after` frames of
+    the next (unless an interjection started the next: a redirected command was not finished); the
+    last one is done on the episode's final stillness."""
+
+    def __init__(self, starts: Sequence[tuple[int, str]], event_frames: Sequence[int], final_still: int,
+                 length: int, fps: float, margin: int = 3) -> None:
+        self.starts = sorted(starts)
+        self.events = set(event_frames)
+        self.final_still = final_still
+        self.length = length
+        self.after = max(1, int(round(fps)))
+        self.margin = margin
+
+    def active(self, row: int) -> tuple[int, str] | None:
+        """(index, text) of the subtask active at `row`."""
+        found = None
+        for k, (start, text) in enumerate(self.starts):
+            if start <= row:
+                found = (k, text)
+        return found
+
+    def label(self, row: int, command: str) -> float:
+        """1 done, 0 not done, -1 unknown (not the active command, or too near a boundary)."""
+        found = self.active(row)
+        if found is None or found[1] != command:
+            return -1.0
+        k = found[0]
+        if k == len(self.starts) - 1:
+            return 1.0 if row >= self.final_still else 0.0
+        nxt = self.starts[k + 1][0]
+        return 0.0 if row < nxt - self.margin else -1.0
+
+    def positives(self) -> list[tuple[int, str]]:
+        """(row, command) pairs where `command` is done: the previous subtask on the next one's first frames."""
+        out = []
+        for (_, text), (start, _) in zip(self.starts, self.starts[1:], strict=False):
+            if start in self.events:
+                continue
+            out += [(r, text) for r in range(start, min(start + self.after, self.length))]
+        return out
+
+
+def episode_subtasks(dataset: LeRobotDataset, episode: int, actions: EpisodeActions) -> EpisodeSubtasks:
+    from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
+
+    columns = [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in dataset.features]
+    starts: list[tuple[int, str]] = []
+    events: list[int] = []
+    if columns:
+        table = dataset.read_episode(episode, columns)
+        if LANGUAGE_PERSISTENT in columns and table.num_rows:
+            for r in table.column(LANGUAGE_PERSISTENT)[0].as_py() or ():
+                if r.get("style") == "subtask" and r.get("content"):
+                    starts.append((int(round(float(r.get("timestamp") or 0.0) * dataset.fps)), str(r["content"])))
+        if LANGUAGE_EVENTS in columns:
+            events = [i for i, rows in enumerate(table.column(LANGUAGE_EVENTS).to_pylist()) if rows]
+    return EpisodeSubtasks(starts, events, actions.final_still, len(actions.actions), dataset.fps)
+
+
+def episode_actions(dataset: LeRobotDataset, cfg: PolicyConfig, episode: int) -> EpisodeActions:
+    table = dataset.read_episode(episode, [cfg.action_key])
+    return EpisodeActions(feature_matrix(table, cfg.action_key).astype(np.float32), cfg)
+
+
 def fit_normalizer(dataset: LeRobotDataset, cfg: PolicyConfig, episodes: Sequence[int]) -> Normalizer:
-    """State min/max and action mean/std over `episodes`."""
-    states, actions = [], []
+    """Over `episodes`: state min/max; mean/std of the actions as the model predicts them (offsets from
+    the chunk's first state for relative dimensions, over every step of the chunks that train), of
+    the last motion, and of the objects' offsets from the end effector."""
+    from steerable.policy.processor import object_offsets
+
+    states, actions, motions, offsets = [], [], [], []
     for e in episodes:
         table = dataset.read_episode(e, [*cfg.state_keys, cfg.action_key])
-        states.append(np.concatenate([feature_matrix(table, k) for k in cfg.state_keys], axis=1))
-        actions.append(feature_matrix(table, cfg.action_key))
-    return Normalizer.fit(np.concatenate(states).astype(np.float64), np.concatenate(actions).astype(np.float64))
+        state = np.concatenate([feature_matrix(table, k) for k in cfg.state_keys], axis=1)
+        acts = EpisodeActions(feature_matrix(table, cfg.action_key).astype(np.float32), cfg)
+        states.append(state)
+        for row in acts.kept.tolist():
+            chunk, mask = acts.chunk(row)
+            for a, s in cfg.relative_pairs:
+                chunk[:, a] -= state[row, s]
+            actions.append(chunk[mask[:, 0]])
+            motions.append(acts.motion(row)[None])
+        found = object_offsets(cfg, torch.from_numpy(state))
+        if found is not None:
+            offsets.append(found.numpy())
+    f64 = np.float64
+    return Normalizer.fit(np.concatenate(states).astype(f64), np.concatenate(actions).astype(f64),
+                          np.concatenate(motions).astype(f64) if cfg.motion_dim else None,
+                          np.concatenate(offsets).astype(f64) if offsets else None)
 
 
 class PolicyDataset(Dataset[dict[str, Any] | None]):
     """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`
-    (the `state_keys` features concatenated)."""
+    (the `state_keys` features concatenated) and `motion`. With `component` (a blend component that
+    trains actions, `action_components`), every item is rendered through it alone, on the frames
+    that train actions (pause frames left out)."""
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
-                 episodes: Sequence[int] | None = None, cache_episodes: int = 256, event_repeat: int = 0) -> None:
+                 episodes: Sequence[int] | None = None, cache_episodes: int = 256, event_repeat: int = 0,
+                 component: str | None = None) -> None:
         features = (*cfg.state_keys, cfg.action_key)
-        self.frames = RecipeDataset(dataset, recipe, features=features, decode_images=False)
+        # Every episode's timeline stays built: batches draw frames from all episodes at random, and
+        # rebuilding a timeline per draw was most of a training step's time (8 cached of 54 episodes).
+        self.frames = RecipeDataset(dataset, recipe, features=features, decode_images=False,
+                                    cache_episodes=max(1, cache_episodes))
         self.dataset = dataset
         self.cfg = cfg
         self.image_size = image_size
         wanted = set(episodes) if episodes is not None else None
         self.positions = [i for i, ep in enumerate(_episode_of_each_frame(dataset)) if wanted is None or ep in wanted]
+        self.component = component
+        self._actions: dict[int, EpisodeActions] = {}
+        self._subtasks: dict[int, EpisodeSubtasks] = {}
+        # (frame position, command) items where the command is done: the done head's positives,
+        # drawn with the action component's items.
+        self.done_items: list[tuple[int, str]] = []
+        if component is not None:
+            self.frames.component_recipe(component)  # a ConfigError naming the components if unknown
+            self.positions = [i for i in self.positions if self._moving(i)]
+            if cfg.done_head:
+                starts = np.cumsum([0] + [e.length for e in dataset.episodes]).tolist()
+                for k, e in enumerate(dataset.episodes):
+                    if wanted is None or e.episode_index in wanted:
+                        subtasks = self._episode_subtasks(e.episode_index)
+                        self.done_items += [(int(starts[k]) + r, c) for r, c in subtasks.positives()]
         # (frame position, blend component) items added on event frames.
         self.extra: list[tuple[int, str]] = []
         components = event_components(recipe) if event_repeat > 0 else []
@@ -88,33 +253,40 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
                 for pos in self.frames.event_frames(ep):
                     self.extra += [(pos, name) for name in components for _ in range(event_repeat)]
         self.cache_episodes = cache_episodes
-        self._actions: dict[int, np.ndarray] = {}
         self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self.positions) + len(self.extra)
+        return len(self.positions) + len(self.extra) + len(self.done_items)
 
     def __getitem__(self, i: int) -> dict[str, Any] | None:
+        done_command = None
         if i < len(self.positions):
             position = self.positions[i]
-            item = self.frames[position]
-        else:
+            item = self.frames[position] if self.component is None else self.frames.item(position, self.component)
+        elif i < len(self.positions) + len(self.extra):
             position, component = self.extra[i - len(self.positions)]
             item = self.frames.item(position, component)
+        else:
+            position, done_command = self.done_items[i - len(self.positions) - len(self.extra)]
+            item = self.frames.item(position, self.component) if self.component is not None else None
+            if item is not None:
+                item["messages"] = [{**m, "content": done_command} if stream == "low_level" else m
+                                    for m, stream in zip(item["messages"], item["message_streams"], strict=True)]
         if item is None:
             return None
         episode, row = item["episode_index"], self.frames.locate(position)[1]
         actions = self._episode_actions(episode)
-        chunk = actions[row: row + self.cfg.chunk_size]
-        real = len(chunk)
-        # Past the episode's end the robot holds its last action: a sensible input for the expert's
-        # attention, and masked out of the loss.
-        padded = np.repeat(chunk[-1:], self.cfg.chunk_size, axis=0)
-        padded[:real] = chunk
-        mask = np.zeros(padded.shape, dtype=bool)
-        mask[:real] = True
+        padded, mask = actions.chunk(row)
+        if done_command is not None:
+            mask[:] = False  # the recorded actions belong to the next command
         item["actions"] = torch.from_numpy(padded)
         item["action_mask"] = torch.from_numpy(mask)
+        if self.cfg.done_head:
+            command = _low_level_command(item)
+            label = -1.0 if command is None else self._episode_subtasks(episode).label(row, command)
+            item["done"] = torch.tensor(1.0 if done_command is not None else label)
+        if self.cfg.motion_dim:
+            item["motion"] = torch.from_numpy(actions.motion(row))
         # The state keys concatenated in their configured order (one key: its vector as it is).
         item["state"] = torch.cat([item.pop(k).reshape(-1) for k in self.cfg.state_keys])
         item.pop(self.cfg.action_key, None)
@@ -123,10 +295,18 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             item["images"] = {cam: frames[cam][row] for cam in self.cfg.cameras}
         return item
 
-    def _episode_actions(self, episode: int) -> np.ndarray:
+    def _moving(self, position: int) -> bool:
+        episode, row = self.frames.locate(position)
+        return bool(self._episode_actions(episode).rank[row] >= 0)
+
+    def _episode_subtasks(self, episode: int) -> EpisodeSubtasks:
+        if episode not in self._subtasks:
+            self._subtasks[episode] = episode_subtasks(self.dataset, episode, self._episode_actions(episode))
+        return self._subtasks[episode]
+
+    def _episode_actions(self, episode: int) -> EpisodeActions:
         if episode not in self._actions:
-            table = self.dataset.read_episode(episode, [self.cfg.action_key])
-            self._actions[episode] = feature_matrix(table, self.cfg.action_key).astype(np.float32)
+            self._actions[episode] = episode_actions(self.dataset, self.cfg, episode)
         return self._actions[episode]
 
     def _episode_images(self, episode: int) -> dict[str, torch.Tensor]:
@@ -148,6 +328,15 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         return frames
 
 
+def action_components(recipe: Recipe) -> list[str]:
+    """The blend components of `recipe` that train actions only (a `low_level` turn, no text target)."""
+    if not recipe.is_blend:
+        return []
+    return [name for name, component in recipe.components()
+            if any(t.stream == "low_level" for t in component.messages or ())
+            and not any(t.target for t in component.messages or ())]
+
+
 def event_components(recipe: Recipe) -> list[str]:
     """The blend components of `recipe` whose bindings read event rows (interjection, speech)."""
     if not recipe.is_blend:
@@ -158,6 +347,16 @@ def event_components(recipe: Recipe) -> list[str]:
         if any(component.binding(n).reads_events for n in names):
             found.append(name)
     return found
+
+
+def _low_level_command(item: dict[str, Any]) -> str | None:
+    """The command of a sample that trains actions only (one `low_level` turn, no target), else None."""
+    if item.get("target_message_indices"):
+        return None
+    low = [m for m, stream in zip(item["messages"], item["message_streams"], strict=True) if stream == "low_level"]
+    if len(low) != 1 or not isinstance(low[0].get("content"), str):
+        return None
+    return str(low[0]["content"])
 
 
 def _episode_of_each_frame(dataset: LeRobotDataset) -> list[int]:

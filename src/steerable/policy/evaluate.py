@@ -69,12 +69,13 @@ def exact_match(model: HierarchicalPolicy, processor: Processor, cases: Sequence
 @torch.no_grad()
 def heldout_losses(model: HierarchicalPolicy, processor: Processor, batches: Iterable[Mapping[str, Any] | None],
                    device: str | torch.device = "cpu", seed: int = 0) -> dict[str, float]:
-    """Mean text and flow losses (weighted by target tokens / action values) over held-out batches."""
+    """Mean text, flow and done losses (weighted by target tokens / action values / done labels) over
+    held-out batches."""
     was_training = model.training
     model.eval()
     generator = torch.Generator(device=device).manual_seed(seed)  # the same noise every evaluation
-    sums = {"text": 0.0, "flow": 0.0}
-    counts = {"text": 0, "flow": 0}
+    sums = {"text": 0.0, "flow": 0.0, "done": 0.0}
+    counts = {"text": 0, "flow": 0, "done": 0}
     for batch in batches:
         if batch is None:
             continue
@@ -84,5 +85,8 @@ def heldout_losses(model: HierarchicalPolicy, processor: Processor, batches: Ite
         sums["flow"] += float(out["flow_loss"]) * n_flow
         counts["text"] += n_text
         counts["flow"] += n_flow
+        n_done = int(out.get("done_labels", 0))
+        sums["done"] += float(out.get("done_loss", 0.0)) * n_done
+        counts["done"] += n_done
     model.train(was_training)
     return {f"{k}_loss": sums[k] / counts[k] if counts[k] else float("nan") for k in sums}

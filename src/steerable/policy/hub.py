@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from steerable.dataset.hub import upload_folder
+from steerable.policy.lerobot_format import policy_settings
 
 __all__ = ["model_card", "push_checkpoint"]
 
@@ -18,7 +19,7 @@ _TRAINING_ONLY = ["optimizer.safetensors", "optimizer.json", "trainer_state.json
 
 
 def model_card(folder: Path) -> str:
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))["policy"]
+    config = policy_settings(json.loads((folder / "config.json").read_text(encoding="utf-8")), folder / "config.json")
     return (
         "---\nlibrary_name: steerable\ntags: [robotics, lerobot, vision-language-action]\n---\n"
         f"# {folder.name}\n\nA hierarchical vision-language-action policy trained with "

@@ -92,8 +92,10 @@ def low_level_prompt(command: str) -> Chat:
 class PolicyRunner:
     """Batched text generation and action sampling over one loaded policy.
 
-    An observation is a mapping with `state` (a (S,) or (B, S) array) and `images` (camera key ->
-    H x W x 3 uint8 frame, or a (B, H, W, 3) batch) for the cameras the policy was trained on.
+    An observation is a mapping with `state` (a (S,) or (B, S) array), `images` (camera key ->
+    H x W x 3 uint8 frame, or a (B, H, W, 3) batch) for the cameras the policy was trained on, and,
+    for a policy with `motion_input`, `motion`: the last commanded motion of the pose dimensions
+    (absent: at rest; `PolicyLowLevel` keeps it).
     """
 
     def __init__(self, loaded: LoadedPolicy, device: str | torch.device = "cpu",
@@ -117,7 +119,10 @@ class PolicyRunner:
         if missing:
             raise ValueError(f"the observation has no frame for camera(s) {missing} (it has {sorted(images)})")
         state = torch.as_tensor(np.asarray(observation["state"], dtype=np.float32))
-        return self.processor.observation({"images": images, "state": state}, self.device)
+        seen: dict[str, Any] = {"images": images, "state": state}
+        if observation.get("motion") is not None:
+            seen["motion"] = torch.as_tensor(np.asarray(observation["motion"], dtype=np.float32))
+        return self.processor.observation(seen, self.device)
 
     def generate(self, chats: Sequence[Chat], observation: Mapping[str, Any],
                  generation: GenerationConfig | None = None) -> list[ParsedReply]:
@@ -132,13 +137,36 @@ class PolicyRunner:
 
     def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
         """(B, chunk_size, action_dim) actions in robot units for each command (the low-level prompt)."""
+        return self.act_and_done(commands, observation, steps)[0]
+
+    def act_and_done(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+        """`act`'s chunks, and the (B,) probability that each command is already complete (None for a
+        policy without a done head), from one backbone pass."""
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt([low_level_prompt(c) for c in commands], generation=False,
                                           device=self.device)
         obs = {k: _expand(v, len(commands)) for k, v in obs.items()}
+        done: list[torch.Tensor] = []
         chunk = self.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, steps=steps,
-                                          generator=self.generator)
-        return self.processor.normalizer.unaction(chunk).cpu().numpy()
+                                          generator=self.generator, done=done)
+        return self.robot_actions(chunk, observation).cpu().numpy(), done[0].cpu().numpy() if done else None
+
+    def robot_actions(self, chunk: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:
+        """A normalised (B, H, A) chunk of the model -> robot units (relative dimensions added to the
+        observation's state)."""
+        return self.processor.robot_actions(chunk, self._state(observation, chunk.shape[0]))
+
+    def model_actions(self, actions: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:
+        """(B, H, A) robot actions -> the model's normalised representation, relative to the
+        observation's state (what real-time chunking's guidance pulls toward)."""
+        return self.processor.model_actions(actions, self._state(observation, actions.shape[0]))
+
+    def _state(self, observation: Mapping[str, Any], batch: int) -> torch.Tensor | None:
+        if not self.cfg.relative_pairs:
+            return None
+        state = torch.as_tensor(np.asarray(observation["state"], dtype=np.float32)).reshape(-1, self.cfg.state_dim)
+        return _expand(state, batch)
 
 
 def _expand(x: torch.Tensor, n: int) -> torch.Tensor:

@@ -1,7 +1,12 @@
 """`HierarchicalPolicy`: backbone + state encoder + action expert, and the loss dict a batch drives.
 
 The backbone sequence is `[camera tokens | state tokens | chat text]` under the block-causal mask
-of `masks`. The text head is scored on the target turns (shift done in `losses`); the action expert
+of `masks`. The state tokens read the processor's model state (state, last motion, object offsets).
+The action expert reads the backbone's last layers and, beside them (`expert_context`), the model
+state as one more token and, at each text position whose word names an object of the state
+(`steerable.policy.objects`), that object's state: the named objects' positions reach the expert
+directly, as the plain baseline needed them (benchmarks/README.md, "bc_baseline.py"), and the text
+the backbone writes never depends on them. The text head is scored on the target turns (shift done in `losses`); the action expert
 reads the last `expert_layers` backbone layers for samples that carry actions. A high-level sample
 (no actions) trains text only, a low-level sample without a target trains actions only.
 """
@@ -9,9 +14,10 @@ reads the last `expert_layers` backbone layers for samples that carry actions. A
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from steerable.policy.backbone import Backbone
@@ -19,6 +25,8 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
+from steerable.policy.objects import end_effector_axes, object_slots
+from steerable.policy.processor import model_state_dim
 
 __all__ = ["Encoded", "HierarchicalPolicy"]
 
@@ -32,6 +40,10 @@ class Encoded:
     valid: torch.Tensor
     prefix_len: int
     cache: Any = None
+    # What the expert reads beside the backbone: (B, K, hidden) added at the text positions that name
+    # an object, and the model state as one (B, 1, hidden) token; None where the config has neither.
+    named: torch.Tensor | None = None
+    state_token: torch.Tensor | None = None
 
 
 class HierarchicalPolicy(nn.Module):
@@ -48,11 +60,27 @@ class HierarchicalPolicy(nn.Module):
             raise ValueError(f"expert_layers={cfg.expert_layers} but the backbone has {backbone.num_layers} layers")
         self.state_bins: nn.Embedding | None = None
         self.state_proj: nn.Linear | None = None
+        state_in = model_state_dim(cfg)
         if cfg.state_mode == "bins" and cfg.state_dim:
             self.state_bins = nn.Embedding(cfg.state_bins, width)
-            self.state_dim_embed = nn.Parameter(torch.randn(cfg.state_dim, width) * 0.02)
+            self.state_dim_embed = nn.Parameter(torch.randn(state_in, width) * 0.02)
         elif cfg.state_mode == "projector" and cfg.state_dim:
-            self.state_proj = nn.Linear(cfg.state_dim, width)
+            self.state_proj = nn.Linear(state_in, width)
+        self.expert_state: nn.Linear | None = None
+        if cfg.expert_reads_state and cfg.state_mode != "none" and cfg.state_dim:
+            self.expert_state = nn.Linear(state_in, width)
+        self.done_attn: nn.MultiheadAttention | None = None
+        if cfg.done_head:
+            heads = cfg.expert_heads if width % cfg.expert_heads == 0 else 1
+            self.done_query = nn.Parameter(torch.randn(1, 1, width) * 0.02)
+            self.done_norm = nn.LayerNorm(width)
+            self.done_attn = nn.MultiheadAttention(width, heads, batch_first=True)
+            self.done_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
+        self.object_in: nn.Module | None = None
+        if _grounds(cfg):
+            self.object_in = nn.Sequential(nn.Linear(_OBJECT_FEATURES, width), nn.GELU(), nn.Linear(width, width))
+            self.register_buffer("object_fields", _object_fields(cfg, state_in), persistent=False)
+            self.register_buffer("object_match", _object_match(cfg, backbone.vocab_size), persistent=False)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
@@ -86,6 +114,18 @@ class HierarchicalPolicy(nn.Module):
             raise ValueError("the prefix needs cameras or a state")
         return torch.cat(parts, dim=1)
 
+    def named_objects(self, input_ids: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor | None:
+        """(B, T, hidden): at each token that names an object (`cfg.object_tokens`), that object's
+        state (normalised fields and offset from the end effector, through `object_in`); else 0."""
+        if self.object_in is None or state is None:
+            return None
+        padded = torch.cat([state, state.new_zeros(state.shape[0], 1), state.new_ones(state.shape[0], 1)], dim=1)
+        fields = cast(torch.Tensor, self.object_fields)  # registered buffers
+        table = cast(torch.Tensor, self.object_match)
+        objects = self.object_in(padded[:, fields].to(self.backbone.text.dtype))  # (B, O, hidden)
+        match = table[input_ids.clamp(0, int(table.shape[0]) - 1)].to(objects.dtype)
+        return torch.bmm(match, objects.expand(input_ids.shape[0], -1, -1))
+
     def encode(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
                attention_mask: torch.Tensor, *, use_cache: bool = False) -> Encoded:
         prefix = self.prefix(images, state)
@@ -97,11 +137,36 @@ class HierarchicalPolicy(nn.Module):
         last, hidden, cache = self.backbone.run(embeds, mask, positions, cache=cache, use_cache=use_cache)
         ones = torch.ones(attention_mask.shape[0], plen, dtype=torch.bool, device=attention_mask.device)
         valid = torch.cat([ones, attention_mask.bool()], dim=1)
-        return Encoded(last, hidden, valid, plen, cache)
+        named = self.named_objects(input_ids, state)
+        if named is not None:
+            named = torch.cat([named.new_zeros(named.shape[0], plen, named.shape[2]), named], dim=1)
+        token = None
+        if self.expert_state is not None and state is not None:
+            token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
+        return Encoded(last, hidden, valid, plen, cache, named, token)
 
-    def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> list[torch.Tensor]:
-        layers = enc.hidden[-self.cfg.expert_layers:]
-        return [h if rows is None else h[rows] for h in layers]
+    def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
+        the last `expert_layers` backbone layers, plus the named objects and the state token."""
+        pick = (lambda x: x) if rows is None else (lambda x: x[rows])
+        layers = [pick(h) for h in enc.hidden[-self.cfg.expert_layers:]]
+        valid = pick(enc.valid)
+        if enc.named is not None:
+            named = pick(enc.named).to(layers[0].dtype)
+            layers = [h + named for h in layers]
+        if enc.state_token is not None:
+            token = pick(enc.state_token).to(layers[0].dtype)
+            layers = [torch.cat([h, token], dim=1) for h in layers]
+            valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)
+        return layers, valid
+
+    def done_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
+        """(B,) logit that the command is complete, from what the expert reads (its last context)."""
+        assert self.done_attn is not None
+        keys = self.done_norm(ctx[-1])
+        query = self.done_query.expand(keys.shape[0], -1, -1).to(keys.dtype)
+        pooled = self.done_attn(query, keys, keys, key_padding_mask=~valid.bool(), need_weights=False)[0]
+        return self.done_out(pooled[:, 0]).squeeze(-1)
 
     # -- training -------------------------------------------------------------------------------
 
@@ -114,17 +179,34 @@ class HierarchicalPolicy(nn.Module):
             mask = batch["action_mask"].bool() & batch["predict_actions"].bool()[:, None, None]
             rows = torch.nonzero(mask.flatten(1).any(1), as_tuple=True)[0]
             if rows.numel():
+                # `flow_samples` draws of (noise, time) per sample: the expert is cheap beside the
+                # backbone pass that every draw shares, and each draw is more signal for it.
+                draws = self.cfg.flow_samples
+                rows = rows.repeat_interleave(draws)
                 actions = batch["actions"][rows].to(enc.last.dtype)
                 noise = torch.randn(actions.shape, device=actions.device, dtype=actions.dtype, generator=generator)
                 t = sample_time(rows.numel(), actions.device, generator).to(actions.dtype)
                 noisy = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
-                velocity = self.expert(noisy, t, self.contexts(enc, rows), enc.valid[rows])
+                ctx, valid = self.contexts(enc, rows)
+                velocity = self.expert(noisy, t, ctx, valid)
                 f_loss, n_act = flow_matching_loss(velocity, noise - actions, mask[rows])
-        loss = self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
+                n_act //= draws
+        d_loss, n_done = enc.last.sum() * 0.0, 0
+        if self.done_attn is not None and "done" in batch:
+            labelled = torch.nonzero(batch["done"] >= 0, as_tuple=True)[0]
+            if labelled.numel():
+                ctx, valid = self.contexts(enc, labelled)
+                logits = self.done_logits(ctx, valid).float()
+                d_loss = F.binary_cross_entropy_with_logits(logits, batch["done"][labelled].float())
+                n_done = int(labelled.numel())
+        loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
+                + self.cfg.done_loss_weight * d_loss)
         return {
             "loss": loss,
             "text_loss": t_loss.detach(),
             "flow_loss": f_loss.detach(),
+            "done_loss": d_loss.detach(),
+            "done_labels": torch.tensor(n_done),
             "text_tokens": torch.tensor(n_text),
             "action_values": torch.tensor(n_act),
         }
@@ -134,10 +216,16 @@ class HierarchicalPolicy(nn.Module):
     @torch.no_grad()
     def sample_actions(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
                        attention_mask: torch.Tensor, *, steps: int | None = None, noise: torch.Tensor | None = None,
-                       generator: torch.Generator | None = None) -> torch.Tensor:
-        """A normalised (B, chunk_size, action_dim) chunk, integrated from noise in `steps` Euler steps."""
+                       generator: torch.Generator | None = None, guide: Any = None,
+                       done: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """A normalised (B, chunk_size, action_dim) chunk, integrated from noise in `steps` Euler steps.
+        `guide(x, t, velocity)`, when given, returns the velocity to step with from the expert's
+        (`velocity(x)`): real-time chunking's guidance (`steerable.policy.rtc`). `done`, a list, gets
+        the (B,) probability that each command is complete (policies with a done head)."""
         enc = self.encode(images, state, input_ids, attention_mask)
-        ctx = self.contexts(enc)
+        ctx, valid = self.contexts(enc)
+        if done is not None and self.done_attn is not None:
+            done.append(torch.sigmoid(self.done_logits(ctx, valid).float()))
         batch = input_ids.shape[0]
         shape = (batch, self.cfg.chunk_size, self.cfg.action_dim)
         x = noise if noise is not None else torch.randn(shape, generator=generator, device=input_ids.device)
@@ -146,5 +234,45 @@ class HierarchicalPolicy(nn.Module):
         dt = -1.0 / n
         for i in range(n):
             t = torch.full((batch,), 1.0 + i * dt, device=x.device, dtype=x.dtype)
-            x = x + dt * self.expert(x, t, ctx, enc.valid)
+            if guide is None:
+                x = x + dt * self.expert(x, t, ctx, valid)
+            else:
+                x = x + dt * guide(x, t, lambda y, t=t: self.expert(y, t, ctx, valid))
         return x.float()
+
+
+# Per object: x, y, z, present (normalised state; 0 for a missing axis, 1 for a missing `present`),
+# then its offset from the end effector (x, y, z).
+_OBJECT_FEATURES = 7
+
+
+def _grounds(cfg: PolicyConfig) -> bool:
+    return bool(cfg.ground_objects and cfg.state_mode != "none" and cfg.state_dim and cfg.object_tokens
+                and end_effector_axes(cfg.state_names) is not None and object_slots(cfg.state_names))
+
+
+def _object_fields(cfg: PolicyConfig, state_in: int) -> torch.Tensor:
+    """(O, 7) indices into [model state | 0 | 1] of each object's features (see `_OBJECT_FEATURES`)."""
+    zero, one = state_in, state_in + 1
+    slots = object_slots(cfg.state_names)
+    first_offset = cfg.state_dim + cfg.motion_dim
+    rows = []
+    for o, slot in enumerate(slots):
+        x, y, z = slot.axes
+        rows.append([x, y, zero if z is None else z, one if slot.present is None else slot.present,
+                     *(first_offset + 3 * o + k for k in range(3))])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _object_match(cfg: PolicyConfig, vocab: int) -> torch.Tensor:
+    """(vocab, O): 1 where a token id names object o (`cfg.object_tokens`)."""
+    slots = object_slots(cfg.state_names)
+    if len(cfg.object_tokens) != len(slots):
+        raise ValueError(f"policy.object_tokens lists {len(cfg.object_tokens)} objects; the state names "
+                         f"{len(slots)}")
+    match = torch.zeros(vocab, len(slots))
+    for o, ids in enumerate(cfg.object_tokens):
+        for t in ids:
+            if 0 <= t < vocab:
+                match[t, o] = 1.0
+    return match

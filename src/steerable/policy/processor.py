@@ -3,12 +3,18 @@
 The same object prepares a training batch and a live observation, so training and inference use
 one tokenizer, one chat template, one state encoding and one image order. Normalisation: state
 min/max to [-1, 1] (what the 256-bin discretisation expects), actions by mean/std.
+
+The model's state vector is the normalised state, then (config permitting) the last commanded
+motion of the pose dimensions and every named object's offset from the end effector, each by its
+own standard deviation (`model_state`). With `action_mode` relative, the pose dimensions of an
+action chunk are offsets from the state the chunk starts from (`model_actions` / `robot_actions`),
+so "go to the cube" reads the same wherever the gripper is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from steerable.policy.config import PolicyConfig
+from steerable.policy.objects import end_effector_axes, object_slots
 from steerable.train.tokenize import ChatTokenizer
 
 __all__ = ["Normalizer", "Processor", "prepare_images", "text_only"]
@@ -23,16 +30,29 @@ __all__ = ["Normalizer", "Processor", "prepare_images", "text_only"]
 
 @dataclass
 class Normalizer:
-    """Per-dimension statistics of the state (min, max) and the action (mean, std)."""
+    """Per-dimension statistics of the state (min, max), the action as the model predicts it (mean,
+    std: offsets for relative dimensions), the last motion (mean, std) and the objects' offsets from
+    the end effector (std per axis; the last three empty where unused)."""
 
     state_min: list[float]
     state_max: list[float]
     action_mean: list[float]
     action_std: list[float]
+    motion_mean: list[float] = field(default_factory=list)
+    motion_std: list[float] = field(default_factory=list)
+    offset_std: list[float] = field(default_factory=list)
 
     @classmethod
-    def fit(cls, states: np.ndarray, actions: np.ndarray) -> Normalizer:
-        return cls(states.min(0).tolist(), states.max(0).tolist(), actions.mean(0).tolist(), actions.std(0).tolist())
+    def fit(cls, states: np.ndarray, actions: np.ndarray, motions: np.ndarray | None = None,
+            offsets: np.ndarray | None = None) -> Normalizer:
+        """From (N, S) states, (N, A) actions in the model's representation, (N, M) motions and
+        (N, O, 3) object offsets."""
+        out = cls(states.min(0).tolist(), states.max(0).tolist(), actions.mean(0).tolist(), actions.std(0).tolist())
+        if motions is not None and motions.size:
+            out.motion_mean, out.motion_std = motions.mean(0).tolist(), motions.std(0).tolist()
+        if offsets is not None and offsets.size:
+            out.offset_std = offsets.reshape(-1, 3).std(0).tolist()
+        return out
 
     def to_dict(self) -> dict[str, list[float]]:
         return dict(vars(self))
@@ -48,6 +68,38 @@ class Normalizer:
     def unaction(self, x: torch.Tensor) -> torch.Tensor:
         mean, std = (torch.tensor(v, dtype=torch.float32, device=x.device) for v in (self.action_mean, self.action_std))
         return x.float() * std.clamp(min=1e-6) + mean
+
+    def motion(self, x: torch.Tensor) -> torch.Tensor:
+        mean, std = (torch.tensor(v, dtype=torch.float32, device=x.device) for v in (self.motion_mean, self.motion_std))
+        return (x.float() - mean) / std.clamp(min=1e-6)
+
+    def offsets(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., O, 3) offsets in state units -> divided by the per-axis std."""
+        std = torch.tensor(self.offset_std, dtype=torch.float32, device=x.device)
+        return x.float() / std.clamp(min=1e-6)
+
+
+def object_offsets(cfg: PolicyConfig, state: torch.Tensor) -> torch.Tensor | None:
+    """(B, O, 3): each named object's position minus the end effector's, per axis (0 where the object
+    has no such axis), from raw (B, S) states; None when the config grounds no objects."""
+    if not cfg.ground_objects:
+        return None
+    ee = end_effector_axes(cfg.state_names)
+    slots = object_slots(cfg.state_names)
+    if ee is None or not slots:
+        return None
+    cols = []
+    for slot in slots:
+        for axis, at in zip(ee, slot.axes, strict=True):
+            cols.append(state[:, at] - state[:, axis] if at is not None else torch.zeros_like(state[:, 0]))
+    return torch.stack(cols, dim=1).reshape(state.shape[0], len(slots), 3)
+
+
+def model_state_dim(cfg: PolicyConfig) -> int:
+    """Width of the state vector the model reads: state, motion, object offsets."""
+    ee = end_effector_axes(cfg.state_names)
+    offsets = 3 * len(object_slots(cfg.state_names)) if cfg.ground_objects and ee is not None else 0
+    return cfg.state_dim + cfg.motion_dim + offsets
 
 
 def prepare_images(frames: Sequence[torch.Tensor], size: int) -> torch.Tensor:
@@ -98,9 +150,31 @@ class Processor:
         out: dict[str, Any] = {k: tok[k].to(device) for k in ("input_ids", "attention_mask", "labels", "predict_actions")}
         out.update(self.observation(batch, device))
         if "actions" in batch:
-            out["actions"] = self.normalizer.action(batch["actions"]).to(device)
+            state = None
+            if self.cfg.relative_pairs:
+                state = torch.as_tensor(batch["state"]) if "state" in batch else self.state_from(batch)
+            out["actions"] = self.model_actions(torch.as_tensor(batch["actions"]), state).to(device)
             out["action_mask"] = batch["action_mask"].to(device)
+        if "done" in batch:
+            out["done"] = torch.as_tensor(batch["done"]).to(device)
         return out
+
+    def model_actions(self, actions: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """(B, H, A) robot actions -> what the expert predicts: relative dimensions minus the (B, S) raw
+        state the chunk starts from, then normalised."""
+        x = actions.float().clone()
+        if state is not None:
+            for a, s in self.cfg.relative_pairs:
+                x[..., a] -= state.float().reshape(x.shape[0], -1).to(x.device)[:, None, s]
+        return self.normalizer.action(x)
+
+    def robot_actions(self, chunk: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """The inverse of `model_actions`: a normalised (B, H, A) chunk -> robot units."""
+        x = self.normalizer.unaction(chunk)
+        if state is not None:
+            for a, s in self.cfg.relative_pairs:
+                x[..., a] += state.float().reshape(x.shape[0], -1).to(x.device)[:, None, s]
+        return x
 
     def observation(self, obs: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
         """`images` (B, C, 3, S, S) and normalised `state` from a batch or an observation dict (its
@@ -112,8 +186,24 @@ class Processor:
             out["images"] = prepare_images(frames, self.image_size).to(device)
         if self.cfg.state_mode != "none" and self.cfg.state_dim:
             state = torch.as_tensor(obs["state"]) if "state" in obs else self.state_from(obs)
-            out["state"] = self.normalizer.state(state[None] if state.ndim == 1 else state).to(device)
+            motion = obs.get("motion")
+            out["state"] = self.model_state(state, None if motion is None else torch.as_tensor(motion)).to(device)
         return out
+
+    def model_state(self, state: torch.Tensor, motion: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, model_state_dim) from a raw (S,) or (B, S) state and the last motion ((M,) or (B, M);
+        None: at rest): the normalised state, motion and object offsets (see the module docstring)."""
+        state = state[None] if state.ndim == 1 else state
+        parts = [self.normalizer.state(state)]
+        if self.cfg.motion_dim:
+            if motion is None:
+                motion = torch.zeros(state.shape[0], self.cfg.motion_dim)
+            motion = motion[None] if motion.ndim == 1 else motion
+            parts.append(self.normalizer.motion(motion.to(state.device).expand(state.shape[0], -1)))
+        offsets = object_offsets(self.cfg, state.float())
+        if offsets is not None:
+            parts.append(self.normalizer.offsets(offsets).flatten(1))
+        return torch.cat(parts, dim=1)
 
     def state_from(self, features: Mapping[str, Any]) -> torch.Tensor:
         """The state vector from a mapping holding each of `cfg.state_keys`, concatenated in that order

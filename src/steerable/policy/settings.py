@@ -14,27 +14,37 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.policy.config import PolicyConfig
+from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
 from steerable.settings import Settings
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
 
-FROM_DATASET = ("state_dim", "action_dim")
+FROM_DATASET = ("state_dim", "action_dim", "state_names", "action_names", "object_tokens")
 _POLICY_HELP = {
     "backbone": "'tiny' (built in code, random weights) or a local folder with a SmolVLM/Idefics3 model",
-    "cameras": "comma-separated camera keys (default: every camera of the dataset)",
-    "state_key": "state feature, or several comma-separated, concatenated in that order",
+    "cameras": "comma-separated camera keys (default: every camera of the dataset; none: no camera)",
+    "state_key": "state feature, or several comma-separated, concatenated in that order (auto: observation.state, "
+                 "plus observation.environment_state when the dataset has it)",
     "action_key": "action feature",
     "chunk_size": "actions predicted per chunk",
     "n_action_steps": "actions of a chunk executed before the next inference (at most chunk_size)",
     "image_size": "side in pixels the camera images are resized to",
-    "state_mode": "bins (256-bin state tokens), projector (one state token), or none",
+    "state_mode": "projector (one state token), bins (one 256-bin token per state value), or none",
+    "action_mode": "relative (pose dimensions as offsets from the current state) or absolute",
+    "skip_pauses": "true: frames where the demonstration held still train no actions, chunks skip them",
+    "motion_input": "true: the last commanded motion joins the state",
+    "ground_objects": "true: the action expert reads, at each word that names an object of the state (red_cube.x "
+                      "...), that object's state",
+    "expert_reads_state": "true: the action expert reads the state as one more token",
+    "done_head": "true: learn when a command is complete, so the learned low level reports it done",
+    "done_loss_weight": "weight of the done head's loss",
     "state_bins": "bins of --policy.state_mode bins",
     "expert_layers": "how many of the last backbone layers the action expert reads",
     "expert_hidden": "width of the action expert (a multiple of --policy.expert_heads)",
     "expert_heads": "attention heads of the action expert",
     "freeze_vision": "true: do not train the vision encoder",
     "flow_steps": "Euler steps when sampling an action chunk",
+    "flow_samples": "noise draws per action sample in the flow loss (they share one backbone pass)",
     "text_loss_weight": "weight of the text (subtask, plan, memory, speech) loss",
     "flow_loss_weight": "weight of the flow-matching action loss",
     "max_length": "most tokens of a prompt plus its target",
@@ -56,7 +66,7 @@ class PolicySettings(Settings):
 
     # One field per PolicyConfig setting, with its default (see the module docstring).
     _hints = typing.get_type_hints(PolicyConfig)
-    _defaults = PolicyConfig()
+    _defaults = PolicyConfig(state_key=AUTO_STATE_KEY)
     for _f in dataclasses.fields(PolicyConfig):
         if _f.name not in FROM_DATASET:
             __annotations__[_f.name] = _hints[_f.name]
@@ -102,6 +112,10 @@ class TrainConfig(Settings):
     seed: int = Field(0, description="seed of the episode split, data order and initial weights")
     device: str = Field("cpu", description="cpu or cuda[:N] (bf16 autocast on cuda)")
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    action_batch_size: int = Field(
+        32, ge=0, description="extra low-level samples per step, through the recipe's action component alone "
+        "(0: none; a resumed run keeps its own)"
+    )
     event_repeat: int = Field(
         16, description="extra samples per event frame (interjection, spoken reply) for the components "
         "that read events (0: none)"

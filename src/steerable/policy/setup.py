@@ -14,15 +14,20 @@ from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError
 from steerable.policy.backbone import backbone_folder, build_backbone
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
-from steerable.policy.config import PolicyConfig
+from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.data import fit_normalizer, split_episodes
 from steerable.policy.model import HierarchicalPolicy
+from steerable.policy.objects import object_tokens
 from steerable.policy.processor import Processor
 from steerable.policy.tokenizer import build_tiny_tokenizer, corpus_from_dataset, load_tokenizer
 
 __all__ = ["Built", "build_fresh", "dataset_policy_config", "resume_from"]
 
 logger = logging.getLogger(__name__)
+
+# The simulator's privileged state feature (steerable.synthetic.privileged names it; not imported:
+# the policy does not depend on the simulator).
+ENVIRONMENT_STATE_KEY = "observation.environment_state"
 
 
 @dataclass
@@ -36,13 +41,21 @@ class Built:
 
 
 def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) -> PolicyConfig:
-    """The policy config for `dataset`: its cameras, state and action sizes, then the user's overrides."""
-    cfg = PolicyConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
-    cameras = cfg.cameras or list(dataset.camera_keys)
+    """The policy config for `dataset`: its cameras, state and action sizes and names, then the user's
+    overrides. `state_key` auto: `observation.state`, and the privileged environment state after it
+    when the dataset has one (a policy that then needs `--observation privileged` to run)."""
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if overrides.get("state_key", AUTO_STATE_KEY).strip() == AUTO_STATE_KEY:
+        keys = ["observation.state"] + [k for k in (ENVIRONMENT_STATE_KEY,) if k in dataset.features]
+        overrides["state_key"] = ",".join(keys)
+    cfg = PolicyConfig.from_dict(overrides)
+    # No cameras given: every camera of the dataset; `none`: no camera at all (a state-only policy).
+    cameras = [] if [c.lower() for c in cfg.cameras] == ["none"] else cfg.cameras or list(dataset.camera_keys)
     missing = [c for c in cameras if c not in dataset.camera_keys]
     if missing:
         raise ConfigError(f"--policy.cameras {missing} not in the dataset (cameras: {dataset.camera_keys})")
     dims = {"state": 0, "action": 0}
+    names: dict[str, list[str] | None] = {"state": [], "action": []}
     for role, key in [*(("state", k) for k in cfg.state_keys), ("action", cfg.action_key)]:
         feature = dataset.features.get(key)
         if feature is None:
@@ -50,9 +63,19 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
                                                                                           "language")]
             raise ConfigError(f"the dataset has no {role} feature {key!r} (numeric features: {numeric}); "
                               f"pass --policy.{role}_key")
-        dims[role] += int(torch.tensor(feature.get("shape") or [1]).prod())
+        size = int(torch.tensor(feature.get("shape") or [1]).prod())
+        dims[role] += size
+        given = feature.get("names")
+        known = names[role]
+        # Names of every dimension, or none at all (then nothing is relative and no object is grounded).
+        names[role] = known + [str(n) for n in given] if known is not None and isinstance(given, list) and \
+            len(given) == size else None
+    if names["state"] is None or names["action"] is None:
+        logger.warning("the dataset does not name every state and action dimension: actions stay absolute "
+                       "and no object is grounded")
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"],
-                        action_dim=dims["action"])
+                        action_dim=dims["action"], state_names=names["state"] or [],
+                        action_names=names["action"] or [])
 
 
 def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int,
@@ -64,6 +87,8 @@ def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fractio
         tokenizer = build_tiny_tokenizer(corpus_from_dataset(dataset), cfg.tiny_vocab_size)
     else:
         tokenizer = load_tokenizer(backbone_folder(cfg.backbone))
+    if cfg.ground_objects:
+        cfg = cfg.override(object_tokens=object_tokens(cfg.state_names, tokenizer))
     torch.manual_seed(seed)
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)

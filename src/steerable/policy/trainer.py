@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
-from steerable.policy.checkpoint import load_optimizer, save_checkpoint
-from steerable.policy.data import PolicyDataset
+from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
+from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
 from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
@@ -58,8 +58,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     recipe_text = Path(recipe.origin).read_text(encoding="utf-8")
     output = Path(cfg.output_dir).expanduser()
     output.mkdir(parents=True, exist_ok=True)
-    built = resume_from(output) or build_fresh(dataset, cfg.policy.overrides(), cfg.eval_fraction, cfg.seed,
-                                                cfg.episodes)
+    overrides = cfg.policy.overrides()
+    if not cfg.action_batch_size:  # the done head learns its positives from the low-level batch alone
+        overrides["done_head"] = False
+    built = resume_from(output) or build_fresh(dataset, overrides, cfg.eval_fraction, cfg.seed, cfg.episodes)
     if built.checkpoint is not None:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
     model, processor = built.model.to(cfg.device), built.processor
@@ -72,6 +74,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
                                event_repeat=event_repeat)
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
+    # Low-level samples are a share of the blend's draws (30 % in `hierarchical`); each step adds
+    # `action_batch_size` more, through the action component alone: short prompts, a cheap pass.
+    action_batch = int(built.state.get("action_batch_size", cfg.action_batch_size))
+    components = action_components(recipe) if action_batch else []
+    action_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
+                                component=components[0]) if components else None
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -88,7 +96,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     scheduler.last_epoch = step
     for group in optimizer.param_groups:
         group["lr"] = cfg.lr * _lr_factor(step, cfg.warmup_steps, cfg.steps)
-    provenance = _trained_on(dataset)
+    provenance = dataset_provenance(dataset)
     log_path = output / "logs.jsonl"
     eval_cases = text_cases((eval_data[i] for i in range(0, len(eval_data), 3)), limit=cfg.eval_text_cases)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.device.startswith("cuda"))
@@ -102,8 +110,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         (epoch, index), batch = next(batches)
         with autocast:
             out = model(processor.training_batch(batch, cfg.device), generator=noise)
+            loss = out["loss"]
+            extra = _action_batch(action_data, action_batch, cfg.seed, step)
+            if extra is not None:
+                more = model(processor.training_batch(extra, cfg.device), generator=noise)
+                loss = loss + more["loss"]
+                out = _joined(out, more)
         optimizer.zero_grad(set_to_none=True)
-        out["loss"].backward()
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         optimizer.step()
         scheduler.step()
@@ -117,7 +131,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if step % cfg.log_every == 0 or step == cfg.steps:
             now = time.perf_counter()
             metrics = {"step": step, "loss": out["loss"].item(), "text_loss": float(out["text_loss"]),
-                       "flow_loss": float(out["flow_loss"]), "lr": optimizer.param_groups[0]["lr"],
+                       "flow_loss": float(out["flow_loss"]), "done_loss": float(out.get("done_loss", 0.0)),
+                       "lr": optimizer.param_groups[0]["lr"],
                        "steps_per_s": window_steps / max(now - window_start, 1e-9)}
             _log(log_path, metrics)
             window_start, window_steps = now, 0
@@ -129,7 +144,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
-                         event_repeat=event_repeat)
+                         event_repeat=event_repeat, action_batch_size=action_batch)
             last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
                                    trainer_state=state, trained_on=provenance)
     if bar is not None:
@@ -152,6 +167,28 @@ def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> It
         epoch, skip = epoch + 1, 0
 
 
+def _action_batch(data: PolicyDataset | None, size: int, seed: int, step: int) -> Any:
+    """The extra low-level batch of `step` (None without one): a seeded permutation per pass over the
+    action frames, so a resumed run draws what the uninterrupted one would have."""
+    if data is None or size < 1 or not len(data):
+        return None
+    per_pass = max(1, len(data) // size)
+    epoch, k = divmod(step, per_pass)
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed * 100_003 + 7_919 + epoch)).tolist()
+    return collate([data[i] for i in order[k * size:(k + 1) * size]])
+
+
+def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """The loss dict of a step with its extra low-level batch: the flow loss averaged over both."""
+    n, m = int(out["action_values"]), int(more["action_values"])
+    flow = (out["flow_loss"] * n + more["flow_loss"] * m) / max(n + m, 1)
+    dn, dm = int(out.get("done_labels", 0)), int(more.get("done_labels", 0))
+    done = (out.get("done_loss", 0.0) * dn + more.get("done_loss", 0.0) * dm) / max(dn + dm, 1)
+    return {**out, "loss": out["loss"].detach() + more["loss"].detach(), "flow_loss": flow,
+            "action_values": torch.tensor(n + m), "done_loss": torch.as_tensor(done),
+            "done_labels": torch.tensor(dn + dm)}
+
+
 def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int
               ) -> dict[str, Any]:
     out: dict[str, Any] = {"step": step, "eval": True}
@@ -169,21 +206,6 @@ def _eval_line(m: dict[str, Any]) -> str:
     return (f"step {m['step']}: held-out text loss {m.get('eval_text_loss', float('nan')):.3f}, flow loss "
             f"{m.get('eval_flow_loss', float('nan')):.3f}, exact match {m.get('eval_exact_match', float('nan')):.2f} "
             f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)")
-
-
-def _trained_on(dataset: Any) -> dict[str, Any]:
-    """The dataset a checkpoint learned from, and the task mix of a synthetic one (what `steerable run
-    --eval_episodes` evaluates it on by default)."""
-    from steerable.dataset.layout import GROUND_TRUTH_PATH
-
-    out: dict[str, Any] = {"dataset": str(dataset.root)}
-    truth = Path(dataset.root) / GROUND_TRUTH_PATH
-    if truth.is_file():
-        try:
-            out["synthetic_difficulty"] = str(json.loads(truth.read_text(encoding="utf-8")).get("difficulty", "easy"))
-        except (OSError, ValueError):
-            logger.warning("cannot read %s: the task mix of this synthetic dataset is not recorded", truth)
-    return out
 
 
 def _log(path: Path, record: dict[str, Any]) -> None:

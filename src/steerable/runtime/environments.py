@@ -8,8 +8,18 @@ take is refused by name. Adding an environment is one module with its class and 
 
     ENVIRONMENTS["toy"] = "my_package.toy_env:ToyEnv"
 
-`sim` is the synthetic tabletop (`steerable.synthetic.env.SimEnv`); LeRobot's simulators and robots
-come next.
+The entries:
+- `sim`: the synthetic tabletop (`steerable.synthetic.env.SimEnv`);
+- `robot`: any robot LeRobot knows, its own and installed `lerobot_robot_*` plugins, built from
+  LeRobot's own `--robot.*` flags (`--robot.type=so101_follower --robot.port=... --robot.id=...`; a
+  `--robot.*` flag alone picks this entry); every target bounded per step, disconnected on every
+  way out (`steerable.runtime.lerobot.robot`);
+- `lerobot`: LeRobot's gym simulators (PushT, ALOHA, MetaWorld, LIBERO, `lerobot_env_*` plugins)
+  through LeRobot's `make_env`, from its `--env.*` flags (`--env.type=pusht`;
+  `steerable.runtime.lerobot.gym_env`).
+Both LeRobot entries need the `lerobot` extra (Python >= 3.12). Options a command line gives as
+`--env.KEY=VALUE` reach the factory of the chosen entry as they are (text); `--robot.*` reach
+`robot` as its `robot` option.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ Factory = Callable[..., "Environment"]
 
 ENVIRONMENTS: dict[str, str | Factory] = {
     "sim": "steerable.synthetic.env:SimEnv",
+    "robot": "steerable.runtime.lerobot.robot:robot_environment",
+    "lerobot": "steerable.runtime.lerobot.gym_env:gym_environment",
 }
 
 

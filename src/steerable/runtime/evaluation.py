@@ -2,7 +2,8 @@
 
 Episode i resets the environment (built by name through `steerable.runtime.environments`) with seed
 `seed + i` and no task, so the env draws one (the simulator: like the synthetic dataset's, at its
-`difficulty`); success is what the env's `success()` says at the end. With interjections, an env
+`difficulty`); success is what the env's `success()` says at the end (an episode also ends when the
+env ends it itself, `episode_over()`, as a LeRobot gym env does). With interjections, an env
 that takes them (`steerable.control.TakesInterjections`) plans an operator's correction, says when
 it is due, and checks success against the corrected task (the simulator: the target of the first
 pick-and-place step changes while the robot carries its cube, "Wait, the red cube goes in the grey
@@ -32,6 +33,7 @@ from typing import Any
 from steerable.control import LowLevelController, TakesInterjections
 from steerable.errors import ConfigError
 from steerable.processes import worker_pool
+from steerable.runtime.chunks import InferenceOptions
 from steerable.runtime.environments import EnvSpec, environment_options, make_env
 from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.stack import StackSpec, build_high, build_low, check_scripted
@@ -108,11 +110,13 @@ def run_episode(
     rates: LoopRates | None = None,
     on_time: Callable[[float], None] | None = None,
     low: LowLevelController | None = None,
+    inference: InferenceOptions | None = None,
 ) -> EpisodeResult:
     """One episode without a person, as fast as the CPU allows (virtual clock); `on_time(seconds)`
     after each simulated second. `low`: a controller built by the caller (a benchmark's or a test's
     own, e.g. `benchmarks/bc_baseline.py`), run instead of the spec's `low_level` (in this process
-    only: `evaluate`'s workers rebuild the spec's)."""
+    only: `evaluate`'s workers rebuild the spec's). `inference`: how chunks are inferred (`--inference`;
+    on this virtual clock a slow policy's latency is simulated, `steerable.runtime.chunks`)."""
     started = time.perf_counter()
     environment = make_env(env, spec.fps)
     try:
@@ -120,13 +124,14 @@ def run_episode(
         high = build_high(spec, environment)
         low = low if low is not None else build_low(spec, environment)
         rt = Runtime(environment, low, high, tools=load_tools({}, tts="text"),
-                     rates=rates or LoopRates(ctrl_hz=spec.fps))
+                     rates=rates or LoopRates(ctrl_hz=spec.fps), inference=inference or InferenceOptions())
         warnings: list[str] = []
         rt.listeners.append(lambda e: warnings.append(e.text) if e.kind == "warn" else None)
         rt.submit("task", drawn.task)
         interjector = _interjector(environment, env) if interject else None
         planned = interjector.plan_interjection(seed) if interjector is not None else None
         said: str | None = None
+        ended = getattr(environment, "episode_over", None)  # an env that ends episodes itself (a gym env)
         limit = int(max_seconds * spec.fps)
         second = max(int(round(rt.rates.ctrl_hz)), 1)
         while rt.frame < limit:
@@ -139,6 +144,8 @@ def run_episode(
             if on_time is not None and rt.frame % second == 0:
                 on_time(rt.frame / rt.rates.ctrl_hz)
             if rt.frame > 1 and rt.idle and not rt.pending_inputs and (said is not None or planned is None):
+                break
+            if callable(ended) and ended():
                 break
         success = environment.success()
     finally:
@@ -171,6 +178,7 @@ class _Job:
     max_seconds: float
     rates: LoopRates | None
     slot: int  # this episode's place in the shared simulated-seconds array
+    inference: InferenceOptions | None = None
 
 
 # In a pool worker: each episode's simulated seconds so far, read by the parent for its progress.
@@ -188,7 +196,7 @@ def _one_torch_thread(spec: StackSpec) -> Iterator[None]:
     worker per core: two workers with two threads each on two cores ran the tiny policy's chunk
     inference 3-12x slower than with one thread each (and its ops are too small to split anyway)."""
     torch = sys.modules.get("torch")
-    if torch is None and "policy" in (spec.high_level, spec.low_level):
+    if torch is None and ("policy" in (spec.high_level, spec.low_level) or spec.low_level == "lerobot"):
         try:
             import torch
         except ImportError:  # reported by the stack, with the extra to install
@@ -207,7 +215,7 @@ def _one_torch_thread(spec: StackSpec) -> Iterator[None]:
 def _episode(job: _Job, on_time: Callable[[float], None] | None) -> EpisodeResult:
     with _one_torch_thread(job.spec):
         return run_episode(job.spec, job.seed, env=job.env, interject=job.interject, max_seconds=job.max_seconds,
-                           rates=job.rates, on_time=on_time)
+                           rates=job.rates, on_time=on_time, inference=job.inference)
 
 
 def _worker(job: _Job) -> EpisodeResult:
@@ -253,6 +261,7 @@ def evaluate(
     rates: LoopRates | None = None,
     on_result: Callable[[EpisodeResult], None] | None = None,
     on_time: Callable[[int, float], None] | None = None,
+    inference: InferenceOptions | None = None,
 ) -> EvalReport:
     """Run `episodes` seeded episodes across `workers` processes (default: one per core); an episode
     not done after `max_seconds` of simulated time counts as a failure. `difficulty` is the env's
@@ -260,7 +269,8 @@ def evaluate(
     (default: the control rate at the stack's fps, the default chunk and high-level rates).
     `on_result(result)` hears each episode as it ends (in any order; the report lists them by seed),
     `on_time(seed, seconds)` a running episode's simulated seconds (after each second in one
-    process; every half second from a pool), never after that episode's `on_result`."""
+    process; every half second from a pool), never after that episode's `on_result`. `inference`: as
+    `run_episode`'s."""
     started = time.perf_counter()
     if difficulty is not None:
         env = replace(env, options={**env.options, "difficulty": difficulty})
@@ -272,7 +282,7 @@ def evaluate(
             _interjector(probe, env)
     finally:
         probe.close()
-    jobs = [_Job(spec, env, seed + i, interjections, max_seconds, rates, i) for i in range(episodes)]
+    jobs = [_Job(spec, env, seed + i, interjections, max_seconds, rates, i, inference) for i in range(episodes)]
     n = max(1, min(workers or os.cpu_count() or 1, episodes))
     results: list[EpisodeResult] = []
     finished: set[int] = set()

@@ -6,6 +6,12 @@ so a slow or hung model (a VLM up to its timeout) never stops ticks, dispatch, `
 The loop decides what a finished call is still worth: an outcome computed against an older revision
 is discarded, exactly like a stale action chunk. The thread is a daemon: a call still hanging when
 the run ends does not keep the process alive.
+
+An interjection does not wait for a periodic update in flight: that call is abandoned (it runs on,
+on its thread, and its outcome is never collected) and the interjection is asked at once on a fresh
+thread, so the operator's words are acted on within one high-level period even when the model hung
+on the update. Other requests made while a call is in flight (a question, an interjection during an
+interjection or a question) wait for it.
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ class HighLevelWorker:
         if self.in_flight is not None:
             raise RuntimeError("a high-level call is already in flight")
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="steerable-high-level", daemon=True)
+            self._thread = threading.Thread(target=self._serve, args=(self._requests, self._results),
+                                            name="steerable-high-level", daemon=True)
             self._thread.start()
         self.in_flight, self.started_at = request, now
         self._requests.put(request)
@@ -87,14 +94,25 @@ class HighLevelWorker:
             self._requests.put(None)
             self._thread = None
 
-    def _serve(self) -> None:
-        while (request := self._requests.get()) is not None:
+    def abandon(self) -> HighLevelRequest | None:
+        """Give up on the call in flight: it runs on, its outcome is never collected, and the next
+        call starts at once on a fresh thread. Returns the abandoned request."""
+        request = self.in_flight
+        if request is not None:
+            self.close()
+            self._requests, self._results = queue.SimpleQueue(), queue.SimpleQueue()
+            self.in_flight = None
+        return request
+
+    def _serve(self, requests: queue.SimpleQueue[HighLevelRequest | None],
+               results: queue.SimpleQueue[HighLevelOutcome]) -> None:
+        while (request := requests.get()) is not None:
             try:
                 result: HighLevelUpdate | Exception = self.model.update(request)
             except Exception as exc:  # reported by the loop, like a failure of a synchronous call
                 result = exc
             logger.debug("high-level %s call finished: %s", request.kind, type(result).__name__)
-            self._results.put(HighLevelOutcome(request, result))
+            results.put(HighLevelOutcome(request, result))
 
 
 class HighLevelCalls:
@@ -140,9 +158,13 @@ class HighLevelCalls:
     def _high_level(self, kind: RequestKind, user_text: str | None = None) -> None:
         assert self.high is not None
         worker = self._worker
-        if worker is not None and worker.busy:
-            self._waiting.append((kind, user_text))
-            return
+        if worker is not None and worker.in_flight is not None:
+            if kind == "interjection" and worker.in_flight.kind == "update":
+                worker.abandon()  # the operator's words first (see the module docstring)
+                self.stats.high_level_discarded += 1
+            else:
+                self._waiting.append((kind, user_text))
+                return
         if self._reset_high:
             self._reset_high = False
             self.high.reset()

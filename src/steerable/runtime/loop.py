@@ -6,7 +6,12 @@ Each tick (one control period) runs, in order:
    when the controller finished its command or the context is empty (such updates at most
    `chunk_hz` times per second);
 3. chunk inference when the queue is empty and the chunk gate (`chunk_hz`) is due, or at once after
-   the context changed; the chunk is discarded if the revision moved during inference;
+   the context changed; the chunk is discarded if the revision moved during inference. A controller
+   with `every_tick = True` (a LeRobot policy: its `select_action` keeps its own action queue and
+   observation history) is asked on every tick instead, for that tick's action. When and where the
+   call runs is `steerable.runtime.chunks` (`--inference sync|async|rtc`: in the tick, or beside the
+   loop with the next chunk started early, aligned to the ticks that passed and, for rtc, continuing
+   the motion under way; there the "chunk boundary" of step 2 is when the next call is due);
 4. dispatch of one action (nothing when the queue is empty: the robot holds still);
 5. frame hooks (recording) with the tick's observation and action.
 A failing high-level model (garbage, timeout) is reported, the queue is dropped and the robot holds
@@ -22,7 +27,8 @@ tick, so scripted runs, tests and evaluation stay deterministic.
 
 The work is bounded per second of the loop's clock (simulated, with the virtual clock), whatever
 the models answer: high-level updates at most `high_level_hz + chunk_hz` per second (plus one per
-operator input), chunk inferences at most `chunk_hz` plus one per context change. A weak policy
+operator input), chunk inferences at most `chunk_hz` plus one per context change (an `every_tick`
+controller: one call per tick, its model running as its own queue decides). A weak policy
 whose controller never reports done, or whose high level rewrites the subtask on every call, costs
 no more per simulated second than a good one (`tests/test_eval_cost.py`).
 """
@@ -46,6 +52,7 @@ from steerable.control import (
     Observation,
     RequestKind,
 )
+from steerable.runtime.chunks import ChunkInference, InferenceOptions, slowed_to
 from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
 from steerable.runtime.state import RuntimeState
@@ -116,13 +123,17 @@ class Runtime(HighLevelCalls):
         render: bool | None = None,
         on_reset: Callable[[str], None] | None = None,
         keep_timings: bool = False,
+        inference: InferenceOptions = InferenceOptions(),  # noqa: B008  # frozen
     ) -> None:
+        if inference.min_latency_s > 0:
+            low = slowed_to(low, inference.min_latency_s, sleep=realtime)
         self.env, self.low, self.high = env, low, high
         self.tools = tools or ToolRegistry()
         self.prompts = prompts
         self.rates = rates
         self.clock: Clock = WallClock(rates.ctrl_hz) if realtime else VirtualClock(rates.ctrl_hz)
         wants = [getattr(m, "wants_images", True) for m in (low, high) if m is not None]
+        self._every_tick = bool(getattr(low, "every_tick", False))
         self.render = any(wants) if render is None else render
         self.state = RuntimeState()
         self.stats = LoopStats()
@@ -132,14 +143,15 @@ class Runtime(HighLevelCalls):
         self.listeners: list[Callable[[RuntimeEvent], None]] = []
         self.frame_hooks: list[Callable[[Observation, np.ndarray], None]] = []
         self._inputs: queue.SimpleQueue[OperatorInput] = queue.SimpleQueue()
-        self._chunk_gate = RateGate(rates.chunk_hz)
+        self.inference = inference
+        self.chunks = ChunkInference(
+            low, self.state, inference, ctrl_hz=rates.ctrl_hz, chunk_hz=rates.chunk_hz, threaded=realtime,
+            direct_task=high is None, every_tick=self._every_tick, emit=self.emit, counted=self._counted)
         self._high_gate = RateGate(rates.high_level_hz)
         # Updates asked "at once" (the command finished, no subtask yet) are still bounded: at most
         # chunk_hz per second, so a controller that reports every command done at once cannot make
         # the high level run on every tick.
         self._forced_gate = RateGate(rates.chunk_hz)
-        self._inferred_revision = -1
-        self._warned_revision = -1
         self._answered = -1  # revision after the last high-level update
         self._done_forced: tuple[int, Any] | None = None  # (revision, subtask) of the last done-forced update
         # realtime: calls run on a worker thread; requests made while it is busy wait in `_waiting`
@@ -261,6 +273,7 @@ class Runtime(HighLevelCalls):
         recording = bool(self.frame_hooks)
         obs = self._observe() if recording else None
 
+        self.chunks.land(self.frame)
         thinking = self._worker is not None and self._worker.busy
         if self.high is not None and st.mode == "action" and st.task and not st.done and not thinking:
             if st.hold:  # the last call failed: retry at the high-level rate
@@ -274,21 +287,25 @@ class Runtime(HighLevelCalls):
                 if due and st.controller_done:
                     self._done_forced = (st.revision, st.context.get("subtask"))
             else:  # periodic, at chunk boundaries only
-                due = not st.queue and self._high_gate.due(now)
+                due = self.chunks.at_boundary(st.revision) and self._high_gate.due(now)
             if due:
                 self._high_level("update")
 
         revision = st.revision
-        # No subtask yet and the high level is still thinking: hold still rather than run the raw task.
-        first = self._worker is not None and self._worker.busy and "subtask" not in st.context
-        if st.busy and not st.hold and not st.queue and not st.controller_done and not first and (
-            revision != self._inferred_revision or self._chunk_gate.due(now)
-        ):
-            self._infer(revision)
+        # Hold still rather than run a command the high level is rewriting: no subtask yet (not the
+        # raw task), or an interjection being answered (the operator's words void the command).
+        asked = self._worker.in_flight if self._worker is not None else None
+        first = asked is not None and ("subtask" not in st.context or asked.kind == "interjection")
+        if st.busy and not st.hold and not st.controller_done and not first and self.chunks.wants(revision, now):
+            self.chunks.start(revision, st.snapshot().command, self._observe(), self.frame, now)
+            self.chunks.land(self.frame)  # in the tick (sync, or no latency to simulate): queued now
 
         action = st.pop_action()
         if action is not None:
             self.env.send_action(action)
+            # An environment that executes something else (a robot's per-step bound) says what it sent.
+            executed = getattr(self.env, "last_sent", None)
+            action = action if executed is None else np.asarray(executed, dtype=np.float32)
         if recording:
             assert obs is not None
             done = action if action is not None else obs.state.astype(np.float32)
@@ -300,37 +317,9 @@ class Runtime(HighLevelCalls):
         if self.keep_timings:
             self.stats.tick_seconds.append(time.perf_counter() - started)
 
-    def _infer(self, revision: int) -> None:
-        st = self.state
-        self._inferred_revision = revision
-        self._chunk_gate.due(self.clock.now(), force=True)
-        command = st.snapshot().command
-        try:
-            chunk = self.low.act(self._observe(), command)
-        except Exception as exc:
-            with st.lock:
-                st.hold = self.high is not None
-                st.controller_error = f"{type(exc).__name__}: {exc}"
-            self.emit("warn", f"{self.low.name} failed on {command!r}: {exc}; holding still")
-            return
+    def _counted(self) -> None:
         self.stats.chunks += 1
         self._recent["chunk_hz"].append(self.clock.now())
-        with st.lock:
-            if st.revision != revision:
-                st.chunks_discarded += 1
-                return
-            if chunk.error:
-                st.controller_error = chunk.error
-            elif chunk.done and len(chunk.actions) == 0:
-                st.controller_done = True
-                if self.high is None and not st.done:
-                    st.done = True
-                    self.emit("done", command)
-        if chunk.error and self._warned_revision != revision:
-            self._warned_revision = revision
-            self.emit("warn", f"controller: {chunk.error}; holding still")
-        if len(chunk.actions):
-            st.enqueue(chunk.actions, revision)
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, *, until: Callable[[], bool] | None = None, max_ticks: int | None = None) -> None:
@@ -354,6 +343,7 @@ class Runtime(HighLevelCalls):
     def close(self) -> None:
         """Stop the robot and let the high-level thread end (a call still hanging is not waited for)."""
         self.stop()
+        self.chunks.close()
         if self._worker is not None:
             self._worker.close()
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from steerable.control import (
     ActionChunk,
+    ChunkPrefix,
     HighLevelRequest,
     HighLevelUpdate,
     Observation,
@@ -50,9 +51,11 @@ from steerable.policy.inference import (
     progress_prompt,
     subtask_prompt,
 )
+from steerable.policy.rtc import guided_chunk
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 
-__all__ = ["TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level"]
+__all__ = ["DONE_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel", "load_high_level",
+           "load_low_level", "low_level_reports_done"]
 
 # New tokens per generated text, by what it is. The training targets of the synthetic data need at
 # most 8 tokens for a subtask, 23 for a memory and 56 for a four-step plan (tiny tokenizer, 20
@@ -62,6 +65,8 @@ __all__ = ["TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel", "load_high_leve
 TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "interjection": 128, "answer": 64}
 
 _RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
+# The done head's probability above which the low level reports its command complete.
+DONE_THRESHOLD = 0.5
 # The state features the runtime can give a policy (see `_observation`).
 _STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
 
@@ -102,7 +107,9 @@ def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
                 if obs.privileged is None:
                     raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
                                       "gives: run it with --env sim --observation privileged")
-                parts.append(environment_state(obs.privileged))
+                # The vector itself when it came over the wire (`steerable.runtime.policy_server`).
+                given = isinstance(obs.privileged, np.ndarray)
+                parts.append(obs.privileged.astype(np.float32) if given else environment_state(obs.privileged))
             else:
                 parts.append(state.reshape(-1))
         state = np.concatenate(parts).astype(np.float32)
@@ -114,8 +121,11 @@ def _reads_cameras(runner: Any) -> bool:
     return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
 
 
+_NUMBER = re.compile(r"^\s*\d+[.)]\s*")
+
+
 def _step(text: str) -> str:
-    return re.sub(r"^\s*\d+[.)]\s*", "", text).strip().lower()
+    return _NUMBER.sub("", text).strip().lower()
 
 
 def _plan_steps(plan: str) -> list[str]:
@@ -209,28 +219,104 @@ class PolicyHighLevel:
         if not finished:
             return None, None
         memory = self._one("memory", memory_prompt(ctx.task, ctx.memory, finished), obs).text or None
+        remaining = _after_first(ctx.plan, finished)
+        if remaining is not None:
+            return remaining, memory
         return self._one("plan", plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
 
 
+def _after_first(plan: str, finished: str) -> str | None:
+    """The plan without its first step when that step is `finished`, renumbered (None otherwise).
+
+    A plan lists the remaining steps (the recipe's plans, and the plan updates it trains on, do), so
+    finishing its first step leaves the rest: kept as written rather than copied out again by the
+    model, whose copy was where a small model went wrong (a finished step kept, a name changed).
+    """
+    steps = [line for line in plan.splitlines() if line.strip()]
+    if len(steps) < 2 or _step(steps[0]) != _step(finished):
+        return None
+    rest = [_NUMBER.sub("", line).strip() for line in steps[1:]]
+    return "\n".join(f"{i}. {line}" for i, line in enumerate(rest, 1))
+
+
 class PolicyLowLevel:
-    """`LowLevelController` over a trained policy's action expert."""
+    """`LowLevelController` over a trained policy's action expert.
+
+    For a policy that reads the last commanded motion (`motion_input`) it keeps the actions it handed
+    out: the robot stands where the last one it executed took it, so the motion is the step into the
+    action of the last chunk nearest the observed pose (the whole chunk ran, or the loop dropped the
+    rest when the context changed).
+    """
 
     name = "policy"
 
     def __init__(self, runner: PolicyRunner, n_action_steps: int | None = None) -> None:
         self.runner = runner
         self.n_action_steps = n_action_steps or runner.cfg.n_action_steps
+        self._sent: np.ndarray | None = None  # the action before the last chunk, then that chunk
 
     @property
     def wants_images(self) -> bool:
         return _reads_cameras(self.runner)
 
     def reset(self) -> None:
-        """Nothing to forget: each chunk is sampled from the current observation and command."""
+        """Forget the actions handed out (a new episode starts at rest)."""
+        self._sent = None
 
-    def act(self, observation: Observation, command: str) -> ActionChunk:
-        chunk = self.runner.act([command], _observation(observation, self.runner))[0]
-        return ActionChunk(chunk[: self.n_action_steps].astype(np.float32))
+    @property
+    def reports_done(self) -> bool:
+        """Whether the policy learned when a command is complete (its done head): then a chunk asked
+        for a finished command comes back empty and `done`, as from the scripted controller."""
+        return bool(getattr(getattr(self.runner, "cfg", None), "done_head", False))
+
+    def act(self, observation: Observation, command: str, prefix: ChunkPrefix | None = None) -> ActionChunk:
+        obs = _observation(observation, self.runner)
+        motion = self._motion(obs["state"])
+        if motion is not None:
+            obs["motion"] = motion
+        if prefix is not None:
+            sampled = guided_chunk(self.runner, command, obs, prefix)
+        elif self.reports_done:
+            chunks, done = self.runner.act_and_done([command], obs)
+            if done is not None and float(done[0]) > DONE_THRESHOLD:
+                return ActionChunk(np.zeros((0, chunks.shape[-1]), np.float32), done=True)
+            sampled = chunks[0]
+        else:
+            sampled = self.runner.act([command], obs)[0]
+        chunk = sampled[: self.n_action_steps].astype(np.float32)
+        if self._motion_pairs():
+            before = self._executed(obs["state"])
+            self._sent = np.concatenate([chunk[:1] if before is None else before[None], chunk])
+        return ActionChunk(chunk)
+
+    def act_continuing(self, observation: Observation, command: str, prefix: ChunkPrefix) -> ActionChunk:
+        """`act`, the chunk's start guided onto `prefix` (real-time chunking: `steerable.policy.rtc`)."""
+        return self.act(observation, command, prefix)
+
+    def _motion_pairs(self) -> list[tuple[int, int]]:
+        cfg = getattr(self.runner, "cfg", None)
+        return list(cfg.pose_pairs) if cfg is not None and int(getattr(cfg, "motion_dim", 0) or 0) else []
+
+    def _executed(self, state: np.ndarray) -> np.ndarray | None:
+        """The last action of `_sent` the robot executed: the one nearest the observed pose (its index)."""
+        k = self._nearest(state)
+        return None if k is None or self._sent is None else self._sent[k]
+
+    def _nearest(self, state: np.ndarray) -> int | None:
+        pairs = self._motion_pairs()
+        if self._sent is None or not pairs:
+            return None
+        pose = self._sent[1:, [a for a, _ in pairs]]
+        here = np.asarray(state, dtype=np.float32).reshape(-1)[[s for _, s in pairs]]
+        return 1 + int(np.argmin(np.linalg.norm(pose - here, axis=1)))
+
+    def _motion(self, state: np.ndarray) -> np.ndarray | None:
+        """The last commanded motion of the pose dimensions (None at the start of an episode: at rest)."""
+        k = self._nearest(state)
+        if k is None or self._sent is None:
+            return None
+        pairs = [a for a, _ in self._motion_pairs()]
+        return (self._sent[k, pairs] - self._sent[k - 1, pairs]).astype(np.float32)
 
 
 def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
@@ -240,6 +326,11 @@ def load_high_level(path: str | Path, device: str = "cpu", observation: str = "s
     `progress_from_observation` for a low level that never reports a command done."""
     return PolicyHighLevel(_check_observation(_runner(path, device), observation),
                            progress_from_observation=progress_from_observation)
+
+
+def low_level_reports_done(path: str | Path, device: str = "cpu") -> bool:
+    """Whether the policy at `path`, as the low level, reports its commands done (a done head)."""
+    return bool(getattr(_runner(path, device).cfg, "done_head", False))
 
 
 def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyLowLevel:

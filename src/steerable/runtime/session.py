@@ -23,6 +23,7 @@ from typing import Literal
 
 from steerable.control import DescribesScene
 from steerable.errors import ConfigError
+from steerable.runtime.chunks import InferenceOptions
 from steerable.runtime.environments import EnvSpec, make_env
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.recording import Recorder
@@ -146,6 +147,7 @@ class SessionOptions:
     rates: LoopRates = field(default_factory=LoopRates)
     realtime: bool = False
     max_seconds: float = 300.0  # simulated time limit of a --commands run
+    inference: InferenceOptions = field(default_factory=InferenceOptions)  # --inference, --rtc.*
 
 
 class Session:
@@ -181,7 +183,7 @@ class Session:
             prompts = RecipePrompts.load(options.stack.recipe)
         self.runtime = Runtime(
             self.env, low, high, tools=tools, prompts=prompts, rates=options.rates, realtime=options.realtime,
-            render=True if self.recorder is not None else None, on_reset=self.reset,
+            render=True if self.recorder is not None else None, on_reset=self.reset, inference=options.inference,
         )
         if self.recorder is not None:
             model = f"steerable run: {high.name}" if high is not None else "operator"  # direct task: the words typed
@@ -310,4 +312,18 @@ def status_lines(rt: Runtime) -> list[str]:
         f"rates: control {rates['ctrl_hz']:.1f} Hz, chunks {rates['chunk_hz']:.1f} Hz, "
         f"high level {rates['high_level_hz']:.2f} Hz; dispatched {rt.state.actions_dispatched}, "
         f"discarded chunks {rt.state.chunks_discarded}",
+        _inference_line(rt),
     ]
+
+
+def _inference_line(rt: Runtime) -> str:
+    """The chunk inference mode and what it measured (latency, delay in ticks, the queue it starts at)."""
+    chunks = rt.chunks
+    line = f"inference: {rt.inference.mode}"
+    if chunks.stats.latencies:
+        latency = sorted(chunks.stats.latencies)[len(chunks.stats.latencies) // 2]
+        line += f"; chunk latency {latency * 1000:.0f} ms (median of the last {len(chunks.stats.latencies)})"
+        if not chunks.sync:
+            line += (f", delay {chunks.delay_ticks()} ticks, next chunk asked at {chunks.lead_ticks()} queued, "
+                     f"{chunks.stats.late_actions} late actions dropped")
+    return line + ("; the low level does not answer: holding still" if chunks.unavailable else "")

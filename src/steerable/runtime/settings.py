@@ -1,6 +1,6 @@
 """The settings of `steerable run`: which models steer which environment, and how the session runs.
 
-Every `steerable run` flag is a field here (`--policy.*` and `--vlm.*` are sections), so flags,
+Every `steerable run` flag is a field here (`--policy.*`, `--lerobot.*` and `--vlm.*` are sections), so flags,
 `--config FILE.yaml` and `--help` come from one definition, and every check of a combination runs
 when the settings are built, before anything starts.
 """
@@ -16,10 +16,11 @@ from steerable.errors import ConfigError
 from steerable.settings import Settings
 
 if TYPE_CHECKING:
+    from steerable.runtime.chunks import InferenceOptions
     from steerable.runtime.environments import EnvSpec
     from steerable.runtime.stack import StackSpec
 
-__all__ = ["RunPolicySettings", "RunSettings", "RunVLMSettings"]
+__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "RunVLMSettings"]
 
 TTS_BACKENDS = ("text", "espeak", "pocket")
 
@@ -32,6 +33,46 @@ class RunPolicySettings(Settings):
 
     path: str | None = Field(None, description="a trained policy checkpoint (--*_level policy)")
     device: str = Field("cpu", description="device for the policy")
+    server: str | None = Field(
+        None, description="HOST:PORT of a `steerable serve-policy`: the low level runs there (implies --low_level "
+        "policy)"
+    )
+
+
+class RunRTCSettings(Settings):
+    """`--rtc.*`: real-time chunking (`--inference rtc`), see steerable.runtime.chunks."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "rtc"
+
+    overlap: int = Field(16, ge=0, description="queued actions past the inference delay that a new chunk continues "
+                         "(at most half of what a chunk leaves after the delay)")
+    max_guidance: float = Field(5.0, ge=0, description="bound of the guidance weight pulling a flow policy's new "
+                                "chunk onto the queued actions")
+    schedule: Literal["exp", "linear"] = Field(
+        "exp", description="how the soft mask decays over the queued actions after the steps executed during "
+        "inference: exp | linear"
+    )
+
+
+class RunLeRobotSettings(Settings):
+    """`--lerobot.*`: the LeRobot policy behind `--low_level lerobot` (extra `lerobot`, Python >= 3.12)."""
+
+    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "lerobot"
+
+    policy_path: str | None = Field(
+        None, description="a LeRobot policy: the folder its save_pretrained wrote (with its processors), or a Hub id"
+    )
+    device: str = Field("cpu", description="device for the LeRobot policy (cpu, cuda, mps)")
+    dataset: str | None = Field(
+        None, description="the LeRobot dataset folder the policy was trained on: its meta/info.json names the state "
+        "and action dimensions (default: the dataset in the checkpoint's train_config.json)"
+    )
+
+    def options(self) -> dict[str, Any]:
+        """`steerable.runtime.lerobot.policy.load_lerobot_policy`'s options."""
+        return {"policy_path": self.policy_path, "device": self.device, "dataset": self.dataset}
 
 
 class RunVLMSettings(Settings):
@@ -62,16 +103,28 @@ class RunSettings(Settings):
 
     model_config = ConfigDict(extra="forbid")
     doc: ClassVar[str | None] = "docs/run.md"
+    pass_through: ClassVar[dict[str, str]] = {"env": "env_options", "robot": "robot"}  # flag section: field
 
     env: str = Field("sim", description="environment, by its name in steerable.runtime.environments (sim: the "
-                     "synthetic tabletop)")
+                     "synthetic tabletop; lerobot: a LeRobot simulator, --env.type=pusht; robot: a LeRobot robot)")
+    # LeRobot's own flags, passed through as typed (`pass_through`): `--env.type=pusht`, `--robot.port=...`.
+    env_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of the --env as --env.KEY=VALUE; for --env lerobot LeRobot's own "
+        "env flags (--env.type=pusht [--env.task=...])"
+    )
+    robot: dict[str, Any] = Field(
+        default_factory=dict, description="a LeRobot robot, in LeRobot's own flags (--robot.type=so101_follower "
+        "--robot.port=/dev/ttyACM0 --robot.id=NAME [--robot.cameras=...]; --robot.max_relative_target=N: the most a "
+        "target moves per step); implies --env robot"
+    )
     camera_shapes: str | None = Field(
         None, description="--env sim: equal (the default: both cameras 224x160) | legacy (the wrist camera 128x128, "
         "as synthetic datasets made before; for policies trained on them)"
     )
     high_level: str = Field("scripted", description="scripted | vlm | policy | none (direct task)")
-    low_level: str = Field("scripted", description="scripted | policy")
+    low_level: str = Field("scripted", description="scripted | policy | lerobot (a LeRobot policy: --lerobot.*)")
     policy: RunPolicySettings = Field(default_factory=RunPolicySettings)
+    lerobot: RunLeRobotSettings = Field(default_factory=RunLeRobotSettings)
     observation: str = Field(
         "standard", description="standard | privileged (simulator only): a policy may read every object's true "
         "position (observation.environment_state), as trained with make-dataset --privileged_state"
@@ -87,6 +140,11 @@ class RunSettings(Settings):
     chunk_hz: float = Field(5.0, description="most action-chunk inferences per second")
     high_level_hz: float = Field(1.0, description="periodic high-level update rate")
     realtime: bool = Field(False, description="pace --commands runs at the control rate")
+    inference: Literal["sync", "async", "rtc"] = Field(
+        "sync", description="chunk inference: sync (in the tick) | async (beside the loop, started early, aligned to "
+        "the ticks that passed) | rtc (async, the new chunk continuing the motion under way)"
+    )
+    rtc: RunRTCSettings = Field(default_factory=RunRTCSettings)
     max_seconds: float | None = Field(
         None, description="simulated time limit of a run (300) or of each eval episode (90)"
     )
@@ -163,6 +221,24 @@ class RunSettings(Settings):
     @model_validator(mode="after")
     def _combinations(self) -> RunSettings:
         evaluating = self.eval_episodes is not None
+        if self.policy.server is not None:
+            if "low_level" in self.model_fields_set and self.low_level != "policy":
+                raise ConfigError(f"--policy.server serves the low level: it does not combine with --low_level "
+                                  f"{self.low_level}")
+            self.low_level = "policy"
+            if self.high_level == "policy" and not self.policy.path:
+                raise ConfigError("--high_level policy runs on this machine: it needs --policy.path too (the policy "
+                                  "server serves only the low level)")
+        if self.robot:
+            if "env" in self.model_fields_set and self.env != "robot":
+                raise ConfigError(f"--robot.* runs a LeRobot robot (--env robot); it does not combine with --env {self.env}")
+            self.env = "robot"
+            if evaluating:
+                raise ConfigError("--eval_episodes scores seeded episodes in a simulator; a robot (--robot.*) has no "
+                                  "success signal and one body: steer it with a task or --commands")
+        elif self.env == "robot":
+            raise ConfigError("--env robot needs a LeRobot robot: --robot.type=TYPE and its flags (e.g. "
+                              "--robot.type=so101_follower --robot.port=/dev/ttyACM0 --robot.id=my_arm)")
         if self.episodes is not None and self.replay is None:
             raise ConfigError("--episodes picks the episodes of --replay DATASET: add --replay")
         if self.replay is not None:
@@ -189,7 +265,10 @@ class RunSettings(Settings):
         """The environment to build, with the options set on the command line."""
         from steerable.runtime.environments import EnvSpec
 
-        options = {"camera_shapes": self.camera_shapes} if self.camera_shapes is not None else {}
+        options: dict[str, Any] = {"camera_shapes": self.camera_shapes} if self.camera_shapes is not None else {}
+        options.update(self.env_options)
+        if self.robot:
+            options["robot"] = dict(self.robot)
         return EnvSpec(self.env, options)
 
     def stack(self) -> StackSpec:
@@ -199,5 +278,12 @@ class RunSettings(Settings):
         return StackSpec(
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
             device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
-            observation=self.observation,
+            observation=self.observation, lerobot=self.lerobot.options(), policy_server=self.policy.server,
         )
+
+    def inference_options(self) -> InferenceOptions:
+        """How chunks are inferred (`--inference`, `--rtc.*`)."""
+        from steerable.runtime.chunks import InferenceOptions
+
+        return InferenceOptions(self.inference, overlap=self.rtc.overlap, max_guidance=self.rtc.max_guidance,
+                                schedule=self.rtc.schedule)

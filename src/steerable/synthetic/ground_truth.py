@@ -15,7 +15,7 @@ recorded actions can be replayed and checked (`steerable.synthetic.replay`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ __all__ = [
     "Outcome",
     "RecordedScene",
     "Subtask",
+    "carry_ground_truth",
     "gripper_events",
     "read_ground_truth",
     "subtask_spans",
@@ -184,3 +185,41 @@ def read_ground_truth(root: Path) -> dict[int, EpisodeTruth]:
         return {e.episode_index: e for e in map(EpisodeTruth.from_dict, doc["episodes"])}
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptDatasetError(f"{path} is not a valid ground-truth file: {exc}") from exc
+
+
+def carry_ground_truth(
+    target: Path, cameras: Sequence[str], sources: Sequence[tuple[Path, Mapping[int, int]]]
+) -> int:
+    """Write the ground truth of a dataset made from synthetic ones (by LeRobot's dataset tools, which
+    do not copy this file): each source root with its `target episode -> source episode` map.
+
+    Entries are copied as stored (so fields this version does not know survive), renumbered, and
+    keep the boxes of the target's `cameras` only. Returns the number of episodes written; 0 writes
+    nothing (no source has ground truth for those episodes).
+    """
+    episodes: dict[int, dict[str, Any]] = {}
+    head: dict[str, Any] | None = None
+    for root, mapping in sources:
+        path = Path(root) / GROUND_TRUTH_PATH
+        if not mapping or not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            stored = {int(e["episode_index"]): e for e in doc["episodes"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptDatasetError(f"{path} is not a valid ground-truth file: {exc}") from exc
+        if head is None:
+            head = {k: v for k, v in doc.items() if k != "episodes"}
+        elif doc.get("fps") != head.get("fps"):
+            raise CorruptDatasetError(f"{path} is at {doc.get('fps')} fps, the first source at {head.get('fps')}")
+        for mine, theirs in mapping.items():
+            if theirs in stored and mine not in episodes:
+                entry = dict(stored[theirs], episode_index=mine)
+                entry["boxes"] = {k: v for k, v in (entry.get("boxes") or {}).items() if k in cameras}
+                episodes[mine] = entry
+    if head is None or not episodes:
+        return 0
+    head["cameras"] = {k: v for k, v in (head.get("cameras") or {}).items() if k in cameras}
+    doc = {**head, "episodes": [episodes[i] for i in sorted(episodes)]}
+    atomic_write_bytes(Path(target) / GROUND_TRUTH_PATH, (json.dumps(doc, separators=(",", ":")) + "\n").encode())
+    return len(episodes)

@@ -6,7 +6,7 @@ from importlib import resources
 
 __all__ = ["ASSET_NAMES", "DATA_PLACEHOLDER", "asset_bytes", "index_html"]
 
-ASSET_NAMES = ("app.js", "plot.js", "sample.js", "style.css")
+ASSET_NAMES = ("app.js", "edit.js", "plot.js", "sample.js", "style.css")
 DATA_PLACEHOLDER = "<!--STEERABLE-DATA-->"
 
 

@@ -1,77 +1,146 @@
-"""The local viewer server: stdlib ThreadingHTTPServer, read-only (GET/HEAD), confined to the dataset.
+"""The local viewer server: a Starlette app on uvicorn, confined to the dataset; read-only unless --edit.
 
-Routes: `/` the app; `/assets/*` its scripts and styles (package data); `/api/dataset`,
-`/api/episodes/N`, `/api/render?recipe=R&episode=N&frame=F` JSON; `/files/REL` dataset files with
-byte ranges; `/clips/N/CAMERA.mp4` H.264 clips of videos a browser cannot play as stored.
+Routes (GET and HEAD): `/` the app; `/assets/*` its scripts and styles (package data); `/api/dataset`,
+`/api/episodes/N`, `/api/render?recipe=R&episode=N&frame=F`, `/api/uncertainty`, `/api/revisions`,
+`/api/revisions/N` JSON; `/files/REL` dataset files with byte ranges; `/clips/N/CAMERA.mp4` H.264 clips
+of videos a browser cannot play as stored. With an edit session (`steerable view --edit`) the write
+routes of `steerable.viewer.edit` are added (POST only, each checked for the session's token).
 
-Browsers drop connections routinely (a video element abandons a range request when it seeks): a
-reset or broken pipe is logged at debug level only; any other error in a request keeps its
-traceback in the log.
+`/files/` paths are resolved from the raw request target (decoded once, by `resolve_under`), so an
+encoded `..` is refused as a plain one is. Work that blocks (reading parquet, cutting clips, saving)
+runs on the thread pool. A browser dropping a connection (a video element abandons a range request
+when it seeks) is routine for uvicorn; any other error in a request is logged here with its
+traceback and answered 500.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import json
 import logging
 import mimetypes
-import sys
+import socket
 import tempfile
 import threading
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote, unquote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from steerable.dataset import EpisodeMeta
 from steerable.errors import ConfigError, SteerableError
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
-from steerable.viewer.files import copy_range, parse_range, resolve_under
+from steerable.viewer.files import CHUNK, parse_range, resolve_under
 from steerable.viewer.site import ViewerData
 
-__all__ = ["ViewerServer", "make_server"]
+__all__ = ["ViewerServer", "json_response", "make_server"]
 
 logger = logging.getLogger(__name__)
 
-# What a client hanging up looks like from the server's side.
-_DISCONNECTS = (ConnectionResetError, BrokenPipeError)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_READ_METHODS = ["GET", "HEAD"]
+# Graceful shutdown waits this long for requests in flight (a video being streamed) before closing them.
+_SHUTDOWN_GRACE_S = 2
 
 
-class ViewerServer(ThreadingHTTPServer):
-    """The HTTP server; holds the dataset's `ViewerData` and a cache folder for transcoded clips."""
+def json_response(body: Any, status: int = HTTPStatus.OK) -> Response:
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return Response(data, status, media_type="application/json", headers={"Cache-Control": "no-cache"})
 
-    daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], data: ViewerData) -> None:
+def _text(text: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(text.encode(), status, media_type="text/plain", headers={"Cache-Control": "no-cache", **(headers or {})})
+
+
+def _not_found() -> Response:
+    return _text("not found\n", HTTPStatus.NOT_FOUND)
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+class ViewerServer:
+    """The viewer bound to a socket: `serve_forever` runs it, `shutdown` (another thread) stops it.
+
+    Holds the dataset's `ViewerData`, a cache folder for transcoded clips and, with `--edit`, the
+    `EditSession` (its token and the dataset's writer lock).
+    """
+
+    def __init__(self, sock: socket.socket, data: ViewerData, edit: Any = None) -> None:
         self.data = data
         self.root = data.ds.root
+        self.socket = sock
+        self.edit = edit
         self._clip_dir = tempfile.TemporaryDirectory(prefix="steerable-view-")
         self._clip_lock = threading.Lock()
         self._closing = threading.Event()
-        super().__init__(address, _Handler)
+        self._thread: threading.Thread | None = None
+        self.app = _Guard(self._build_app())
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app, http=_protocol(), log_config=None, access_log=False, lifespan="off",
+            timeout_graceful_shutdown=_SHUTDOWN_GRACE_S, server_header=False, date_header=False,
+        )
+        self._uvicorn = uvicorn.Server(config)
+
+    @property
+    def server_address(self) -> tuple[str, int]:
+        host, port = self.socket.getsockname()[:2]
+        return str(host), int(port)
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        host = host.decode() if isinstance(host, bytes) else str(host)
+        """The page's address; in edit mode with the session's token in the fragment (never sent in requests)."""
+        host, port = self.server_address
         shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}/"
+        base = f"http://{shown}:{port}/"
+        return base + f"#token={self.edit.token}" if self.edit is not None else base
+
+    # -- running --------------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """Serve until `shutdown` (uvicorn in this thread; it installs no signal handler off the main thread)."""
+        self._thread = threading.current_thread()
+        self._uvicorn.run(sockets=[self.socket])
+
+    def start(self) -> threading.Thread:
+        """`serve_forever` on a daemon thread; returns once the server accepts connections."""
+        thread = threading.Thread(target=self.serve_forever, name="steerable-view", daemon=True)
+        thread.start()
+        while not self._uvicorn.started and thread.is_alive():
+            thread.join(0.01)
+        return thread
+
+    def shutdown(self) -> None:
+        self._uvicorn.should_exit = True
 
     def server_close(self) -> None:
-        super().server_close()
+        """Stop serving (waiting for the server's own shutdown), stop clips, remove them, drop the lock."""
+        self._uvicorn.should_exit = True
         self._closing.set()  # a clip being cut stops at its next frame
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(_SHUTDOWN_GRACE_S + 3)
         with self._clip_lock:
             self._clip_dir.cleanup()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up is routine (debug log); anything else is logged with its traceback."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, _DISCONNECTS):
-            logger.debug("%s went away: %s", client_address, exc)
-            return
-        logger.error("error while serving %s", client_address, exc_info=True)
+        if self.edit is not None:
+            self.edit.close()
+        self.socket.close()
 
     def warm(self) -> threading.Thread:
         """Compute the episode list and the first episode's payload in the background, before a browser asks."""
@@ -88,6 +157,7 @@ class ViewerServer(ThreadingHTTPServer):
         thread.start()
         return thread
 
+    # -- data -----------------------------------------------------------------------------------
     def video_source(self, camera: str, ep: EpisodeMeta) -> tuple[str, float]:
         path = self.data.ds.video_path(camera, ep)
         if not path.is_file():
@@ -113,138 +183,244 @@ class ViewerServer(ThreadingHTTPServer):
                          stop=self._closing)
         return dst
 
+    # -- the app --------------------------------------------------------------------------------
+    def _build_app(self) -> Starlette:
+        routes = [
+            Route("/", self._index, methods=_READ_METHODS),
+            Route("/index.html", self._index, methods=_READ_METHODS),
+            Route("/assets/{name}", self._asset, methods=_READ_METHODS),
+            Route("/api/dataset", self._dataset, methods=_READ_METHODS),
+            Route("/api/episodes/{index}", self._episode, methods=_READ_METHODS),
+            Route("/api/render", self._render, methods=_READ_METHODS),
+            Route("/api/uncertainty", self._uncertainty, methods=_READ_METHODS),
+            Route("/api/revisions", self._revisions, methods=_READ_METHODS),
+            Route("/api/revisions/{rev}", self._revision, methods=_READ_METHODS),
+            Route("/files/{rest:path}", self._file, methods=_READ_METHODS),
+            Route("/clips/{episode}/{name}", self._clip, methods=_READ_METHODS),
+        ]
+        if self.edit is not None:
+            routes = self.edit.routes(self) + routes
+        handlers = {HTTPStatus.METHOD_NOT_ALLOWED.value: self._method_not_allowed,
+                    HTTPStatus.NOT_FOUND.value: self._http_not_found}
+        return Starlette(routes=routes, exception_handlers=handlers)
 
-def make_server(data: ViewerData, host: str = "127.0.0.1", port: int = 8000) -> ViewerServer:
-    """Bind the viewer to host:port (port 0: any free port); a busy port is a one-line error."""
+    async def _method_not_allowed(self, request: Request, exc: Exception) -> Response:
+        if self.edit is None:
+            return _text("read-only viewer: only GET and HEAD\n", HTTPStatus.METHOD_NOT_ALLOWED, {"Allow": "GET, HEAD"})
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "GET, HEAD")
+        return _text("method not allowed here\n", HTTPStatus.METHOD_NOT_ALLOWED, {"Allow": allow})
+
+    async def _http_not_found(self, request: Request, exc: Exception) -> Response:
+        return _not_found()
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Response:
+        """Run blocking `fn(*args)` on the thread pool; a SteerableError is a 400 with its message."""
+        try:
+            result = await run_in_threadpool(fn, *args)
+        except ClipStopped:
+            logger.debug("stopped while cutting a clip")
+            return _text("the viewer is stopping\n", HTTPStatus.SERVICE_UNAVAILABLE)
+        except KeyError:
+            return _not_found()
+        except SteerableError as exc:
+            return json_response({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+        return result if isinstance(result, Response) else json_response(result)
+
+    async def _index(self, request: Request) -> Response:
+        return Response(index_html().encode(), media_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-cache"})
+
+    async def _asset(self, request: Request) -> Response:
+        name = unquote(request.path_params["name"])
+        if name not in ASSET_NAMES:
+            return _not_found()
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(asset_bytes(name), media_type=kind, headers={"Cache-Control": "no-cache"})
+
+    async def _dataset(self, request: Request) -> Response:
+        def summary() -> dict[str, Any]:
+            body = dict(self.data.summary())
+            body["edit"] = self.edit is not None
+            return body
+
+        return await self.call(summary)
+
+    async def _episode(self, request: Request) -> Response:
+        index = _int(request.path_params["index"])
+        if index is None:
+            return _not_found()
+        return await self.call(self.data.episode, index, self.video_source)
+
+    async def _render(self, request: Request) -> Response:
+        q = request.query_params
+        episode, frame = _int(q.get("episode", "")), _int(q.get("frame", ""))
+        if episode is None or frame is None:
+            return json_response({"error": "render needs recipe, episode and frame"}, HTTPStatus.BAD_REQUEST)
+        return await self.call(self.data.recipes.at_frame, q.get("recipe", ""), episode, frame)
+
+    async def _uncertainty(self, request: Request) -> Response:
+        return await self.call(self.data.uncertainty)
+
+    async def _revisions(self, request: Request) -> Response:
+        return await self.call(self.data.revisions)
+
+    async def _revision(self, request: Request) -> Response:
+        rev = _int(request.path_params["rev"])
+        if rev is None:
+            return _not_found()
+        return await self.call(self.data.revision, rev)
+
+    async def _file(self, request: Request) -> Response:
+        raw = request.scope.get("raw_path") or request.scope["path"].encode()
+        rest = raw.decode("latin-1").split("?", 1)[0][len("/files/"):]
+        target = resolve_under(self.root, rest)
+        if target is None:
+            return _not_found()
+        return _file_response(request, target)
+
+    async def _clip(self, request: Request) -> Response:
+        index, name = _int(request.path_params["episode"]), unquote(request.path_params["name"])
+        if index is None or not name.endswith(".mp4"):
+            return _not_found()
+
+        def cut() -> Path:
+            return self.clip(index, name[: -len(".mp4")])
+
+        try:
+            path = await run_in_threadpool(cut)
+        except ClipStopped:
+            logger.debug("stopped while cutting the clip of %s", request.url.path)
+            return _text("the viewer is stopping\n", HTTPStatus.SERVICE_UNAVAILABLE)
+        except SteerableError as exc:
+            return json_response({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+        return _file_response(request, path)
+
+
+def _protocol() -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with TCP_NODELAY on every connection.
+
+    A reply goes out as its headers and then its body; with Nagle's algorithm the body waits for the
+    client to ACK the headers, which a kept-alive connection delays by up to 40 ms (measured: 45 ms per
+    small reply after a connection's first under uvicorn as under the stdlib server; asyncio does
+    not set the option on accepted sockets).
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class NoDelayH11(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            super().connection_made(transport)
+
+    return NoDelayH11
+
+
+def _file_response(request: Request, path: Path) -> Response:
+    """The file, or the single byte range the request asks for, streamed in fixed chunks."""
+    size = path.stat().st_size
+    wanted = parse_range(request.headers.get("range"), size)
+    if wanted is False:
+        return Response(b"", HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, headers={"Content-Range": f"bytes */{size}"})
+    start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
+    length = max(0, end - start + 1)
+    headers = {
+        "Content-Length": str(length),
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "no-cache",
+    }
+    if isinstance(wanted, tuple):
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    status = HTTPStatus.PARTIAL_CONTENT if isinstance(wanted, tuple) else HTTPStatus.OK
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if request.method == "HEAD" or not length:
+        return Response(b"", status, headers=headers, media_type=kind)
+    return StreamingResponse(_chunks(path, start, length), status, headers=headers, media_type=kind)
+
+
+def _chunks(path: Path, start: int, length: int) -> Iterator[bytes]:
+    """`length` bytes of `path` from `start` in fixed chunks (never the whole file); Starlette reads it
+    on the thread pool."""
+    with path.open("rb") as f:
+        f.seek(start)
+        left = length
+        while left > 0:
+            chunk = f.read(min(CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+
+
+class _Guard:
+    """Outermost ASGI layer: an error no handler caught is logged with its traceback and answered 500
+    (or the connection closed, once a reply has started), instead of reaching uvicorn's log."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except (asyncio.CancelledError, OSError) as exc:  # the client went away mid-reply
+            logger.debug("%s %s: %s", scope.get("method"), scope.get("path"), exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        except Exception:
+            logger.error("error while serving %s %s", scope.get("method"), scope.get("path"), exc_info=True)
+            if not started and scope.get("type") == "http":
+                reply = _text("internal error (see the viewer's log)\n", HTTPStatus.INTERNAL_SERVER_ERROR)
+                await reply(scope, receive, send)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        return ViewerServer((host, port), data)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(data: ViewerData, host: str = "127.0.0.1", port: int = 8000, *, edit: bool = False) -> ViewerServer:
+    """Bind the viewer to host:port (port 0: any free port); a busy port is a one-line error.
+
+    `edit`: add the write routes, behind a per-session token, holding the dataset's writer lock
+    (another writer running is a one-line error too).
+    """
+    try:
+        sock = _bind(host, port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(f"port {port} on {host} is already in use; pass another --port (or 0 for any)") from exc
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    session = None
+    if edit:
+        from steerable.viewer.edit import EditSession
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ViewerServer
-    protocol_version = "HTTP/1.1"
-    server_version = "steerable-view"
-    # TCP_NODELAY: a reply goes out as its headers and then its body; with Nagle's algorithm the body
-    # waits for the client to ACK the headers, which a kept-alive connection delays by up to 40 ms
-    # (measured: each script, JSON and video request after a connection's first took ~50 ms, not ~5).
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.address_string(), *args)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def _read_only(self) -> None:
-        self._send_bytes(b"read-only viewer: only GET and HEAD\n", "text/plain", HTTPStatus.METHOD_NOT_ALLOWED,
-                         extra={"Allow": "GET, HEAD"})
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _read_only
-
-    # -- routing ------------------------------------------------------------------------------
-    def _dispatch(self, *, head: bool) -> None:
-        self._head = head
-        url = urlsplit(self.path)
-        path = url.path
         try:
-            if path in ("/", "/index.html"):
-                self._send_bytes(index_html().encode(), "text/html; charset=utf-8")
-            elif path.startswith("/assets/") and unquote(path[len("/assets/"):]) in ASSET_NAMES:
-                name = unquote(path[len("/assets/"):])
-                self._send_bytes(asset_bytes(name), mimetypes.guess_type(name)[0] or "application/octet-stream")
-            elif path == "/api/dataset":
-                self._send_json(self.server.data.summary())
-            elif path.startswith("/api/episodes/"):
-                index = _int(path[len("/api/episodes/"):])
-                if index is None:
-                    return self._not_found()
-                self._send_json(self.server.data.episode(index, self.server.video_source))
-            elif path == "/api/render":
-                self._render(parse_qs(url.query))
-            elif path.startswith("/files/"):
-                target = resolve_under(self.server.root, path[len("/files/"):])
-                if target is None:
-                    return self._not_found()
-                self._send_file(target)
-            elif path.startswith("/clips/"):
-                self._send_clip(path[len("/clips/"):])
-            else:
-                self._not_found()
-        except _DISCONNECTS:
-            logger.debug("client went away during %s", self.path)
-        except ClipStopped:
-            logger.debug("stopped while cutting the clip of %s", self.path)
-        except SteerableError as exc:
-            self._send_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
-
-    def _render(self, query: dict[str, list[str]]) -> None:
-        recipe = (query.get("recipe") or [""])[0]
-        episode = _int((query.get("episode") or [""])[0])
-        frame = _int((query.get("frame") or [""])[0])
-        if episode is None or frame is None:
-            raise ConfigError("render needs recipe, episode and frame")
-        try:
-            self._send_json(self.server.data.recipes.at_frame(recipe, episode, frame))
-        except KeyError:
-            self._not_found()
-
-    def _send_clip(self, rest: str) -> None:
-        episode, _, name = rest.partition("/")
-        index = _int(episode)
-        if index is None or not name.endswith(".mp4"):
-            return self._not_found()
-        self._send_file(self.server.clip(index, unquote(name[: -len(".mp4")])))
-
-    # -- replies ------------------------------------------------------------------------------
-    def _not_found(self) -> None:
-        self._send_bytes(b"not found\n", "text/plain", HTTPStatus.NOT_FOUND)
-
-    def _send_json(self, body: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        self._send_bytes(data, "application/json", status)
-
-    def _send_bytes(
-        self, data: bytes, kind: str, status: HTTPStatus = HTTPStatus.OK, extra: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-cache")
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if not getattr(self, "_head", False):
-            self.wfile.write(data)
-
-    def _send_file(self, path: Path) -> None:
-        size = path.stat().st_size
-        wanted = parse_range(self.headers.get("Range"), size)
-        if wanted is False:
-            self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
-            self.send_header("Content-Range", f"bytes */{size}")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
-        length = max(0, end - start + 1)
-        self.send_response(HTTPStatus.PARTIAL_CONTENT if isinstance(wanted, tuple) else HTTPStatus.OK)
-        self.send_header("Content-Type", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
-        self.send_header("Content-Length", str(length))
-        self.send_header("Accept-Ranges", "bytes")
-        if isinstance(wanted, tuple):
-            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.end_headers()
-        if not self._head and length:
-            with path.open("rb") as f:
-                copy_range(f, self.wfile, start, length)
-
-
-def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+            session = EditSession(data, host, sock.getsockname()[1])
+        except BaseException:
+            sock.close()
+            raise
+    try:
+        return ViewerServer(sock, data, session)
+    except BaseException:
+        if session is not None:
+            session.close()
+        sock.close()
+        raise

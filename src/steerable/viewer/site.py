@@ -2,7 +2,8 @@
 
 The server and the static export share it; they differ only in where a camera's video lives, which
 the caller supplies as `video_source(camera, episode) -> (url, offset_s)` with player time =
-episode time + offset.
+episode time + offset. After a save the editor calls `invalidate`, which drops what the save changed
+(the episode's payload, the summary, the review ordering; the keystates stay: the motion did not change).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from steerable.dataset import EpisodeMeta, LeRobotDataset
+from steerable.dataset import EpisodeMeta, LeRobotDataset, open_dataset
+from steerable.dataset.review import human_edits, review_status, revision_changes, rows_fingerprint
+from steerable.dataset.revisions import list_revisions, read_revision
 from steerable.dataset.summary import producers_of
 from steerable.errors import ConfigError, SteerableError
 from steerable.viewer.episodes import episode_language, episode_list, tracks, vqa_overlays
@@ -30,7 +33,12 @@ class ViewerData:
     """Summary and episode payloads of `ds`, limited to `episodes` when given."""
 
     def __init__(
-        self, ds: LeRobotDataset, *, episodes: Sequence[int] | None = None, recipes: Sequence[str] | None = None
+        self,
+        ds: LeRobotDataset,
+        *,
+        episodes: Sequence[int] | None = None,
+        recipes: Sequence[str] | None = None,
+        against: Sequence[str] = (),
     ) -> None:
         self.ds = ds
         if episodes is not None:
@@ -41,9 +49,24 @@ class ViewerData:
         self.episode_indices = sorted(set(episodes)) if episodes is not None else None
         self.recipes = RecipePanel(ds, recipes)
         self.producers = producers_of(ds)  # style -> model id or heuristic:<module>, as `steerable info` shows
+        self.against = list(against)  # other annotations of these episodes, for the review ordering
         self._summary: dict[str, Any] | None = None
         self._episodes: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._uncertainty: list[dict[str, Any]] | None = None
+        self._keystates: dict[int, list[float]] = {}
         self._lock = threading.Lock()
+        self._order_lock = threading.Lock()
+
+    def invalidate(self, episode_index: int | None = None) -> None:
+        """Forget what a write changed: one episode's payload (None: all), the summary and the ordering."""
+        with self._lock:
+            self.producers = producers_of(self.ds)
+            self._summary = None
+            self._uncertainty = None
+            if episode_index is None:
+                self._episodes.clear()
+            else:
+                self._episodes.pop(episode_index, None)
 
     def episodes(self) -> list[EpisodeMeta]:
         if self.episode_indices is None:
@@ -55,13 +78,19 @@ class ViewerData:
         with self._lock:
             if self._summary is None:
                 wanted = {e.episode_index for e in self.episodes()}
+                status = review_status(self.ds)
+                edited = {e for eps in human_edits(self.ds).values() for e in eps}
+                listed = [e for e in episode_list(self.ds) if e["episode_index"] in wanted]
+                for e in listed:
+                    e["status"] = status.get(e["episode_index"], "unreviewed")
+                    e["human"] = e["episode_index"] in edited
                 self._summary = {
                     "name": self.ds.root.name,
                     "fps": self.ds.fps,
                     "cameras": list(self.ds.camera_keys),
                     "recipes": self.recipes.listing(),
                     "producers": self.producers,
-                    "episodes": [e for e in episode_list(self.ds) if e["episode_index"] in wanted],
+                    "episodes": listed,
                 }
             return self._summary
 
@@ -93,6 +122,12 @@ class ViewerData:
             "cameras": cameras,
             "persistent": persistent,
             "events": events,
+            "stamps": [float(t) for t in stamps],  # every frame's stored timestamp: edits snap to them
+            "version": rows_fingerprint(persistent, [(e["t"], r) for e in events for r in e["rows"]]),
+            "review": {
+                "status": review_status(self.ds).get(ep.episode_index, "unreviewed"),
+                "human": sorted(s for s, eps in human_edits(self.ds).items() if ep.episode_index in eps),
+            },
             "tracks": tracks(persistent, events, duration, self.producers),
             "vqa": vqa_overlays(events),
             "plot": plot_data(self.ds, ep, stamps, persistent),
@@ -102,3 +137,26 @@ class ViewerData:
             while len(self._episodes) > _CACHE_SIZE:
                 self._episodes.popitem(last=False)
         return payload
+
+    # -- review -----------------------------------------------------------------------------------
+    def uncertainty(self) -> list[dict[str, Any]]:
+        """The episodes being viewed, least certain first (`steerable.viewer.uncertainty`)."""
+        from steerable.viewer.uncertainty import keystate_times, subtask_starts, uncertainty
+
+        with self._order_lock:
+            if self._uncertainty is None:
+                wanted = [e.episode_index for e in self.episodes()]
+                for ep in wanted:
+                    if ep not in self._keystates:
+                        self._keystates[ep] = keystate_times(self.ds, ep)
+                others = [(name, subtask_starts(open_dataset(name))) for name in self.against]
+                self._uncertainty = uncertainty(self.ds, self._keystates, against=others, episodes=wanted)
+            return self._uncertainty
+
+    def revisions(self) -> dict[str, Any]:
+        """The dataset's revisions, newest first."""
+        return {"revisions": [r.to_json() for r in reversed(list_revisions(self.ds.root))]}
+
+    def revision(self, rev: int) -> dict[str, Any]:
+        """One revision and what it changed, per episode and style."""
+        return {**read_revision(self.ds.root, rev).to_json(), "changes": revision_changes(self.ds.root, rev)}

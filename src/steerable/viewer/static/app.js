@@ -13,8 +13,14 @@
   var SEEK_INTO_FRAME_S = 0.001;
   var SVGNS = "http://www.w3.org/2000/svg";
   var $ = function (id) { return document.getElementById(id); };
+  // `steerable view --edit` prints the page's URL with its session token in the fragment (never sent to
+  // the server); writes carry it in a header. It stays in the fragment, so a reload keeps it.
+  var TOKEN = (/(?:^#|&)token=([^&]+)/.exec(location.hash) || [])[1] || null;
   var video = $("video");
-  var S = { dataset: null, ep: null, camera: null, zoom: 1, recipe: null, frame: -1, renderSeq: 0 };
+  var S = { dataset: null, ep: null, camera: null, zoom: 1, recipe: null, frame: -1, renderSeq: 0, order: null };
+  // The editor (edit.js, `steerable view --edit`) plugs in here: item(node, track, item), lane(node, track),
+  // shape(g, shape, vqa), episode(ep) after an episode opens, leave() -> false to stay on unsaved edits.
+  var H = {};
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -78,23 +84,46 @@
   };
 
   // -- episode list --------------------------------------------------------------------------------
+  function orderedEpisodes() {
+    var eps = S.dataset.episodes.slice();
+    if ($("episode-sort").value === "uncertain" && S.order) {
+      var rank = {};
+      S.order.forEach(function (u, i) { rank[u.episode_index] = i; });
+      eps.sort(function (a, b) { return (rank[a.episode_index] || 0) - (rank[b.episode_index] || 0); });
+    }
+    return eps;
+  }
   function renderList() {
     var list = $("episode-list");
     list.textContent = "";
     var q = $("filter").value.trim().toLowerCase();
+    var want = $("status-filter").value;
+    var scores = {};
+    (S.order || []).forEach(function (u) { scores[u.episode_index] = u; });
     var shown = 0;
-    S.dataset.episodes.forEach(function (e) {
-      var hay = ("episode " + e.episode_index + " " + e.task + " " + Object.keys(e.counts).join(" ")).toLowerCase();
+    orderedEpisodes().forEach(function (e) {
+      var hay = ("episode " + e.episode_index + " " + e.task + " " + Object.keys(e.counts).join(" ") + " " + (e.status || "")).toLowerCase();
       if (q && hay.indexOf(q) < 0) return;
+      if (want && (e.status || "unreviewed") !== want) return;
       shown += 1;
       var li = el("li", "episode" + (S.ep && S.ep.episode_index === e.episode_index ? " current" : ""));
       li.dataset.episode = e.episode_index;
-      li.appendChild(el("div", "ep-head", "#" + e.episode_index + "  " + e.length + " frames, " + fmt(e.duration)));
+      li.dataset.status = e.status || "unreviewed";
+      var head = el("div", "ep-head", "#" + e.episode_index + "  " + e.length + " frames, " + fmt(e.duration));
+      if (e.status && e.status !== "unreviewed") head.appendChild(el("span", "ep-status " + e.status.replace(" ", "-"), e.status));
+      if (e.human) head.appendChild(el("span", "ep-human", "edited"));
+      var u = scores[e.episode_index];
+      if (u) {
+        var b = el("span", "ep-score", u.score.toFixed(2));
+        b.title = u.reasons.length ? u.reasons.join("\n") : "nothing disagrees";
+        head.appendChild(b);
+      }
+      li.appendChild(head);
       li.appendChild(el("div", "ep-task", e.task));
       var counts = el("div", "ep-counts");
       Object.keys(e.counts).forEach(function (k) { counts.appendChild(el("span", "count " + k, k + " " + e.counts[k])); });
       li.appendChild(counts);
-      li.addEventListener("click", function () { openEpisode(e.episode_index); });
+      li.addEventListener("click", function () { if (!H.leave || H.leave()) openEpisode(e.episode_index); });
       list.appendChild(li);
     });
     $("episode-count").textContent = shown + " of " + S.dataset.episodes.length + " episodes";
@@ -180,8 +209,10 @@
           if (item.camera && item.camera !== S.camera) setCamera(item.camera, +node.dataset.t);
           else seek(+node.dataset.t);
         });
+        if (H.item) H.item(node, track, item);
         lane.appendChild(node);
       });
+      if (H.lane) H.lane(lane, track);
       lane.addEventListener("click", function (ev) {
         var r = lane.getBoundingClientRect();
         seek(S.ep.duration * (ev.clientX - r.left) / r.width);
@@ -272,10 +303,15 @@
   }
   function drawOverlay(t) {
     var o = $("overlay");
-    o.textContent = "";
     var half = 0.5 / S.ep.fps;
-    S.ep.vqa.forEach(function (v) {
-      if (v.camera !== S.camera || t < v.t - half || t >= v.t + VQA_HOLD_S) return;
+    var shown = S.ep.vqa.filter(function (v) { return v.camera === S.camera && t >= v.t - half && t < v.t + VQA_HOLD_S; });
+    // Redrawn only when what it shows changes: a shape being dragged in the editor stays the same node.
+    var key = (S.gen || 0) + JSON.stringify(shown); // S.gen: bumped by the editor on every change of its model
+    if (o.dataset.key === key && o.dataset.ep === String(S.ep.episode_index)) return;
+    o.dataset.key = key;
+    o.dataset.ep = S.ep.episode_index;
+    o.textContent = "";
+    shown.forEach(function (v) {
       (v.shapes || []).forEach(function (s) {
         var g = svg("g", { "class": "vqa-shape" });
         var lx, ly;
@@ -290,6 +326,7 @@
         var label = svg("text", { "class": "vqa-label", x: lx, y: Math.max(8, ly) });
         label.textContent = s.label;
         g.appendChild(label);
+        if (H.shape) H.shape(g, s, v);
         o.appendChild(g);
       });
     });
@@ -331,11 +368,12 @@
       S.ep = ep;
       S.frame = -1;
       $("episode-title").textContent = "episode " + ep.episode_index + ": " + ep.task;
-      history.replaceState(null, "", "#episode=" + n);
+      history.replaceState(null, "", "#" + (TOKEN ? "token=" + TOKEN + "&" : "") + "episode=" + n);
       renderList();
       renderCameras();
       renderTracks();
       renderPlot();
+      if (H.episode) H.episode(ep);
       var have = ep.cameras.filter(function (c) { return c.url; });
       var key = ep.cameras.some(function (c) { return c.key === keepCam && c.url; }) ? keepCam : (have[0] || ep.cameras[0] || {}).key;
       setCamera(key, t0);
@@ -344,12 +382,43 @@
     }).catch(function (e) { status(String(e.message || e)); });
   }
 
+  function togglePlay() {
+    if (!S.ep) return;
+    if (video.paused) {
+      if (epTime() >= S.ep.duration - 1.0 / S.ep.fps) seek(0);
+      video.play();
+    } else video.pause();
+  }
+  function step(n) {
+    if (!S.ep) return;
+    video.pause();
+    var f = Math.max(0, Math.min(S.ep.length - 1, S.frame + n));
+    seek((S.ep.stamps ? S.ep.stamps[f] : f / S.ep.fps));
+  }
+  function typing(ev) {
+    var t = ev.target;
+    return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
+  }
+  function onKey(ev) {
+    if (typing(ev) || ev.altKey) return;
+    if (H.key && H.key(ev)) { ev.preventDefault(); return; }
+    if (ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === " ") togglePlay();
+    else if (ev.key === "ArrowLeft") step(ev.shiftKey ? -10 : -1);
+    else if (ev.key === "ArrowRight") step(ev.shiftKey ? 10 : 1);
+    else return;
+    ev.preventDefault();
+  }
+
   function tick() {
     update();
     if (!video.paused) requestAnimationFrame(tick);
   }
   function wire() {
     $("filter").addEventListener("input", renderList);
+    $("episode-sort").addEventListener("change", renderList);
+    $("status-filter").addEventListener("change", renderList);
+    document.addEventListener("keydown", onKey);
     $("zoom-in").addEventListener("click", function () { S.zoom = Math.min(64, S.zoom * 2); applyZoom(); });
     $("zoom-out").addEventListener("click", function () { S.zoom = Math.max(1, S.zoom / 2); applyZoom(); });
     $("lanes-scroll").addEventListener("wheel", function (ev) {
@@ -358,14 +427,9 @@
       S.zoom = ev.deltaY < 0 ? Math.min(64, S.zoom * 2) : Math.max(1, S.zoom / 2);
       applyZoom();
     }, { passive: false });
-    $("play").addEventListener("click", function () {
-      if (video.paused) {
-        if (epTime() >= S.ep.duration - 1.0 / S.ep.fps) seek(0);
-        video.play();
-      } else video.pause();
-    });
-    $("prev-frame").addEventListener("click", function () { video.pause(); seek((S.frame - 1) / S.ep.fps); });
-    $("next-frame").addEventListener("click", function () { video.pause(); seek((S.frame + 1) / S.ep.fps); });
+    $("play").addEventListener("click", togglePlay);
+    $("prev-frame").addEventListener("click", function () { step(-1); });
+    $("next-frame").addEventListener("click", function () { step(1); });
     video.addEventListener("play", function () { $("play").textContent = "pause"; requestAnimationFrame(tick); });
     video.addEventListener("pause", function () { $("play").textContent = "play"; renderRecipe(); });
     video.addEventListener("seeked", function () { update(); });
@@ -376,7 +440,22 @@
     });
   }
 
-  window.steerableView = { seek: seek, state: S, openEpisode: openEpisode, setCamera: function (k) { setCamera(k, epTime()); } };
+  function loadOrder() {
+    if (EXPORT) return Promise.resolve(null);
+    return getJSON("api/uncertainty").then(function (order) { S.order = order; renderList(); return order; })
+      .catch(function (e) { status("review order: " + String(e.message || e)); });
+  }
+  function reloadDataset() {
+    return api.dataset().then(function (d) { S.dataset = d; renderList(); loadOrder(); return d; });
+  }
+
+  window.steerableView = {
+    seek: seek, state: S, openEpisode: openEpisode, setCamera: function (k) { setCamera(k, epTime()); },
+    hooks: H, token: TOKEN, renderTracks: renderTracks, renderList: renderList, update: update, epTime: epTime, frameAt: frameAt,
+    drawOverlay: function () { drawOverlay(epTime()); }, redrawNow: function () { var t = epTime(); drawNow(t, frameAt(t)); drawOverlay(t); },
+    status: status, reloadDataset: reloadDataset, loadOrder: loadOrder, speech: speech, video: video,
+    h: { el: el, svg: svg, fmt: fmt, $: $ }
+  };
   wire();
   api.dataset().then(function (d) {
     S.dataset = d;
@@ -384,6 +463,8 @@
     document.title = "steerable view: " + d.name;
     renderRecipes();
     renderList();
+    loadOrder();
+    if (d.edit && window.steerableEditor) window.steerableEditor();
     var m = /episode=(\d+)/.exec(location.hash);
     var want = m ? +m[1] : null;
     var first = d.episodes.filter(function (e) { return e.episode_index === want; })[0] || d.episodes[0];

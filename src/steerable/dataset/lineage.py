@@ -1,0 +1,209 @@
+"""What a dataset made by LeRobot's dataset tools lost of steerable's metadata, and getting it back.
+
+LeRobot's `lerobot-edit-dataset` keeps the language columns (they are data columns) but not all of
+steerable's metadata. LeRobot 0.6.1:
+
+| operation | tool catalogue (`info.json` tools) | provenance (`info.json` steerable) | ground truth file |
+|---|---|---|---|
+| delete_episodes, split, merge, remove_feature (a new dataset) | dropped | dropped | dropped |
+| modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | dropped from info.json | kept |
+
+The provenance file (`meta/steerable_provenance.json`) survives where the folder does. What is
+left to restore comes from the dataset it was made from: `match_episodes` finds each episode there
+by its frames (LeRobot renumbers episodes), and `restore_info` writes the catalogue and provenance
+back. The tool catalogue can also be derived: steerable's default one covers every `say` call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from steerable.dataset.atomic import atomic_write_json
+from steerable.dataset.layout import GROUND_TRUTH_PATH, INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.provenance import provenance_block, write_provenance_file
+from steerable.language.tools import DEFAULT_TOOLS, merge_tools, tool_name
+
+__all__ = [
+    "EpisodeMatch",
+    "MetadataRestored",
+    "TOOL_CATALOGUE",
+    "match_episodes",
+    "missing_metadata",
+    "missing_notice",
+    "no_ground_truth",
+    "restore_info",
+]
+
+TOOL_CATALOGUE = 'tool catalogue (info.json "tools")'
+# Columns LeRobot renumbers when it writes a new dataset; every other numeric column is the frames'.
+_RENUMBERED = frozenset({"episode_index", "index", "task_index"})
+_NUMERIC = ("float", "int", "uint", "bool")
+
+
+def missing_metadata(ds: LeRobotDataset, styles: Iterable[str] = ()) -> list[str]:
+    """What of steerable's metadata a dataset with language rows lacks, as short phrases.
+
+    `styles`: the styles its rows hold (from `steerable.dataset.summary`), to name the ones whose
+    producer is not recorded; without them, only a wholly missing provenance is reported.
+    """
+    if not ds.has_language:
+        return []
+    missing = []
+    if ds.info.tools is None:
+        missing.append(TOOL_CATALOGUE)
+    block = provenance_block(ds.root, ds.info)
+    producers = block.get("producers") if block is not None else None
+    known = set(producers) if isinstance(producers, dict) else set()
+    unrecorded = sorted(set(styles) - known)
+    if block is None:
+        missing.append('provenance (info.json "steerable")')
+    elif unrecorded:
+        missing.append(f'provenance of {", ".join(unrecorded)} (info.json "steerable")')
+    return missing
+
+
+def missing_notice(root: str | Path, missing: Sequence[str]) -> str | None:
+    """One line: what the dataset at `root` lacks, why it usually does, and the command that restores it."""
+    if not missing:
+        return None
+    what = f"{root} lacks {' and '.join(missing)}, which LeRobot's dataset tools drop"
+    if list(missing) == [TOOL_CATALOGUE]:
+        return f"{what}: `steerable restore {root}` derives it (steerable's default catalogue)"
+    them = "it" if len(missing) == 1 else "them"
+    return f"{what}: `steerable restore {root} --from SOURCE` copies {them} back from the dataset it was made from"
+
+
+def no_ground_truth(root: str | Path, *, otherwise: str = "") -> str:
+    """The one-line error for a dataset without `meta/steerable_ground_truth.json` where one is needed;
+    `otherwise` names another way out (`pass --gold FILE_OR_DATASET`)."""
+    restore = (
+        f"if LeRobot's dataset tools made it from a synthetic dataset (they do not copy that file), "
+        f"`steerable restore {root} --from SOURCE` copies it back"
+    )
+    return f"{root} has no ground truth ({GROUND_TRUTH_PATH}): {otherwise + ', or, ' if otherwise else ''}{restore}"
+
+
+@dataclass
+class EpisodeMatch:
+    """Each target episode found in a source: target episode index -> (source number, its episode index)."""
+
+    found: dict[int, tuple[int, int]] = field(default_factory=dict)
+    unmatched: list[int] = field(default_factory=list)
+
+    def from_source(self, source: int) -> dict[int, int]:
+        """target episode -> source episode, for the episodes found in source number `source`."""
+        return {t: e for t, (s, e) in self.found.items() if s == source}
+
+
+def match_episodes(target: LeRobotDataset, sources: Sequence[LeRobotDataset]) -> EpisodeMatch:
+    """Find each episode of `target` among the episodes of `sources` by the frames it holds.
+
+    The fingerprint is the episode's length and the bytes of every numeric column the two datasets
+    share except the ones LeRobot renumbers (episode, index, task): timestamps, state, actions.
+    An episode found twice keeps the first source (in the order given).
+    """
+    pool: dict[bytes, list[tuple[int, int]]] = {}
+    column_sets: dict[tuple[str, ...], None] = {}  # each distinct set once, in source order
+    for number, source in enumerate(sources):
+        shared = _shared_columns(target, source)
+        column_sets[shared] = None
+        for ep in source.episodes:
+            pool.setdefault(_fingerprint(source, ep.episode_index, shared), []).append((number, ep.episode_index))
+    match = EpisodeMatch()
+    for ep in target.episodes:
+        for shared in column_sets:
+            hits = pool.get(_fingerprint(target, ep.episode_index, shared))
+            if hits:
+                match.found[ep.episode_index] = hits.pop(0)
+                break
+        else:
+            match.unmatched.append(ep.episode_index)
+    return match
+
+
+def _shared_columns(a: LeRobotDataset, b: LeRobotDataset) -> tuple[str, ...]:
+    def numeric(ds: LeRobotDataset) -> set[str]:
+        return {k for k, f in ds.features.items() if str(f.get("dtype", "")).startswith(_NUMERIC)}
+
+    return tuple(sorted((numeric(a) & numeric(b)) - _RENUMBERED))
+
+
+def _fingerprint(ds: LeRobotDataset, episode_index: int, columns: tuple[str, ...]) -> bytes:
+    digest = hashlib.blake2b(str(ds.episode(episode_index).length).encode(), digest_size=16)
+    if columns:
+        table = ds.read_episode(episode_index, list(columns))
+        for name in columns:
+            digest.update(name.encode())
+            digest.update(_values(table.column(name)).tobytes())
+    return digest.digest()
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray:
+    """A column's numbers as float64, whatever list type LeRobot or steerable stored them with."""
+    array = column.combine_chunks()
+    while pa.types.is_list(array.type) or pa.types.is_fixed_size_list(array.type) or pa.types.is_large_list(array.type):
+        array = array.flatten()
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+@dataclass
+class MetadataRestored:
+    """What `restore_info` wrote (empty strings: nothing to do, or nothing to restore from)."""
+
+    tools: str = ""
+    provenance: str = ""
+
+
+def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], match: EpisodeMatch) -> MetadataRestored:
+    """Write the tool catalogue and the provenance back into `target` from the sources its episodes
+    came from; without a source (or when none declares one), the catalogue is derived: steerable's
+    default one. What `target` already records wins over what a source says."""
+    used = [s for i, s in enumerate(sources) if match.from_source(i)]
+    info = json.loads((target.root / INFO_PATH).read_text(encoding="utf-8"))
+    done = MetadataRestored()
+    if target.has_language or any(s.info.tools for s in used):
+        declared = [t for s in used for t in s.info.tools or ()]
+        tools = merge_tools(info.get("tools"), declared or DEFAULT_TOOLS)
+        if tools != info.get("tools"):
+            names = ", ".join(str(tool_name(t)) for t in tools)
+            done.tools = f"{names} from {_names(used)}" if declared else f"{names} (derived: steerable's default)"
+            info["tools"] = tools
+    blocks = [b for b in (provenance_block(s.root, s.info) for s in used) if b is not None]
+    if blocks:
+        mine = provenance_block(target.root, target.info) or {}
+        block = _merged(blocks, mine)
+        if block != info.get(PROVENANCE_KEY):
+            styles = ", ".join(sorted(block.get("producers", {})))
+            done.provenance = f"{styles} from {_names(used)}"
+            info[PROVENANCE_KEY] = block
+            write_provenance_file(target.root / PROVENANCE_PATH, block)
+    if done.tools or done.provenance:
+        atomic_write_json(target.root / INFO_PATH, info)
+        target.info = type(target.info).from_dict(info)
+    return done
+
+
+def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dict[str, Any]:
+    """`mine` with the sources' producers added (its own win; a style two sources name different
+    producers for keeps both). Only `producers` is taken from a source: other keys of the block
+    may name episodes by index, which LeRobot renumbered."""
+    producers: dict[str, str] = {}
+    for block in blocks:
+        for style, who in (block.get("producers") or {}).items():
+            seen = producers.get(style)
+            producers[style] = who if seen is None or seen == who else f"{seen} | {who}"
+    producers.update(mine.get("producers") or {})
+    return {**mine, "producers": dict(sorted(producers.items()))}
+
+
+def _names(sources: Sequence[LeRobotDataset]) -> str:
+    return ", ".join(str(s.root) for s in sources)

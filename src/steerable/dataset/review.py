@@ -1,0 +1,342 @@
+"""A person's review of a dataset's language: corrected rows saved as revisions, and a status per episode.
+
+What a person did is kept in meta/info.json under our key (`PROVENANCE_KEY`, beside "producers"):
+`"human": {style: [episode, ...]}` names, per style, the episodes whose rows of that style a person
+edited (style-less tool-call rows such as `say` count as "tool_call", as `steerable info` counts
+them), and `"review": {"<episode>": "reviewed" | "needs work"}` the status set per episode (absent:
+unreviewed). A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise.
+
+`save_episode` is the one write path of the viewer's editor: the rows are checked by the validator
+`annotate` uses, written through the folder commit (a kill mid-save leaves the old or the new
+dataset), and recorded as a revision (`steerable.dataset.revisions`); `restore_revision` goes back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steerable.dataset.commit import FolderCommit
+from steerable.dataset.info import load_info
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY
+from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
+from steerable.errors import ConfigError
+from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
+from steerable.language.schema import EVENT_ROW_FIELDS, PERSISTENT_ROW_FIELDS
+from steerable.language.validate import Problem
+
+__all__ = [
+    "HUMAN",
+    "REVIEW_STATUSES",
+    "TOOL_CALL_STYLE",
+    "EpisodeRows",
+    "episode_rows",
+    "human_edits",
+    "language_problems",
+    "changed_styles",
+    "protected_episodes",
+    "restore_revision",
+    "revision_changes",
+    "review_status",
+    "rows_fingerprint",
+    "save_episode",
+]
+
+logger = logging.getLogger(__name__)
+
+HUMAN = "human"
+REVIEW_STATUSES = ("unreviewed", "reviewed", "needs work")
+TOOL_CALL_STYLE = "tool_call"
+
+
+def _block(ds: LeRobotDataset) -> dict[str, Any]:
+    block = (ds.info.model_extra or {}).get(PROVENANCE_KEY)
+    return block if isinstance(block, dict) else {}
+
+
+def human_edits(ds: LeRobotDataset) -> dict[str, list[int]]:
+    """style -> the episodes whose rows of that style a person edited."""
+    raw = _block(ds).get(HUMAN)
+    if not isinstance(raw, dict):
+        return {}
+    return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
+
+
+def review_status(ds: LeRobotDataset) -> dict[int, str]:
+    """episode -> "reviewed" or "needs work" (episodes not listed are unreviewed)."""
+    raw = _block(ds).get("review")
+    if not isinstance(raw, dict):
+        return {}
+    return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
+
+
+def protected_episodes(ds: LeRobotDataset) -> set[int]:
+    """Episodes a later `annotate` keeps as they are: marked reviewed, or holding rows a person edited."""
+    edited = {e for eps in human_edits(ds).values() for e in eps}
+    return edited | {e for e, s in review_status(ds).items() if s == "reviewed"}
+
+
+@dataclass(frozen=True)
+class EpisodeRows:
+    """One episode's stored language: persistent rows, (time, row) events, and the frame timestamps."""
+
+    persistent: list[dict[str, Any]]
+    events: list[tuple[float, dict[str, Any]]]
+    timestamps: np.ndarray
+
+
+def episode_rows(ds: LeRobotDataset, episode_index: int) -> EpisodeRows:
+    columns = ["timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in ds.features]
+    table = ds.read_episode(episode_index, columns)
+    stamps = table.column("timestamp").to_numpy().astype(np.float32, copy=False)
+    persistent: list[dict[str, Any]] = []
+    if LANGUAGE_PERSISTENT in columns and table.num_rows:
+        persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
+    events: list[tuple[float, dict[str, Any]]] = []
+    if LANGUAGE_EVENTS in columns:
+        for t, rows in zip(stamps.tolist(), rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
+            events.extend((float(t), r) for r in rows)
+    return EpisodeRows(persistent, events, stamps)
+
+
+def _style_key(row: Mapping[str, Any]) -> str:
+    return str(row.get("style") or TOOL_CALL_STYLE)
+
+
+def _canonical(row: Mapping[str, Any], t: float | None = None) -> str:
+    """One row as comparable text: its schema fields only (absent = None), times as stored (float32)."""
+    fields = EVENT_ROW_FIELDS if t is not None else PERSISTENT_ROW_FIELDS
+    body = {name: row.get(name) for name in fields}
+    if t is not None:
+        body["__t"] = float(np.float32(t))
+    if body.get("timestamp") is not None:
+        body["timestamp"] = float(np.float32(body["timestamp"]))
+    return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _by_style(persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]) -> dict[str, Counter[str]]:
+    out: dict[str, Counter[str]] = {}
+    for row in persistent:
+        out.setdefault(_style_key(row), Counter())[_canonical(row)] += 1
+    for t, row in events:
+        out.setdefault(_style_key(row), Counter())[_canonical(row, t)] += 1
+    return out
+
+
+def changed_styles(old: EpisodeRows, persistent: list[dict[str, Any]], events: list[tuple[float, dict[str, Any]]]) -> list[str]:
+    """The styles whose rows differ between the stored episode and the given rows."""
+    a, b = _by_style(old.persistent, old.events), _by_style(persistent, events)
+    return sorted(s for s in set(a) | set(b) if a.get(s, Counter()) != b.get(s, Counter()))
+
+
+def rows_fingerprint(persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]) -> str:
+    """A short digest of an episode's language, to tell a save whether the rows changed since they were read."""
+    import hashlib
+
+    parts = sorted(_canonical(r) for r in persistent) + sorted(_canonical(r, t) for t, r in events)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def language_problems(
+    ds: LeRobotDataset, episode_index: int, persistent: list[Any], events: list[tuple[Any, Any]]
+) -> list[Problem]:
+    """Every rule the rows break, by the validator `annotate` uses (times on this episode's frames)."""
+    return validate_rows(
+        persistent, events, frame_timestamps=ds.episode_timestamps(episode_index), cameras=ds.info.camera_keys
+    )
+
+
+def _with_review(info: dict[str, Any], episode: int, styles: Iterable[str], status: str | None) -> dict[str, Any]:
+    block = info.get(PROVENANCE_KEY)
+    block = dict(block) if isinstance(block, dict) else {}
+    human = block.get(HUMAN)
+    human = {k: list(v) for k, v in human.items() if isinstance(v, list)} if isinstance(human, dict) else {}
+    for style in styles:
+        human[style] = sorted(set(human.get(style, [])) | {episode})
+    if human:
+        block[HUMAN] = dict(sorted(human.items()))
+    if status is not None:
+        review = block.get("review")
+        review = dict(review) if isinstance(review, dict) else {}
+        if status == "unreviewed":
+            review.pop(str(episode), None)
+        else:
+            review[str(episode)] = status
+        block["review"] = dict(sorted(review.items(), key=lambda kv: int(kv[0])))
+    info[PROVENANCE_KEY] = block
+    return info
+
+
+def save_episode(
+    ds: LeRobotDataset,
+    episode_index: int,
+    persistent: list[dict[str, Any]] | None,
+    events: list[tuple[float, dict[str, Any]]] | None,
+    *,
+    status: str | None = None,
+    ops: Mapping[str, int] | None = None,
+    by: str = "steerable view --edit",
+    message: str = "",
+    durable: bool = True,
+) -> Revision | None:
+    """Store one episode's corrected language (None: its rows stay) and review status as a new revision.
+
+    The rows replace the episode's whole language; they are checked first (LanguageSchemaError naming
+    every problem, nothing written). Styles whose rows changed are marked edited by a person. Returns
+    the revision, or None when nothing differs from what is stored.
+    """
+    from steerable.dataset.writer import EpisodeLanguage, write_language
+
+    ep = ds.episode(episode_index)
+    if status is not None and status not in REVIEW_STATUSES:
+        raise ConfigError(f"review status {status!r} is not one of {', '.join(REVIEW_STATUSES)}")
+    old = episode_rows(ds, ep.episode_index)
+    styles: list[str] = []
+    if persistent is not None or events is not None:
+        persistent = old.persistent if persistent is None else persistent
+        events = old.events if events is None else events
+        styles = changed_styles(old, persistent, events)
+    current = review_status(ds).get(ep.episode_index, "unreviewed")
+    new_status = status if status is not None and status != current else None
+    if not styles and new_status is None:
+        return None
+    tx = FolderCommit(ds.root, base=ds.root, durable=durable)
+    try:
+        files = {INFO_PATH}
+        if styles:
+            assert persistent is not None and events is not None
+            report = write_language(ds, {ep.episode_index: EpisodeLanguage(persistent, events)}, into=tx)
+            files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
+        info_path = tx.root / INFO_PATH
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        _with_review(info, ep.episode_index, styles, new_status)
+        from steerable.dataset.atomic import atomic_write_json
+
+        atomic_write_json(tx.file(INFO_PATH), info, durable=False)  # the commit makes it durable
+        revision = record_revision(
+            tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
+            ops=ops, status={ep.episode_index: new_status} if new_status else None,
+        )
+    except BaseException:
+        tx.abort()
+        raise
+    tx.commit()
+    ds.info = load_info(ds.root)
+    logger.info("saved episode %d as revision %d (styles %s)", ep.episode_index, revision.id, styles)
+    return revision
+
+
+def restore_revision(ds: LeRobotDataset, rev: int, *, by: str = "steerable revisions", durable: bool = True) -> Revision | None:
+    """Put every file a revision changed back to its bytes at revision `rev` (0: before the first), as a
+    new revision; None when the dataset already is that way."""
+    import filecmp
+    import os
+
+    if rev:
+        read_revision(ds.root, rev)
+    wanted = {rel: file_at(ds.root, rev, rel) for rel in revision_files(ds.root)}
+    differ = {
+        rel: src for rel, src in wanted.items()
+        if (src is None) != (not (ds.root / rel).is_file())
+        or (src is not None and not filecmp.cmp(src, ds.root / rel, shallow=False))
+    }
+    if not differ:
+        return None
+    tx = FolderCommit(ds.root, base=ds.root, durable=durable)
+    try:
+        for rel, src in differ.items():
+            if src is None:
+                tx.remove(rel)
+            else:
+                os.link(src, tx.file(rel))  # the snapshot's inode: its bytes, never written again
+        episodes = sorted({e for r in _revisions_touching(ds, differ) for e in r.episodes})
+        revision = record_revision(
+            tx, [rel for rel, src in differ.items() if src is not None], by=by, episodes=episodes,
+            message=f"back to revision {rev}", restored_from=rev,
+        )
+    except BaseException:
+        tx.abort()
+        raise
+    tx.commit()
+    ds.info = load_info(ds.root)
+    return revision
+
+
+def _revisions_touching(ds: LeRobotDataset, files: Iterable[str]) -> list[Revision]:
+    from steerable.dataset.revisions import list_revisions
+
+    wanted = set(files)
+    return [r for r in list_revisions(ds.root) if wanted & set(r.files)]
+
+
+def _rows_in_file(path: Path, episode_index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+    import pyarrow.compute as pc
+
+    from steerable.dataset.parquet import file_metadata, read_parquet
+
+    names = file_metadata(path).schema.to_arrow_schema().names
+    columns = ["episode_index", "timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in names]
+    table = read_parquet(path, columns)
+    table = table.filter(pc.equal(table.column("episode_index"), episode_index))
+    persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0] if (
+        LANGUAGE_PERSISTENT in names and table.num_rows) else []
+    events: list[tuple[float, dict[str, Any]]] = []
+    if LANGUAGE_EVENTS in names:
+        stamps = table.column("timestamp").to_numpy().astype(np.float32).tolist()
+        for t, rows in zip(stamps, rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
+            events.extend((float(t), r) for r in rows)
+    return persistent, events
+
+
+def _describe(row: Mapping[str, Any], t: float | None) -> str:
+    when = float(np.float32(row["timestamp"] if t is None else t))
+    text = row.get("content")
+    if text is None:
+        calls = row.get("tool_calls") or []
+        text = json.dumps(calls[0], ensure_ascii=False) if calls else ""
+    camera = f" @{row['camera']}" if row.get("camera") else ""
+    return f"{when:.3f}s {row.get('role')}{camera}: {text}"
+
+
+def revision_changes(root: Path | str, rev: int) -> list[dict[str, Any]]:
+    """What revision `rev` changed, per episode and style: the rows it removed and the rows it added."""
+    from steerable.dataset.revisions import snapshot_path
+
+    root = Path(root)
+    record = read_revision(root, rev)
+    shards = [rel for rel in record.files if rel.endswith(".parquet") and rel.startswith("data/")]
+    out = []
+    for ep in record.episodes:
+        for rel in shards:
+            before, after = snapshot_path(root, rev, "before", rel), snapshot_path(root, rev, "after", rel)
+            if not (before.is_file() and after.is_file()):
+                continue
+            old, new = _rows_in_file(before, ep), _rows_in_file(after, ep)
+            if not old[0] and not old[1] and not new[0] and not new[1]:
+                continue
+            a, b = _by_style(*old), _by_style(*new)
+            for style in sorted(set(a) | set(b)):
+                gone, came = a.get(style, Counter()) - b.get(style, Counter()), b.get(style, Counter()) - a.get(style, Counter())
+                if not gone and not came:
+                    continue
+                out.append({
+                    "episode_index": ep,
+                    "style": style,
+                    "removed": [_describe_canonical(c) for c in sorted(gone.elements())],
+                    "added": [_describe_canonical(c) for c in sorted(came.elements())],
+                })
+    return out
+
+
+def _describe_canonical(text: str) -> str:
+    body = json.loads(text)
+    t = body.pop("__t", None)
+    return _describe(body, t)

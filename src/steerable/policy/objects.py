@@ -1,0 +1,83 @@
+"""Named objects in the state vector, and the words that name them.
+
+A state whose dimensions are named `<object>.<field>` (`red_cube.x`, `red_cube.y`, `blue_bin.x`, ...;
+the synthetic data's privileged state, or any dataset that tracks objects) describes objects. The
+end effector is the group `ee` (`ee.x`, `ee.y`, `ee.z`). For each other group with an `x` and a `y`
+field the policy knows where that object is, and its name is the group's with `_` read as a space
+("red cube"). A text token that appears in exactly one object's name ("red", "blue", "left") names
+that object; `object_tokens` finds those tokens with the policy's tokenizer, once, when the policy is
+built. The model then adds that object's state to the embedding of every such token
+(`HierarchicalPolicy.embed_text`), so "pick up the red cube" carries where the red cube is: binding a
+word to its slot of a 39-value vector is what a small policy fails to learn from a few dozen
+demonstrations (benchmarks/README.md, "bc_baseline.py").
+
+This module is torch-free: layouts and token lists only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AXES", "ObjectSlots", "end_effector_axes", "object_slots", "object_tokens"]
+
+AXES = ("x", "y", "z")
+_END_EFFECTOR = "ee"
+
+
+@dataclass(frozen=True)
+class ObjectSlots:
+    """Where one object's fields sit in the state vector (None: the object has no such field)."""
+
+    name: str
+    axes: tuple[int | None, int | None, int | None]  # x, y, z
+    present: int | None
+
+
+def _groups(names: Sequence[str]) -> dict[str, dict[str, int]]:
+    groups: dict[str, dict[str, int]] = {}
+    for i, name in enumerate(names):
+        if "." not in name:
+            continue
+        group, field = name.rsplit(".", 1)
+        groups.setdefault(group, {}).setdefault(field, i)
+    return groups
+
+
+def end_effector_axes(names: Sequence[str]) -> tuple[int, int, int] | None:
+    """State indices of `ee.x`, `ee.y`, `ee.z`, or None when the state does not name all three."""
+    ee = _groups(names).get(_END_EFFECTOR, {})
+    if not all(a in ee for a in AXES):
+        return None
+    return (ee["x"], ee["y"], ee["z"])
+
+
+def object_slots(names: Sequence[str]) -> list[ObjectSlots]:
+    """The objects of a state named `<object>.<field>` (those with an `x` and a `y`), in state order."""
+    out = []
+    for group, fields in _groups(names).items():
+        if group == _END_EFFECTOR or "x" not in fields or "y" not in fields:
+            continue
+        axes = (fields["x"], fields["y"], fields.get("z"))
+        out.append(ObjectSlots(group.replace("_", " "), axes, fields.get("present")))
+    return out
+
+
+def object_tokens(names: Sequence[str], tokenizer: Any) -> list[list[int]]:
+    """Per object of `object_slots(names)`, the token ids that name it and no other object.
+
+    Each word of a name counts when the tokenizer spells it, as it reads inside a sentence (" red",
+    after a space), as one token: a piece of a word ("le" of "left") would also match inside other
+    words. Words shared by several names ("cube", "bin") name none of them.
+    """
+    slots = object_slots(names)
+    ids = []
+    for slot in slots:
+        spelled = [tokenizer(" " + word, add_special_tokens=False)["input_ids"] for word in slot.name.split()]
+        ids.append({w[0] for w in spelled if len(w) == 1})
+    owners: dict[int, int] = {}
+    for token_ids in ids:
+        for t in token_ids:
+            owners[t] = owners.get(t, 0) + 1
+    return [sorted(t for t in token_ids if owners[t] == 1) for token_ids in ids]

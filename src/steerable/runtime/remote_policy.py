@@ -1,0 +1,156 @@
+"""The low level served by `steerable serve-policy`, as the runtime's controller (`steerable run
+--policy.server HOST:PORT`): observations out, chunks back, over one websocket connection.
+
+The server is asked once when the run starts: one that does not answer stops `steerable run` there
+(one line, exit status 2), as a wrong `--vlm.base_url` does. Later, a lost connection (the server
+died, the network dropped, no reply within `timeout_s`) raises `ControllerUnavailableError`: the
+runtime holds the robot still, says so once, and asks again (each call reconnects) until the
+server is back. Every round trip is timed (`round_trips`); the runtime measures each chunk's delay
+itself and starts the next one early by that much (`steerable.runtime.chunks`). A server whose
+policy can continue a chunk under way (`guides`) gets the prefix and runs real-time chunking itself
+(`RemoteGuidedPolicy`); otherwise the runtime blends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from steerable.control import ActionChunk, ChunkPrefix, Observation
+from steerable.errors import ConfigError, ControllerUnavailableError
+from steerable.runtime.policy_wire import (
+    PROTOCOL,
+    chunk_from_message,
+    observation_message,
+    pack,
+    prefix_message,
+    unpack,
+)
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
+from steerable.synthetic.world import WorldState
+
+__all__ = ["RemoteGuidedPolicy", "RemotePolicy", "connect_policy", "server_uri"]
+
+
+def server_uri(address: str) -> str:
+    """`HOST:PORT` (or a ws:// URL) -> the websocket URL; ConfigError for anything else."""
+    text = address.strip()
+    if text.startswith(("ws://", "wss://")):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--policy.server {address!r}: write HOST:PORT, e.g. --policy.server gpu-box:8765")
+    return f"ws://{host}:{int(port)}"
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class RemotePolicy:
+    """`LowLevelController` whose chunks come from a policy server (see the module docstring)."""
+
+    def __init__(self, address: str, hello: dict[str, Any], ws: Any, *, timeout_s: float = 10.0,
+                 connect_timeout_s: float = 2.0) -> None:
+        self.address = address
+        self.uri = server_uri(address)
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.name = f"{hello.get('name', 'policy')} (served at {address})"
+        self.wants_images = bool(hello.get("wants_images", True))
+        self.guides = bool(hello.get("guides", False))
+        self.round_trips: deque[float] = deque(maxlen=64)  # seconds per chunk, network included
+        self.server_seconds: deque[float] = deque(maxlen=64)  # the server's own inference seconds
+        self._ws: Any = ws
+        self._reset = False
+
+    def reset(self) -> None:
+        self._reset = True  # sent with the next request (one connection, one request at a time)
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        return self._request(observation, command, None)
+
+    def close(self) -> None:
+        if self._ws is not None:
+            self._ws.close()
+            self._ws = None
+
+    def _request(self, observation: Observation, command: str, prefix: ChunkPrefix | None) -> ActionChunk:
+        from websockets.exceptions import ConnectionClosed
+
+        ws = self._ws if self._ws is not None else self._reconnect()
+        world = observation.privileged
+        message = {"type": "act", "command": command, "reset": self._reset, "prefix": prefix_message(prefix),
+                   "observation": observation_message(
+                       observation, environment_state(world) if isinstance(world, WorldState) else None)}
+        started = time.perf_counter()
+        try:
+            ws.send(pack(message))
+            reply = unpack(ws.recv(timeout=self.timeout_s))
+        except (ConnectionClosed, OSError, TimeoutError, ValueError) as exc:
+            self.close()
+            why = f"no reply within {self.timeout_s:g} s" if isinstance(exc, TimeoutError) else _reason(exc)
+            raise ControllerUnavailableError(f"policy server {self.address} lost ({why})") from exc
+        self.round_trips.append(time.perf_counter() - started)
+        self.server_seconds.append(float(reply.get("infer_s", 0.0)))
+        self._reset = False
+        return chunk_from_message(reply)
+
+    def _reconnect(self) -> Any:
+        try:
+            ws, _ = _open(self.uri, self.connect_timeout_s)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ControllerUnavailableError(f"policy server {self.address} unreachable ({_reason(exc)})") from exc
+        self._ws = ws
+        self._reset = True  # a restarted server holds no episode state of ours
+        return ws
+
+
+class RemoteGuidedPolicy(RemotePolicy):
+    """A served policy that continues chunks under way on the server (real-time chunking)."""
+
+    def act_continuing(self, observation: Observation, command: str, prefix: ChunkPrefix) -> ActionChunk:
+        return self._request(observation, command, prefix)
+
+
+def _open(uri: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+    """A connection that has said hello, and the server's hello."""
+    from websockets.exceptions import InvalidHandshake, InvalidURI
+    from websockets.sync.client import connect
+
+    try:
+        # Entered as a context manager (websockets >= 17 asks for it); the connection outlives this
+        # call and is closed by `RemotePolicy.close`.
+        ws = connect(uri, open_timeout=timeout_s, close_timeout=1.0, max_size=None, compression=None).__enter__()
+    except (InvalidURI, InvalidHandshake) as exc:
+        raise ValueError(_reason(exc)) from exc
+    try:
+        ws.send(pack({"type": "hello", "protocol": PROTOCOL}))
+        hello = unpack(ws.recv(timeout=timeout_s))
+    except Exception:
+        ws.close()
+        raise
+    if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
+        ws.close()
+        raise ValueError(f"not a steerable policy server of protocol {PROTOCOL} (it said {hello.get('type')!r})")
+    return ws, hello
+
+
+def connect_policy(address: str, observation: str = "standard", *, timeout_s: float = 10.0,
+                   connect_timeout_s: float = 5.0) -> RemotePolicy:
+    """The policy served at `address` (HOST:PORT), after its hello; ConfigError when it does not
+    answer or reads state this run cannot give (`observation`: the run's --observation)."""
+    uri = server_uri(address)
+    try:
+        ws, hello = _open(uri, connect_timeout_s)
+    except Exception as exc:
+        raise ConfigError(f"--policy.server {address}: no steerable policy server answers there ({_reason(exc)}); "
+                          f"start one with `steerable serve-policy --policy.path CKPT --port PORT`") from exc
+    keys = [str(k) for k in hello.get("state_keys") or []]
+    if ENVIRONMENT_STATE_FEATURE in keys and observation != "privileged":
+        ws.close()
+        raise ConfigError(f"the served policy reads {ENVIRONMENT_STATE_FEATURE} (object positions): run it in the "
+                          "simulator with --observation privileged")
+    cls = RemoteGuidedPolicy if hello.get("guides") else RemotePolicy
+    return cls(address, hello, ws, timeout_s=timeout_s)

@@ -1,0 +1,252 @@
+"""`steerable view --edit`: the write routes of the viewer, safe by default.
+
+- One writer per dataset: the session holds the dataset's writer lock (`steerable.dataset.lock`,
+  the one `annotate` takes) from start to stop; a second writer is refused with one line.
+- Every write is a POST carrying the session's token (`X-Steerable-Token`, printed in the URL's
+  fragment, which browsers never send): a page of another site cannot read it, so cannot write. A
+  write whose `Origin` is another site, or whose `Host` is not this server's loopback name while it
+  listens on loopback (DNS rebinding), is refused too.
+- Bodies are JSON, at most `MAX_BODY` bytes (refused before reading more), and checked against a
+  schema (unknown keys refused) before the rows go to the validator `annotate` uses
+  (`steerable.language.validate`): every problem comes back, one message each, and nothing is
+  written unless all rows are valid.
+- Writes go through `steerable.dataset.review` (the folder commit: a kill mid-save leaves the old or
+  the new dataset; each save a revision), one at a time.
+
+Routes: `POST /api/episodes/N/language` (rows, review status, the edit operations made),
+`POST /api/episodes/N/status`, `POST /api/revisions/N/restore`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import secrets
+import threading
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from steerable.dataset.layout import WORK_DIR_NAME
+from steerable.dataset.lock import RunLock
+from steerable.dataset.review import language_problems, restore_revision, save_episode
+from steerable.errors import LanguageSchemaError
+from steerable.viewer.site import ViewerData
+
+if TYPE_CHECKING:
+    from steerable.viewer.server import ViewerServer
+
+__all__ = ["MAX_BODY", "TOKEN_HEADER", "EditSession"]
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 8 * 1024 * 1024  # an episode's whole language is a few hundred KB at most
+TOKEN_HEADER = "x-steerable-token"
+WRITER = "steerable view --edit"
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class EventIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    t: float
+    row: dict[str, Any]
+
+
+class SaveBody(BaseModel):
+    """A save: the episode's whole language as the page holds it, or only a review status."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: str | None = Field(None, max_length=64, description="the rows' fingerprint when the page read them")
+    persistent: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+    events: list[EventIn] | None = Field(None, max_length=100_000)
+    status: Literal["unreviewed", "reviewed", "needs work"] | None = None
+    ops: dict[str, int] = Field(default_factory=dict, max_length=32)
+    message: str = Field("", max_length=500)
+
+
+class StatusBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["unreviewed", "reviewed", "needs work"]
+
+
+class RestoreBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _refuse(status: int, error: str, **extra: Any) -> Response:
+    from steerable.viewer.server import json_response
+
+    return json_response({"error": error, **extra}, status)
+
+
+class EditSession:
+    """The token, the writer lock and the write routes of one `--edit` run on `data`."""
+
+    def __init__(self, data: ViewerData, host: str, port: int) -> None:
+        self.data = data
+        self.ds = data.ds
+        self.token = secrets.token_urlsafe(24)
+        self.port = port
+        self.loopback = _loopback(host)
+        self._lock = RunLock.acquire(self.ds.root / WORK_DIR_NAME, self.ds.root, WRITER)
+        self._write = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._lock.release()
+
+    def routes(self, server: ViewerServer) -> list[Route]:
+        self.server = server
+        return [
+            Route("/api/episodes/{index}/language", self._save, methods=["POST"]),
+            Route("/api/episodes/{index}/status", self._status, methods=["POST"]),
+            Route("/api/revisions/{rev}/restore", self._restore, methods=["POST"]),
+        ]
+
+    # -- checks ---------------------------------------------------------------------------------
+    def _forbidden(self, request: Request) -> Response | None:
+        """Why this write request is refused (403), or None."""
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return _refuse(HTTPStatus.FORBIDDEN, "this write needs the session's token (open the URL `steerable view --edit` printed)")
+        host = request.headers.get("host", "")
+        name = urlsplit(f"//{host}").hostname or ""
+        if self.loopback and not _loopback(name):
+            return _refuse(HTTPStatus.FORBIDDEN, f"writes are answered for this machine only, not for host {host!r}")
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != host:
+            return _refuse(HTTPStatus.FORBIDDEN, f"writes from another site ({origin}) are refused")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "a write sends JSON (Content-Type: application/json)")
+        return None
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+            raise _TooLarge
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise _TooLarge
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _parse(self, request: Request, model: type[BaseModel]) -> BaseModel | Response:
+        refused = self._forbidden(request)
+        if refused is not None:
+            return refused
+        try:
+            raw = await self._body(request)
+        except _TooLarge:
+            return _refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body is over {MAX_BODY // (1024 * 1024)} MiB")
+        except ClientDisconnect:
+            return _refuse(HTTPStatus.BAD_REQUEST, "the client went away")
+        try:
+            return model.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:20]]
+            return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"the body does not match the schema: {problems[0]}",
+                           problems=problems)
+
+    def _episode_index(self, request: Request) -> int | None:
+        text = request.path_params["index"]
+        if not text.isdigit():
+            return None
+        index = int(text)
+        viewed = self.data.episode_indices
+        known = {e.episode_index for e in self.ds.episodes}
+        return index if index in known and (viewed is None or index in viewed) else None
+
+    # -- routes ---------------------------------------------------------------------------------
+    async def _save(self, request: Request) -> Response:
+        body = await self._parse(request, SaveBody)
+        if isinstance(body, Response):
+            return body
+        assert isinstance(body, SaveBody)
+        index = self._episode_index(request)
+        if index is None:
+            return _refuse(HTTPStatus.NOT_FOUND, "no such episode among the episodes being edited")
+        ops = {k: v for k, v in body.ops.items() if v > 0}
+        events = None if body.events is None else [(e.t, e.row) for e in body.events]
+        return await self.server.call(self._save_now, index, body, events, ops)
+
+    def _save_now(self, index: int, body: SaveBody, events: list[tuple[float, dict[str, Any]]] | None,
+                  ops: dict[str, int]) -> Response | dict[str, Any]:
+        persistent: list[dict[str, Any]] | None = None
+        evs: list[tuple[float, dict[str, Any]]] | None = None
+        with self._write:
+            if body.persistent is not None or events is not None:
+                if body.version is not None:
+                    stored = self.data.episode(index, self.server.video_source)
+                    if body.version != stored["version"]:
+                        return _refuse(HTTPStatus.CONFLICT, f"episode {index} changed since this page read it; reload it")
+                persistent = body.persistent if body.persistent is not None else stored_rows(self, index)[0]
+                evs = events if events is not None else stored_rows(self, index)[1]
+                problems = language_problems(self.ds, index, persistent, evs)
+                if problems:
+                    lines = [str(p) for p in problems]
+                    return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY,
+                                   f"{len(lines)} problem(s) in the rows (first: {lines[0]}); nothing was saved",
+                                   problems=lines)
+            try:
+                revision = save_episode(self.ds, index, persistent, evs, status=body.status, ops=ops, by=WRITER,
+                                        message=body.message)
+            except LanguageSchemaError as exc:
+                lines = str(exc).splitlines()
+                return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, lines[0], problems=[ln.strip() for ln in lines[1:]])
+            self.data.invalidate(index)
+            return {"revision": revision.to_json() if revision else None,
+                    "episode": self.data.episode(index, self.server.video_source)}
+
+    async def _status(self, request: Request) -> Response:
+        body = await self._parse(request, StatusBody)
+        if isinstance(body, Response):
+            return body
+        assert isinstance(body, StatusBody)
+        index = self._episode_index(request)
+        if index is None:
+            return _refuse(HTTPStatus.NOT_FOUND, "no such episode among the episodes being edited")
+        return await self.server.call(self._save_now, index, SaveBody(status=body.status), None, {})
+
+    async def _restore(self, request: Request) -> Response:
+        body = await self._parse(request, RestoreBody)
+        if isinstance(body, Response):
+            return body
+        text = request.path_params["rev"]
+        if not text.isdigit():
+            return _refuse(HTTPStatus.NOT_FOUND, "no such revision")
+        return await self.server.call(self._restore_now, int(text))
+
+    def _restore_now(self, rev: int) -> dict[str, Any]:
+        with self._write:
+            revision = restore_revision(self.ds, rev, by=WRITER)
+            self.data.invalidate()
+            return {"revision": revision.to_json() if revision else None}
+
+
+def stored_rows(session: EditSession, index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+    """The episode's stored rows, for a save that replaces only one of its two columns."""
+    from steerable.dataset.review import episode_rows
+
+    rows = episode_rows(session.ds, index)
+    return rows.persistent, rows.events
+
