@@ -29,8 +29,8 @@ Clocks: on the wall clock, async and rtc call the controller on one daemon threa
 call in flight; sync calls it inside the tick. On the virtual clock every call runs inside the
 tick, so evaluation and tests stay deterministic, and its chunk is held back for the controller's
 declared `latency_s` (rounded up to ticks): the delay a wall-clock run would see, without waiting
-for it. `slowed_to` makes a controller take at least a given time (slept on the wall clock,
-declared for the virtual one); a controller that declares nothing lands in the tick that asked.
+for it (`steerable.runtime.slowed` makes a controller take at least a given time); a controller
+that declares nothing lands in the tick that asked.
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ __all__ = [
     "InferenceOptions",
     "blend",
     "prefix_weights",
-    "slowed_to",
 ]
 
 logger = logging.getLogger(__name__)
@@ -389,50 +388,3 @@ class ChunkInference:
                 fresh = blend(np.stack(queued), fresh)
         if st.enqueue(fresh, request.revision):
             self.stats.queued += 1
-
-
-class _Slowed:
-    """`low`, each chunk taking at least `seconds` (see `slowed_to`)."""
-
-    def __init__(self, low: LowLevelController, seconds: float, sleep: bool) -> None:
-        self.low, self.seconds, self.sleep = low, seconds, sleep
-        self.name = f"{low.name}, slowed to {seconds * 1000:.0f} ms a chunk"
-        self.latency_s = max(seconds, float(getattr(low, "latency_s", 0.0)))
-
-    @property
-    def wants_images(self) -> bool:
-        return bool(getattr(self.low, "wants_images", True))
-
-    @property
-    def every_tick(self) -> bool:  # a per-tick policy (LeRobot's select_action) stays per-tick when slowed
-        return bool(getattr(self.low, "every_tick", False))
-
-    def _wait(self, started: float) -> None:
-        left = self.seconds - (time.perf_counter() - started)
-        if self.sleep and left > 0:
-            time.sleep(left)
-
-    def act(self, observation: Observation, command: str) -> ActionChunk:
-        started = time.perf_counter()
-        chunk = self.low.act(observation, command)
-        self._wait(started)
-        return chunk
-
-    def reset(self) -> None:
-        self.low.reset()
-
-
-class _SlowedContinuing(_Slowed):
-    def act_continuing(self, observation: Observation, command: str, prefix: ChunkPrefix) -> ActionChunk:
-        assert isinstance(self.low, ContinuesChunks)
-        started = time.perf_counter()
-        chunk = self.low.act_continuing(observation, command, prefix)
-        self._wait(started)
-        return chunk
-
-
-def slowed_to(low: LowLevelController, seconds: float, *, sleep: bool) -> LowLevelController:
-    """`low` with every chunk taking at least `seconds`: slept (`sleep`, the wall clock) or only
-    declared as its `latency_s` (the virtual clock holds each chunk back that long)."""
-    slow = _SlowedContinuing(low, seconds, sleep) if isinstance(low, ContinuesChunks) else _Slowed(low, seconds, sleep)
-    return slow

@@ -52,9 +52,10 @@ from steerable.control import (
     Observation,
     RequestKind,
 )
-from steerable.runtime.chunks import ChunkInference, InferenceOptions, slowed_to
+from steerable.runtime.chunks import ChunkInference, InferenceOptions
 from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
+from steerable.runtime.slowed import slowed_to
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 

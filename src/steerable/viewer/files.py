@@ -1,13 +1,18 @@
-"""Serving dataset files safely: paths confined to one root, and HTTP byte ranges."""
+"""Serving dataset files safely: paths confined to one root, and HTTP byte ranges (streamed replies)."""
 
 from __future__ import annotations
 
+import mimetypes
 import re
+from collections.abc import Iterator
+from http import HTTPStatus
 from pathlib import Path
-from typing import IO, Any
 from urllib.parse import unquote
 
-__all__ = ["CHUNK", "copy_range", "parse_range", "resolve_under"]
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+__all__ = ["CHUNK", "file_response", "parse_range", "read_range", "resolve_under"]
 
 CHUNK = 256 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -62,13 +67,37 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | bool:
     return start, end
 
 
-def copy_range(src: IO[bytes], dst: Any, start: int, length: int) -> None:
-    """Stream `length` bytes of `src` from `start` to `dst` in fixed chunks (never the whole file)."""
-    src.seek(start)
-    left = length
-    while left > 0:
-        chunk = src.read(min(CHUNK, left))
-        if not chunk:
-            break
-        dst.write(chunk)
-        left -= len(chunk)
+def read_range(path: Path, start: int, length: int) -> Iterator[bytes]:
+    """`length` bytes of `path` from `start`, in fixed chunks (never the whole file)."""
+    with path.open("rb") as f:
+        f.seek(start)
+        left = length
+        while left > 0:
+            chunk = f.read(min(CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+
+
+def file_response(request: Request, path: Path) -> Response:
+    """The file, or the single byte range the request asks for, streamed in fixed chunks (Starlette
+    reads the generator on its thread pool)."""
+    size = path.stat().st_size
+    wanted = parse_range(request.headers.get("range"), size)
+    if wanted is False:
+        return Response(b"", HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, headers={"Content-Range": f"bytes */{size}"})
+    start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
+    length = max(0, end - start + 1)
+    headers = {
+        "Content-Length": str(length),
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "no-cache",
+    }
+    if isinstance(wanted, tuple):
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    status = HTTPStatus.PARTIAL_CONTENT if isinstance(wanted, tuple) else HTTPStatus.OK
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if request.method == "HEAD" or not length:
+        return Response(b"", status, headers=headers, media_type=kind)
+    return StreamingResponse(read_range(path, start, length), status, headers=headers, media_type=kind)

@@ -24,7 +24,7 @@ import mimetypes
 import socket
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -33,14 +33,14 @@ from urllib.parse import quote, unquote
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from steerable.dataset import EpisodeMeta
 from steerable.errors import ConfigError, SteerableError
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
-from steerable.viewer.files import CHUNK, parse_range, resolve_under
+from steerable.viewer.files import file_response, resolve_under
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
@@ -276,7 +276,7 @@ class ViewerServer:
         target = resolve_under(self.root, rest)
         if target is None:
             return _not_found()
-        return _file_response(request, target)
+        return file_response(request, target)
 
     async def _clip(self, request: Request) -> Response:
         index, name = _int(request.path_params["episode"]), unquote(request.path_params["name"])
@@ -293,7 +293,7 @@ class ViewerServer:
             return _text("the viewer is stopping\n", HTTPStatus.SERVICE_UNAVAILABLE)
         except SteerableError as exc:
             return json_response({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
-        return _file_response(request, path)
+        return file_response(request, path)
 
 
 def _protocol() -> type[asyncio.Protocol]:
@@ -315,42 +315,6 @@ def _protocol() -> type[asyncio.Protocol]:
             super().connection_made(transport)
 
     return NoDelayH11
-
-
-def _file_response(request: Request, path: Path) -> Response:
-    """The file, or the single byte range the request asks for, streamed in fixed chunks."""
-    size = path.stat().st_size
-    wanted = parse_range(request.headers.get("range"), size)
-    if wanted is False:
-        return Response(b"", HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, headers={"Content-Range": f"bytes */{size}"})
-    start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
-    length = max(0, end - start + 1)
-    headers = {
-        "Content-Length": str(length),
-        "Accept-Ranges": "bytes",
-        "Cache-Control": "no-cache",
-    }
-    if isinstance(wanted, tuple):
-        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
-    status = HTTPStatus.PARTIAL_CONTENT if isinstance(wanted, tuple) else HTTPStatus.OK
-    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    if request.method == "HEAD" or not length:
-        return Response(b"", status, headers=headers, media_type=kind)
-    return StreamingResponse(_chunks(path, start, length), status, headers=headers, media_type=kind)
-
-
-def _chunks(path: Path, start: int, length: int) -> Iterator[bytes]:
-    """`length` bytes of `path` from `start` in fixed chunks (never the whole file); Starlette reads it
-    on the thread pool."""
-    with path.open("rb") as f:
-        f.seek(start)
-        left = length
-        while left > 0:
-            chunk = f.read(min(CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
-            yield chunk
 
 
 class _Guard:
