@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steerable.language import rows_from_arrow, validate_rows
+from steerable.runtime.loop import Runtime
 
 
 def recorded_language(root: Path, episode: int = 0) -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]], list]:
@@ -24,3 +29,26 @@ def recorded_language(root: Path, episode: int = 0) -> tuple[list[dict[str, Any]
     problems = validate_rows(persistent, pairs, frame_timestamps=times,
                              cameras=["observation.images.top", "observation.images.wrist"])
     return persistent, events, problems
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll `cond` until it holds; fail after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out waiting for the loop"
+        time.sleep(0.005)
+
+
+@contextmanager
+def running(rt: Runtime) -> Iterator[None]:
+    """`rt` ticking on its own thread for the block; stopped, closed and joined after it."""
+    stop = threading.Event()
+    loop = threading.Thread(target=rt.run, kwargs={"until": stop.is_set}, daemon=True)
+    loop.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        loop.join(5)
+        rt.close()
+        assert not loop.is_alive()

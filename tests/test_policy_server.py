@@ -9,14 +9,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from annotate_helpers import steerable
+from runtime_helpers import running, wait_for
 from steerable.control import ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError
 from steerable.runtime.chunks import InferenceOptions
@@ -91,27 +90,6 @@ def _start_server(script: Path, port: int) -> subprocess.Popen[str]:
     return proc
 
 
-def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out waiting"
-        time.sleep(0.005)
-
-
-@contextmanager
-def _running(rt: Runtime) -> Iterator[None]:
-    stop = threading.Event()
-    loop = threading.Thread(target=rt.run, kwargs={"until": stop.is_set}, daemon=True)
-    loop.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        loop.join(5)
-        rt.close()
-        assert not loop.is_alive()
-
-
 def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_resumes(tmp_path: Path) -> None:
     script = tmp_path / "server.py"
     script.write_text(SERVER)
@@ -135,18 +113,18 @@ def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_re
 
         rt.listeners.append(listen)
         rt.submit("task", "wave")
-        with _running(rt):
-            _wait_for(lambda: len(env.sent) >= 10)
+        with running(rt):
+            wait_for(lambda: len(env.sent) >= 10, timeout=10.0)
             # While it runs, each action is the robot's own time index: chunks land aligned.
             assert [int(a[0]) for a in env.sent[:10]] == list(range(10))
             server.kill()
             server.wait(10)
-            _wait_for(lambda: "lost" in marks)
+            wait_for(lambda: "lost" in marks, timeout=10.0)
             time.sleep(1.2)  # two more reconnection attempts (2 a second), both refused
             held = len(env.sent)
             server = _start_server(script, port)
-            _wait_for(lambda: "back" in marks)
-            _wait_for(lambda: len(env.sent) >= held + 10)
+            wait_for(lambda: "back" in marks, timeout=10.0)
+            wait_for(lambda: len(env.sent) >= held + 10, timeout=10.0)
         warns = [e.text for e in events if e.kind == "warn"]
         assert len(warns) == 1, warns
         assert warns[0].startswith(f"policy server 127.0.0.1:{port} lost (") and "holding still" in warns[0]

@@ -10,13 +10,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from annotate_helpers import steerable
+from runtime_helpers import running, wait_for
 from steerable.control import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
 from steerable.runtime.session import status_lines
@@ -91,27 +90,6 @@ class HangingPlanner:
         pass
 
 
-def _wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out waiting for the loop"
-        time.sleep(0.005)
-
-
-@contextmanager
-def _running(rt: Runtime) -> Iterator[None]:
-    stop = threading.Event()
-    loop = threading.Thread(target=rt.run, kwargs={"until": stop.is_set}, daemon=True)
-    loop.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        loop.join(5)
-        rt.close()
-        assert not loop.is_alive()
-
-
 def _setup(hang_from: int = 2, hang_once: str | None = None) -> tuple[Runtime, Env, HangingPlanner, list[RuntimeEvent]]:
     env, planner = Env(), HangingPlanner(hang_from, hang_once)
     rates = LoopRates(ctrl_hz=CTRL_HZ, chunk_hz=CTRL_HZ, high_level_hz=5.0)
@@ -125,7 +103,7 @@ def _setup(hang_from: int = 2, hang_once: str | None = None) -> tuple[Runtime, E
 
 def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
     rt, env, planner, events = _setup()
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5), "the periodic update never came"
         assert rt.state.snapshot().subtask == "pick up the red cube"
         ticks, sent = rt.stats.ticks, len(env.sent)
@@ -135,13 +113,13 @@ def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
         assert not planner.release.is_set() and not rt.idle  # a call in flight is work left
         assert "(thinking for " in "\n".join(status_lines(rt))  # /status tells the operator
         rt.submit("pause")
-        _wait_for(lambda: rt.state.mode == "paused")  # applied while the model still hangs
+        wait_for(lambda: rt.state.mode == "paused")  # applied while the model still hangs
         held = len(env.sent)
         ticks = rt.stats.ticks
         time.sleep(10 / CTRL_HZ)
         assert len(env.sent) == held and rt.stats.ticks - ticks >= 5  # still ticking, holding still
         planner.release.set()
-        _wait_for(lambda: rt.stats.high_level_discarded == 1)  # computed before the pause: dropped
+        wait_for(lambda: rt.stats.high_level_discarded == 1)  # computed before the pause: dropped
         assert rt.state.snapshot().subtask == "pick up the red cube"
     assert "steerable-high-level" in planner.threads  # the model ran off the control thread
     assert [e.text for e in events if e.kind == "mode"] == ["paused: robot holding still"]
@@ -150,16 +128,16 @@ def test_a_hung_model_does_not_stop_ticks_dispatch_or_pause() -> None:
 
 def test_an_interjection_does_not_wait_for_a_hung_update_whose_reply_is_then_never_applied() -> None:
     rt, env, planner, events = _setup()
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5)
         rt.submit("interject", "no, the right bin")
         # Asked at once, on a fresh thread, while the periodic update still hangs (issue 23).
-        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
         assert [r.kind for r in planner.requests][:3] == ["update", "update", "interjection"]
         assert not planner.release.is_set()
-        _wait_for(lambda: rt.state.last_speech == "OK, the right bin.")
+        wait_for(lambda: rt.state.last_speech == "OK, the right bin.")
         sent = len(env.sent)
-        _wait_for(lambda: len(env.sent) > sent)  # and the robot moves on the new subtask
+        wait_for(lambda: len(env.sent) > sent)  # and the robot moves on the new subtask
     planner.release.set()  # the abandoned call returns after the run: nobody collects it
     interjection = planner.requests[2]
     assert interjection.user_text == "no, the right bin"
@@ -170,7 +148,7 @@ def test_an_interjection_does_not_wait_for_a_hung_update_whose_reply_is_then_nev
 def test_quit_is_not_held_up_by_a_hung_call() -> None:
     rt, env, planner, events = _setup()
     started = time.monotonic()
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5)
     # The loop stopped and closed while the model still hangs (its daemon thread is abandoned).
     assert time.monotonic() - started < 5 and not planner.release.is_set()
@@ -179,27 +157,27 @@ def test_quit_is_not_held_up_by_a_hung_call() -> None:
 
 def test_without_a_first_subtask_the_robot_holds_still_while_the_model_thinks() -> None:
     rt, env, planner, events = _setup(hang_from=1)
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5)
         ticks = rt.stats.ticks
         time.sleep(10 / CTRL_HZ)
         # Ticking, but the raw task is never handed to the controller as a command.
         assert rt.stats.ticks - ticks >= 5 and env.sent == [] and rt.stats.chunks == 0
         planner.release.set()
-        _wait_for(lambda: len(env.sent) > 0)
+        wait_for(lambda: len(env.sent) > 0)
     assert rt.state.snapshot().subtask == "a reply nobody should see"  # nothing changed: applied
     assert not [e for e in events if e.kind == "warn"]
 
 
 def test_a_question_pauses_the_robot_until_the_answer_arrives_then_it_resumes() -> None:
     rt, env, planner, events = _setup(hang_from=99)
-    with _running(rt):
-        _wait_for(lambda: len(env.sent) > 0)
+    with running(rt):
+        wait_for(lambda: len(env.sent) > 0)
         rt.submit("ask", "where is the red cube?")
-        _wait_for(lambda: rt.state.last_answer == "The red cube is in the gripper.")
-        _wait_for(lambda: rt.state.mode == "action")
+        wait_for(lambda: rt.state.last_answer == "The red cube is in the gripper.")
+        wait_for(lambda: rt.state.mode == "action")
         sent = len(env.sent)
-        _wait_for(lambda: len(env.sent) > sent)
+        wait_for(lambda: len(env.sent) > sent)
     kinds = [e.kind for e in events]
     assert kinds.index("question") < kinds.index("answer")
     assert rt.stats.high_level_discarded == 0
@@ -207,14 +185,14 @@ def test_a_question_pauses_the_robot_until_the_answer_arrives_then_it_resumes() 
 
 def test_an_interjection_whose_reply_went_stale_is_asked_again_not_lost() -> None:
     rt, env, planner, events = _setup(hang_from=99, hang_once="interjection")
-    with _running(rt):
-        _wait_for(lambda: len(env.sent) > 0)
+    with running(rt):
+        wait_for(lambda: len(env.sent) > 0)
         rt.submit("interject", "no, the right bin")
         assert planner.entered.wait(5)
         rt.submit("pause")  # the reply in flight is now stale
-        _wait_for(lambda: rt.state.mode == "paused")
+        wait_for(lambda: rt.state.mode == "paused")
         planner.release.set()
-        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
     asked = [r.user_text for r in planner.requests if r.kind == "interjection"]
     assert asked == ["no, the right bin", "no, the right bin"] and rt.stats.high_level_discarded == 1
     assert rt.state.mode == "paused"  # the operator's pause stands
@@ -222,17 +200,17 @@ def test_an_interjection_whose_reply_went_stale_is_asked_again_not_lost() -> Non
 
 def test_a_question_interrupted_by_an_interjection_still_gets_its_answer_and_the_robot_resumes() -> None:
     rt, env, planner, events = _setup(hang_from=99, hang_once="ask")
-    with _running(rt):
-        _wait_for(lambda: len(env.sent) > 0)
+    with running(rt):
+        wait_for(lambda: len(env.sent) > 0)
         rt.submit("ask", "where is the red cube?")
         assert planner.entered.wait(5)
         rt.submit("interject", "no, the right bin")
-        _wait_for(lambda: any(e.kind == "interjection" for e in events))
+        wait_for(lambda: any(e.kind == "interjection" for e in events))
         planner.release.set()
-        _wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
-        _wait_for(lambda: rt.state.mode == "action")
+        wait_for(lambda: rt.state.snapshot().subtask == "place it in the right bin")
+        wait_for(lambda: rt.state.mode == "action")
         sent = len(env.sent)
-        _wait_for(lambda: len(env.sent) > sent)
+        wait_for(lambda: len(env.sent) > sent)
     assert rt.state.last_answer == "The red cube is in the gripper."
 
 
@@ -256,15 +234,15 @@ def test_cli_a_hung_vlm_server_keeps_the_control_rate_and_pause_applies_at_once(
 
 def test_a_correction_for_the_old_task_is_dropped_when_the_task_changes() -> None:
     rt, env, planner, events = _setup()
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5)  # the periodic update hangs
         rt.submit("interject", "no, the right bin")
         rt.submit("task", "put the orange cube in the right bin")
-        _wait_for(lambda: rt.state.task == "put the orange cube in the right bin")
+        wait_for(lambda: rt.state.task == "put the orange cube in the right bin")
         planner.release.set()
-        _wait_for(lambda: any(r.kind == "update" and r.context.task == "put the orange cube in the right bin"
+        wait_for(lambda: any(r.kind == "update" and r.context.task == "put the orange cube in the right bin"
                               for r in planner.requests))
-        _wait_for(lambda: rt.state.snapshot().subtask is not None)
+        wait_for(lambda: rt.state.snapshot().subtask is not None)
     # Asked at once for the old task (the hung update abandoned), its reply then stale: never asked again.
     asked = [r.context.task for r in planner.requests if r.kind == "interjection"]
     assert asked == ["put the red cube in the left bin"]

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
+from runtime_helpers import running
 from steerable.control import ActionChunk, ChunkPrefix, HighLevelRequest, HighLevelUpdate, Observation
 from steerable.errors import ConfigError, ControllerUnavailableError
 from steerable.runtime.chunks import InferenceOptions, blend, prefix_weights
@@ -246,20 +245,6 @@ class TaggedController:
         pass
 
 
-@contextmanager
-def _running(rt: Runtime) -> Iterator[None]:
-    stop = threading.Event()
-    loop = threading.Thread(target=rt.run, kwargs={"until": stop.is_set}, daemon=True)
-    loop.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        loop.join(5)
-        rt.close()
-        assert not loop.is_alive()
-
-
 def _wait_for(cond: object, timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
     while not cond():  # type: ignore[operator]
@@ -278,7 +263,7 @@ def test_an_interjection_during_a_hung_high_level_call_is_acted_on_within_one_pe
     applied: list[float] = []
     rt.listeners.append(lambda e: applied.append(time.perf_counter()) if e.kind == "interjection" else None)
     rt.submit("task", "put the red cube in the right bin")
-    with _running(rt):
+    with running(rt):
         assert planner.entered.wait(5), "the periodic update never came"
         _wait_for(low.in_act.is_set)  # a chunk for the old command is being computed right now
         rt.submit("interject", "no, the right bin")
