@@ -13,7 +13,7 @@ LVENV := .venv-lerobot
 LPY := $(LVENV)/bin/python
 STAMP_LEROBOT := $(LVENV)/.installed-test
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean dist
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,13 +37,24 @@ $(LVENV)/bin/python:
 	$(LPY) -m pip install -q --upgrade pip
 
 # LeRobot finds plugins by distribution name (lerobot_policy_*, lerobot_env_*): ours are two small
-# distributions in plugins/, released with steerable; here they install from the checkout.
+# distributions in plugins/, released with steerable and required by its `lerobot` extra. Here their
+# wheels are built from the checkout into a local wheelhouse, and the extra brings them from there
+# exactly as it does from an index (the second install only refreshes them after an edit).
 PLUGINS := plugins/lerobot_policy_steerable plugins/lerobot_env_steerable
-$(STAMP_LEROBOT): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) | $(LVENV)/bin/python
-	$(LPY) -m pip install -q -e '.[test-lerobot]'
-	$(LPY) -m pip install -q --no-deps $(addprefix -e ./,$(PLUGINS))
+WHEELHOUSE := build/plugin-wheels
+$(STAMP_LEROBOT): pyproject.toml $(foreach p,$(PLUGINS),$(wildcard $(p)/pyproject.toml $(p)/*/*.py)) | $(LVENV)/bin/python
+	rm -rf $(WHEELHOUSE)
+	$(LPY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) $(addprefix ./,$(PLUGINS))
+	$(LPY) -m pip install -q -e '.[test-lerobot]' --find-links $(WHEELHOUSE)
+	$(LPY) -m pip install -q --no-deps --force-reinstall $(WHEELHOUSE)/*.whl
 	$(LPY) -m pip check
 	touch $@
+
+# The release's wheels: steerable and its two LeRobot plugins, at one version, into dist/.
+dist: $(LVENV)/bin/python
+	rm -rf dist
+	$(LPY) -m pip wheel -q --no-deps -w dist . $(addprefix ./,$(PLUGINS))
+	@ls dist
 
 demo: $(STAMP_BASE)
 	$(VENV)/bin/steerable demo

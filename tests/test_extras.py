@@ -67,3 +67,20 @@ def test_a_policy_name_without_torch_names_the_policy_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("MissingExtraError") and "steerable[policy]" in out.stdout, out.stdout
+
+
+def test_the_lerobot_extra_requires_every_plugin_at_steerables_version() -> None:
+    """The plugins in plugins/ are released with steerable: each one's version is steerable's, it pins
+    steerable to that version, and the `lerobot` extra requires it at that version."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    with PYPROJECT.open("rb") as fh:
+        version = tomllib.load(fh)["project"]["version"]
+    extra = " ".join(_extras()["lerobot"])
+    plugins = sorted((PYPROJECT.parent / "plugins").glob("*/pyproject.toml"))
+    assert len(plugins) == 2
+    for path in plugins:
+        with path.open("rb") as fh:
+            project = tomllib.load(fh)["project"]
+        assert project["version"] == version, path
+        assert any(re.fullmatch(rf"steerable(\[\w+\])?=={re.escape(version)}", d) for d in project["dependencies"])
+        assert f"{project['name']}=={version}; python_version >= '3.12'" in extra, project["name"]

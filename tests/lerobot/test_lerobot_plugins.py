@@ -81,6 +81,22 @@ def test_both_plugins_are_installed_distributions_lerobot_discovers() -> None:
     assert issubclass(get_policy_class("steerable_hierarchical"), PreTrainedPolicy)
 
 
+def test_the_lerobot_extra_brings_both_plugins_at_steerables_version() -> None:
+    """`pip install 'steerable[lerobot]'` installs the plugins (make test installs the extra from a local
+    wheelhouse of them, as from an index), not a separate step a user must know about."""
+    from packaging.requirements import Requirement
+
+    version = importlib.metadata.version("steerable")
+    wanted = {}
+    for line in importlib.metadata.requires("steerable") or []:
+        req = Requirement(line)
+        if req.marker is not None and req.marker.evaluate({"extra": "lerobot"}) and req.name.startswith("lerobot_"):
+            wanted[req.name] = str(req.specifier)
+    assert wanted == {"lerobot_policy_steerable": f"=={version}", "lerobot_env_steerable": f"=={version}"}
+    for dist in wanted:
+        assert importlib.metadata.version(dist) == version
+
+
 def test_a_steerable_checkpoint_loads_in_lerobots_loader_and_processors(checkpoint: Path) -> None:
     cfg = PreTrainedConfig.from_pretrained(checkpoint, cli_overrides=["--device=cpu", "--n_action_steps=3"])
     assert cfg.type == "steerable_hierarchical" and cfg.n_action_steps == 3 and cfg.chunk_size == 4
