@@ -19,6 +19,7 @@ LeRobot's action chunk and `action_is_pad`.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,8 @@ from steerable.recipes import Recipe
 from steerable.train import RecipeDataset, task_fallback
 
 __all__ = ["LeRobotInterface", "SteerablePolicy", "TrainingFrames"]
+
+logger = logging.getLogger(__name__)
 
 _SAMPLE_KEYS = ("messages", "message_streams", "target_message_indices")
 # A subtask is one short line (the synthetic data's need at most 8 tokens): the budget bounds what an
@@ -153,14 +156,22 @@ class LeRobotInterface:
 
     @torch.no_grad()
     def predict_action_chunk(self, batch: Mapping[str, Any], **kwargs: Any) -> torch.Tensor:
-        """(B, chunk_size, action_dim) actions: each env's subtask is generated first, then acted on."""
+        """(B, chunk_size, action_dim) actions: each env's subtask is generated first, then acted on
+        (`kwargs`: what `_act` reads, LeRobot's real-time chunking arguments in the plugin)."""
         obs = self._observation(batch)
         tasks = _tasks(batch, obs["state"].reshape(-1, obs["state"].shape[-1]).shape[0])
         replies = self.runner.generate([subtask_prompt(t) for t in tasks], obs, SUBTASK_GENERATION)
         # An empty generation falls back to the task itself.
         subtasks = [reply.text.strip() or task for reply, task in zip(replies, tasks, strict=True)]
+        if subtasks != self.last_subtasks:  # what the high level decided, in the host's log (LeRobot's scripts)
+            logger.info("steerable_hierarchical: subtask %s for task %s", ", ".join(map(repr, subtasks)),
+                        ", ".join(map(repr, tasks)))
         self.last_subtasks = subtasks
-        return torch.from_numpy(self.runner.act(subtasks, obs, steps=self.config.flow_steps))
+        return torch.from_numpy(self._act(subtasks, obs, **kwargs))
+
+    def _act(self, subtasks: list[str], obs: dict[str, Any], **kwargs: Any) -> np.ndarray:
+        """(B, chunk_size, action_dim) robot actions acting on each env's subtask."""
+        return self.runner.act(subtasks, obs, steps=self.config.flow_steps)
 
     @torch.no_grad()
     def select_action(self, batch: Mapping[str, Any], **kwargs: Any) -> torch.Tensor:

@@ -13,7 +13,8 @@ train` builds one (tokenizer, normalisation statistics, sizes); a loaded one is 
 way the checkpoint LeRobot saves is a steerable checkpoint (`write_policy_files`), so it runs in
 `steerable run --policy.path` as it is. Normalisation happens inside the policy; the processors are
 LeRobot's default pipeline with an identity (un)normaliser, there for the overrides LeRobot's scripts
-pass to them.
+pass to them. LeRobot's real-time chunking (`lerobot-rollout --inference.type=rtc`) runs through
+steerable's guided inpainting (`steerable.policy.rtc`), weighted by LeRobot's RTC settings.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import draccus
+import numpy as np
 import torch
 from lerobot.configs import FeatureType, NormalizationMode, PreTrainedConfig
 from lerobot.optim import AdamWConfig, CosineDecayWithWarmupSchedulerConfig
 from lerobot.policies.pretrained import PreTrainedPolicy
+from lerobot.policies.rtc import RTCConfig, RTCProcessor
 from lerobot.processor import make_default_pre_post_processors
 
+from steerable.control import ChunkPrefix
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import (
@@ -44,6 +48,7 @@ from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.lerobot import LeRobotInterface, TrainingFrames
 from steerable.policy.lerobot_format import FORMAT, IDENTITY_NORMALIZATION, LEROBOT_TYPE
+from steerable.policy.rtc import guided_chunk
 from steerable.policy.settings import FROM_DATASET
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
@@ -156,6 +161,7 @@ class SteerableHierarchicalPolicy(LeRobotInterface, PreTrainedPolicy):
             recipe = load_recipe(str(Path(loaded.path) / "recipe.yaml"))
         self.loaded = loaded
         self.model = loaded.model
+        self._rtc: RTCProcessor | None = None  # LeRobot's RTC settings, once it asks for them
         frames = TrainingFrames(dataset, recipe, loaded.model.cfg) if dataset is not None else None
         self._start_interface(PolicyRunner(loaded, config.device or "cpu"), frames)
 
@@ -191,6 +197,41 @@ class SteerableHierarchicalPolicy(LeRobotInterface, PreTrainedPolicy):
 
     def get_optim_params(self) -> Any:
         return [p for p in self.parameters() if p.requires_grad]
+
+    def supports_rtc(self) -> bool:
+        """LeRobot's real-time chunking (`lerobot-rollout --inference.type=rtc`): a chunk continues
+        the previous one's leftover actions by steerable's guided inpainting (`steerable.policy.rtc`)."""
+        return True
+
+    def init_rtc_processor(self) -> None:
+        """The prefix weights of LeRobot's `--inference.rtc.*` settings (LeRobot calls this after
+        setting `config.rtc_config`)."""
+        self._rtc = RTCProcessor(getattr(self.config, "rtc_config", None) or RTCConfig())
+
+    def _act(self, subtasks: list[str], obs: dict[str, Any], inference_delay: int = 0,
+             prev_chunk_left_over: torch.Tensor | None = None, **kwargs: Any) -> np.ndarray:
+        """The chunk for each subtask; with LeRobot's RTC arguments, its start guided onto the
+        `prev_chunk_left_over` (T, A) actions (robot units: the postprocessor is the identity), held on
+        the first `inference_delay` steps, then by LeRobot's schedule up to its execution horizon."""
+        if prev_chunk_left_over is None:
+            return super()._act(subtasks, obs)
+        left = torch.as_tensor(prev_chunk_left_over).float().cpu()
+        left = left[0] if left.ndim == 3 and left.shape[0] == 1 else left
+        if left.ndim != 2 or len(subtasks) != 1:
+            raise ValueError(f"real-time chunking runs one env with a (T, A) leftover; got {len(subtasks)} envs "
+                             f"and a leftover of shape {tuple(prev_chunk_left_over.shape)}")
+        # LeRobot pads the leftover with zero rows to its execution horizon: those are not actions.
+        real = int(left.abs().sum(-1).nonzero().max()) + 1 if left.abs().sum() > 0 else 0
+        left = left[: min(real, self.model.cfg.chunk_size)]
+        if not len(left):  # the previous chunk has run out: nothing to continue
+            return super()._act(subtasks, obs)
+        if self._rtc is None:
+            self.init_rtc_processor()
+        assert self._rtc is not None
+        rtc = self._rtc.rtc_config
+        weights = self._rtc.get_prefix_weights(inference_delay, min(rtc.execution_horizon, len(left)), len(left))
+        prefix = ChunkPrefix(left.numpy(), weights.numpy(), int(inference_delay), float(rtc.max_guidance_weight))
+        return guided_chunk(self.runner, subtasks[0], obs, prefix, steps=self.config.flow_steps)[None]
 
 
 def make_steerable_hierarchical_pre_post_processors(config: SteerableHierarchicalConfig,

@@ -75,10 +75,11 @@ def _padded(prefix: ChunkPrefix, horizon: int, to_model: Callable[[torch.Tensor]
     return out, weights
 
 
-def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, Any], prefix: ChunkPrefix) -> np.ndarray:
+def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, Any], prefix: ChunkPrefix,
+                 steps: int | None = None) -> np.ndarray:
     """A (chunk_size, action_dim) chunk in robot units for `command`, its start guided onto `prefix`
     (robot units too; the guidance runs in the model's space, `PolicyRunner.model_actions`):
-    `PolicyRunner.act` with the guidance hook."""
+    `PolicyRunner.act` with the guidance hook (`steps` Euler steps; None: the policy's `flow_steps`)."""
     obs = runner.inputs(observation)
     ids, mask = runner.processor.prompt([low_level_prompt(command)], generation=False, device=runner.device)
 
@@ -86,7 +87,10 @@ def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, A
         return runner.model_actions(actions[None], observation)[0]
 
     target, weights = _padded(prefix, runner.cfg.chunk_size, to_model, ids.device)
-    guide = PrefixGuidance(target, weights, prefix.max_guidance)
-    chunk = runner.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, generator=runner.generator,
-                                        guide=guide)
+    # One Euler step moves by weight / steps of the gap to the target: a weight above the step count
+    # overshoots the prefix, and over a few steps the overshoot grows instead of settling.
+    n = steps or runner.cfg.flow_steps
+    guide = PrefixGuidance(target, weights, min(prefix.max_guidance, float(n)))
+    chunk = runner.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, steps=steps,
+                                        generator=runner.generator, guide=guide)
     return np.asarray(runner.robot_actions(chunk, observation).cpu().numpy()[0])
