@@ -154,3 +154,34 @@ def test_oracle_language_is_deterministic(tmp_path: Path) -> None:
     for name in ("data/chunk-000/file-000.parquet", "meta/info.json", "meta/steerable_ground_truth.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
     assert read_ground_truth(first)[0].interjections, "rate 1.0 redirects every episode that has a bin step"
+
+
+def test_a_stack_is_redirected_onto_another_cube_where_the_task_has_no_bin_step() -> None:
+    """Stacking tasks are corrected too ("no, put it on the orange cube instead"): the expert turns to
+    a cube no step involves, the oracle says so in a stack phrasing, and its plan names the new cube."""
+    from steerable.synthetic.generate import record_episode
+    from steerable.synthetic.oracle import STACK_INTERJECTION_PHRASES, STACK_REPLY_PHRASES, episode_language
+
+    stacks = 0
+    for ep in range(24):
+        task, rec, truth = record_episode(SEED, ep, FPS, "easy", 1.0, [])
+        if not all(s.stack for s in task.steps):
+            continue
+        (step,) = task.steps
+        assert step.redirect is not None and step.redirect not in (step.cube, step.target)
+        stacks += 1
+        final = rec.demo.states[-1]
+        x, y, z = final.positions[final.scene.cube_index(step.cube)]
+        tx, ty, tz = final.positions[final.scene.cube_index(step.redirect)]
+        assert abs(x - tx) < 0.01 and abs(y - ty) < 0.01 and z == pytest.approx(tz + 0.04)
+        (turn,) = truth.interjections
+        lang = episode_language(task, truth, np.random.default_rng(ep))
+        said = next(r["content"] for _, r in lang.events if r["style"] == "interjection")
+        reply = next(r["tool_calls"][0]["function"]["arguments"]["text"] for _, r in lang.events if r["tool_calls"])
+        values = {"cube": step.cube, "old": step.target, "new": step.redirect}
+        assert said in {p.format(**values) for p in STACK_INTERJECTION_PHRASES}
+        assert reply in {p.format(**values) for p in STACK_REPLY_PHRASES}
+        plan = next(r["content"] for r in lang.persistent if r["style"] == "plan" and r["timestamp"] == turn.time)
+        assert plan == f"1. place the {step.cube} on the {step.redirect}"
+        assert parse_command(plan[3:]).stack
+    assert stacks >= 3

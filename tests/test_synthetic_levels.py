@@ -67,7 +67,7 @@ def test_expert_completes_every_task_at_every_level() -> None:
                     moved = (x - first.positions[i][0]) * ux + (y - first.positions[i][1]) * uy
                     assert moved == pytest.approx(PUSH_DISTANCE, abs=0.01), f"{level}: {task.text}"
                 elif step.stack:
-                    tx, ty, tz = final.positions[final.scene.cube_index(step.target)]
+                    tx, ty, tz = final.positions[final.scene.cube_index(step.final_target)]
                     assert abs(x - tx) < 0.01 and abs(y - ty) < 0.01 and z == pytest.approx(tz + 0.04)
                 else:
                     x0, y0, x1, y1 = final.scene.receptacle(step.final_target).rect

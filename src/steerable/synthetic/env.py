@@ -28,7 +28,7 @@ from steerable.errors import ConfigError
 from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
-from steerable.synthetic.oracle import INTERJECTION_PHRASES
+from steerable.synthetic.oracle import INTERJECTION_PHRASES, STACK_INTERJECTION_PHRASES
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes, render_frame
 from steerable.synthetic.tasks import Step, parse_task, sample_task, task_done
 from steerable.synthetic.world import (
@@ -102,8 +102,8 @@ def seed_for_task(task: str | None, *, tries: int = 2000) -> int:
 def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -> tuple[int, str, str, bool] | None:
     """(step index, what the operator says, new target, stack) for a target change, or None if none fits.
 
-    The first step that is not a push is corrected: a placement to another receptacle (the phrasing
-    drawn by `seed` from the synthetic data's interjections), a stacking onto an uninvolved cube.
+    The first step that is not a push is corrected: a placement to another receptacle, a stacking
+    onto an uninvolved cube, each phrased as one of the synthetic data's interjections (drawn by `seed`).
     """
     index = next((i for i, s in enumerate(steps) if not s.push), None)
     if index is None:
@@ -112,7 +112,10 @@ def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -
     involved = {s.cube for s in steps} | {s.target for s in steps if not s.push}
     if step_.stack:
         others = [c.name for c in world.scene.cubes if c.name not in involved]
-        return (index, f"no, put it on the {others[0]} instead", others[0], True) if others else None
+        if not others:
+            return None
+        stack_phrase = STACK_INTERJECTION_PHRASES[seed % len(STACK_INTERJECTION_PHRASES)]
+        return index, stack_phrase.format(cube=step_.cube, old=step_.target, new=others[0]), others[0], True
     others = [r.name for r in world.scene.receptacles if r.name != step_.target]
     if not others:
         return None

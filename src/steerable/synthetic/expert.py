@@ -268,7 +268,8 @@ class Expert:
             self.hold(float(self.rng.uniform(*self.difficulty.transport_pause_seconds)))
 
     def _redirected(self, target: Step, new_target: str, x: float, y: float) -> tuple[float, float]:
-        """Head for the original receptacle; part way the person redirects, the expert turns."""
+        """Head for the original target; part way the person redirects, the expert turns (to another
+        receptacle, or for a stack to another cube)."""
         f = float(self.rng.uniform(0.4, 0.75))
         self._segment(
             np.array(
@@ -282,9 +283,9 @@ class Expert:
             float(self.rng.uniform(0.6, 1.0)),
         )
         self.demo.redirects.append(Redirect(self.frame, target.cube, target.target, new_target))
-        self.demo.subtasks.append((self.frame, place_text(target.cube, new_target)))
+        self.demo.subtasks.append((self.frame, place_text(target.cube, new_target, target.stack)))
         self.hold(float(self.rng.uniform(0.3, 0.7)))  # hearing it and reacting
-        return place_position(self.state, Step(target.cube, new_target))
+        return place_position(self.state, Step(target.cube, new_target, stack=target.stack))
 
     def push(self, target: Step) -> None:
         i = self.state.scene.cube_index(target.cube)

@@ -20,7 +20,10 @@ from steerable.synthetic.commands import CommandError, parse_command
 from steerable.synthetic.ground_truth import EpisodeTruth, Interjection
 from steerable.synthetic.tasks import TaskSpec
 
-__all__ = ["INTERJECTION_PHRASES", "REPLY_PHRASES", "episode_language", "memory_text", "plan_text"]
+__all__ = [
+    "INTERJECTION_PHRASES", "REPLY_PHRASES", "STACK_INTERJECTION_PHRASES", "STACK_REPLY_PHRASES", "episode_language",
+    "memory_text", "plan_text",
+]
 
 INTERJECTION_PHRASES = (
     "Actually, put it in the {new} instead.",
@@ -32,6 +35,18 @@ REPLY_PHRASES = (
     "OK, I'll put the {cube} in the {new}.",
     "Sure, the {new} then.",
     "Got it, moving the {cube} to the {new}.",
+)
+# A stack redirected onto another cube.
+STACK_INTERJECTION_PHRASES = (
+    "no, put it on the {new} instead",
+    "Actually, stack it on the {new}.",
+    "Not the {old}, the {new}.",
+    "Wait, the {cube} goes on the {new}.",
+)
+STACK_REPLY_PHRASES = (
+    "OK, I'll stack the {cube} on the {new}.",
+    "Sure, on the {new} then.",
+    "Got it, the {cube} goes on the {new}.",
 )
 
 
@@ -81,6 +96,7 @@ def episode_language(task: TaskSpec, truth: EpisodeTruth, rng: np.random.Generat
     """The oracle rows of one episode (`truth` from the same demonstration as `task`)."""
     remaining = [text for step in task.steps for text in step.subtasks]
     redirects: dict[float, Interjection] = {i.time: i for i in truth.interjections}
+    stacked = {step.cube for step in task.steps if step.stack}
     persistent: list[dict[str, Any]] = []
     events: list[tuple[float, dict[str, Any]]] = []
     done: list[str] = []
@@ -89,8 +105,10 @@ def episode_language(task: TaskSpec, truth: EpisodeTruth, rng: np.random.Generat
         if turn is not None:
             remaining[0] = sub.text  # the interrupted placement becomes the new one
             values = {"cube": turn.cube, "old": turn.old_target, "new": turn.new_target}
-            said = INTERJECTION_PHRASES[int(rng.integers(len(INTERJECTION_PHRASES)))].format(**values)
-            reply = REPLY_PHRASES[int(rng.integers(len(REPLY_PHRASES)))].format(**values)
+            asks, replies = ((STACK_INTERJECTION_PHRASES, STACK_REPLY_PHRASES) if turn.cube in stacked
+                             else (INTERJECTION_PHRASES, REPLY_PHRASES))
+            said = asks[int(rng.integers(len(asks)))].format(**values)
+            reply = replies[int(rng.integers(len(replies)))].format(**values)
             events.append((sub.start, _row("user", "interjection", said)))
             events.append((sub.start, speech_row(reply)))
         elif k > 0:

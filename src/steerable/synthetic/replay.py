@@ -172,7 +172,7 @@ def replay_episode(env: SimEnv, truth: EpisodeTruth, actions: np.ndarray) -> Rep
                 f"episode {truth.episode_index}: its interjection moves the {turn.cube}, which no step of "
                 f"{truth.task!r} places: {_REGENERATE}"
             )
-        env.change_target(index, turn.new_target, False)
+        env.change_target(index, turn.new_target, episode.steps[index].stack)
     for action in np.asarray(actions, dtype=np.float64):
         env.send_action(action)
     world, start = env.world, env.start

@@ -61,7 +61,8 @@ PUSH_DISTANCE = 0.08
 @dataclass(frozen=True)
 class Step:
     """Move `cube` onto `target`: a receptacle, another cube (`stack`), or push it in the direction
-    `target` (`push`). `redirect`: the receptacle an interjection switches the placement to."""
+    `target` (`push`). `redirect`: where an interjection switches the placement to (another
+    receptacle; for a stack, another cube)."""
 
     cube: str
     target: str
@@ -232,15 +233,24 @@ def _free_direction(
 
 
 def add_redirect(task: TaskSpec, scene: Scene, rng: np.random.Generator) -> TaskSpec:
-    """`task` with one receptacle placement redirected to another receptacle (same text), if any."""
+    """`task` with one placement redirected (same text), if any can be: a receptacle placement to
+    another receptacle; in a task without one, a stack onto a cube no step involves."""
     candidates = [i for i, s in enumerate(task.steps) if not s.push and not s.stack]
     others = [r.name for r in scene.receptacles]
-    if not candidates or len(others) < 2:
-        return task
-    i = candidates[int(rng.integers(len(candidates)))]
-    step = task.steps[i]
-    choices = [name for name in others if name != step.target]
-    new = replace(step, redirect=choices[int(rng.integers(len(choices)))])
+    if candidates and len(others) >= 2:
+        i = candidates[int(rng.integers(len(candidates)))]
+        choices = [name for name in others if name != task.steps[i].target]
+    else:
+        # Drawn only where no receptacle placement exists, so every receptacle redirect (and every
+        # dataset made before stacks could be redirected) stays as it was.
+        candidates = [i for i, s in enumerate(task.steps) if s.stack]
+        involved = {s.cube for s in task.steps} | {s.target for s in task.steps}
+        others = [c.name for c in scene.cubes if c.name not in involved]
+        if not candidates or not others:
+            return task
+        i = candidates[int(rng.integers(len(candidates)))]
+        choices = others
+    new = replace(task.steps[i], redirect=choices[int(rng.integers(len(choices)))])
     return TaskSpec(task.text, task.steps[:i] + (new,) + task.steps[i + 1 :])
 
 
