@@ -194,3 +194,36 @@ def test_state_hashes_cover_the_files_a_save_changes(ds: LeRobotDataset) -> None
     record = list_revisions(ds.root)[-1]
     assert set(record.files) <= set(before) and dataset_state(ds.root) != before
     assert hashlib.sha256((ds.root / record.files[0]).read_bytes()).hexdigest() != before[record.files[0]]
+
+
+def test_annotate_include_reviewed_takes_the_persons_marks_off_the_rows_it_rewrote(ds: LeRobotDataset) -> None:
+    """`--include_reviewed true` replaces a person's rows with the annotator's: those rows are recorded as
+    the annotator's, not the person's, and the episode is unreviewed again; a person's rows of a style
+    the run does not write stay theirs."""
+    rows = episode_rows(ds, 1)
+    persistent = [dict(r) for r in rows.persistent]
+    subtasks(persistent)[1]["content"] = "a person's subtask"
+    events = [(t, {**r, "content": "a person's interjection"} if r.get("style") == "interjection" else r)
+              for t, r in rows.events]
+    save_episode(ds, 1, persistent, events, status="reviewed")
+    save_episode(ds, 2, None, None, status="needs work")
+    assert human_edits(ds) == {"interjection": [1], "subtask": [1]}
+    assert review_status(ds) == {1: "reviewed", 2: "needs work"}
+
+    redo = steerable("annotate", "--root", str(ds.root), "--executor.progress", "false", "--include_reviewed", "true")
+    assert redo.returncode == 0, redo.stderr
+    after = LeRobotDataset(ds.root)
+    assert "a person's subtask" not in {r["content"] for r in episode_rows(after, 1).persistent}
+    assert "a person's interjection" in {r["content"] for _, r in episode_rows(after, 1).events}
+    assert human_edits(after) == {"interjection": [1]}  # the subtasks are the annotator's now
+    assert review_status(after) == {}  # what the person reviewed (or sent back) was rewritten
+    block = json.loads((ds.root / "meta" / "info.json").read_text())["steerable"]
+    assert json.loads((ds.root / "meta" / "steerable_provenance.json").read_text()) == block  # the mirror agrees
+    assert block["producers"]["subtask"].startswith("heuristic:")
+    summary = json.loads(steerable("info", str(ds.root), "--json").stdout)
+    assert summary["human"] == {"interjection": [1]} and summary["review"] == {}
+    text = steerable("info", str(ds.root)).stdout
+    assert "Review:" not in text and "human: episode(s) 1" in text.split("interjection", 1)[1].splitlines()[0]
+    assert not any("human" in line for line in text.splitlines() if "subtask" in line)
+    again = steerable("annotate", "--root", str(ds.root), "--executor.progress", "false")
+    assert again.returncode == 0 and "leaving episode(s) 1 as a person reviewed them" in again.stderr  # interjection

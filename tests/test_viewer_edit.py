@@ -33,8 +33,9 @@ def copy_dataset(src: Path, dst: Path) -> Path:
 
 
 def dataset_state(root: Path) -> dict[str, str]:
-    """sha256 of every file a save may change: the data shards and meta/info.json."""
+    """sha256 of every file a save may change: the data shards, meta/info.json and its provenance mirror."""
     files = sorted(root.glob("data/*/*.parquet")) + [root / "meta" / "info.json"]
+    files += [p for p in [root / "meta" / "steerable_provenance.json"] if p.is_file()]
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 

@@ -77,9 +77,13 @@ def _print_human(s: DatasetSummary) -> None:
         for style, n in counts.items():
             table.add_row(column, escape(style), str(n), escape(_written_by(s, style)))
     console.print(table)
+    from steerable.dataset.lineage import PROVENANCE, TOOL_CATALOGUE, missing_notice
+
     if s.review:
         console.print("Review: " + ", ".join(f"{n} {status}" for status, n in s.review.items()))
-    from steerable.dataset.lineage import TOOL_CATALOGUE, missing_notice
+    elif PROVENANCE in s.missing_metadata:  # the review records live in the same block
+        console.print("Review: not recorded (LeRobot's dataset tools drop the review records with the provenance; "
+                      "without them `steerable annotate` redoes episodes a person reviewed)")
 
     default = " (not declared: steerable's default catalogue)" if TOOL_CATALOGUE in s.missing_metadata else ""
     console.print(f"Tools: {escape(', '.join(lang.tools))}{default}")

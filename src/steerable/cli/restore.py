@@ -1,6 +1,6 @@
 """`steerable restore DATASET --from SOURCE`: give a dataset that LeRobot's dataset tools wrote
 (`lerobot-edit-dataset` delete_episodes, split, merge, ...) back the steerable metadata they drop:
-the tool catalogue, the provenance and, for synthetic data, the ground truth."""
+the tool catalogue, the provenance with the review records and, for synthetic data, the ground truth."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ __all__ = ["register"]
 
 DESCRIPTION = (
     "LeRobot's dataset tools keep the language columns but drop steerable's metadata: the tool catalogue "
-    "and provenance in meta/info.json and meta/steerable_ground_truth.json. This finds each episode of "
-    "DATASET in the source dataset(s) by its frames (LeRobot renumbers episodes) and writes them back. "
+    "and provenance (with the review records of `steerable view --edit`) in meta/info.json and "
+    "meta/steerable_ground_truth.json. This finds each episode of DATASET in the source dataset(s) by its "
+    "frames (LeRobot renumbers episodes) and writes them back under the new episode indices. "
     "Without --from, only the tool catalogue is restored (derived: steerable's default)."
 )
 
@@ -53,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"tool catalogue: {done.tools}")
     if done.provenance:
         print(f"provenance: {done.provenance}")
+    if done.reviews:
+        print(f"review records: {done.reviews}")
+    if done.review_differs:
+        print(f"warning: episode(s) {index_ranges(done.review_differs)}: the language rows differ from the "
+              "source episode's, so its review records are not carried over")
     if (target.root / GROUND_TRUTH_PATH).is_file():
         truth = 0
         if sources:
@@ -65,6 +71,6 @@ def run(args: argparse.Namespace) -> int:
     left = missing_metadata(target)
     if left:
         print(f"note: {missing_notice(target.root, left)}")
-    elif not (done.tools or done.provenance or truth):
+    elif not (done.tools or done.provenance or done.reviews or truth):
         print(f"{target.root}: nothing to restore")
     return 0

@@ -3,15 +3,17 @@
 LeRobot's `lerobot-edit-dataset` keeps the language columns (they are data columns) but not all of
 steerable's metadata. LeRobot 0.6.1:
 
-| operation | tool catalogue (`info.json` tools) | provenance (`info.json` steerable) | ground truth file |
-|---|---|---|---|
-| delete_episodes, split, merge, remove_feature (a new dataset) | dropped | dropped | dropped |
-| modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | dropped from info.json | kept |
+| operation | tool catalogue (`info.json` tools) | provenance and review records (`info.json` steerable) | ground truth file | revisions (`.steerable/`) |
+|---|---|---|---|---|
+| delete_episodes, split, merge, remove_feature (a new dataset) | dropped | dropped | dropped | not copied |
+| modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | dropped from info.json | kept | kept |
 
 The provenance file (`meta/steerable_provenance.json`) survives where the folder does. What is
 left to restore comes from the dataset it was made from: `match_episodes` finds each episode there
 by its frames (LeRobot renumbers episodes), and `restore_info` writes the catalogue and provenance
-back. The tool catalogue can also be derived: steerable's default one covers every `say` call.
+back, the review records (`steerable.dataset.review`) under the new episode indices. The tool
+catalogue can also be derived: steerable's default one covers every `say` call. Revisions are not
+restored: they are the history of the source's files, which the source keeps.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from steerable.dataset.atomic import atomic_write_json
 from steerable.dataset.layout import GROUND_TRUTH_PATH, INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.provenance import provenance_block, write_provenance_file
+from steerable.dataset.review import block_human, block_review, episode_rows, rows_fingerprint, with_records
 from steerable.language.tools import DEFAULT_TOOLS, merge_tools, tool_name
 
 __all__ = [
     "EpisodeMatch",
     "MetadataRestored",
+    "PROVENANCE",
     "TOOL_CATALOGUE",
     "match_episodes",
     "missing_metadata",
@@ -44,6 +48,7 @@ __all__ = [
 ]
 
 TOOL_CATALOGUE = 'tool catalogue (info.json "tools")'
+PROVENANCE = 'provenance (info.json "steerable")'  # the whole block: producers and review records
 # Columns LeRobot renumbers when it writes a new dataset; every other numeric column is the frames'.
 _RENUMBERED = frozenset({"episode_index", "index", "task_index"})
 _NUMERIC = ("float", "int", "uint", "bool")
@@ -65,7 +70,7 @@ def missing_metadata(ds: LeRobotDataset, styles: Iterable[str] = ()) -> list[str
     known = set(producers) if isinstance(producers, dict) else set()
     unrecorded = sorted(set(styles) - known)
     if block is None:
-        missing.append('provenance (info.json "steerable")')
+        missing.append(PROVENANCE)
     elif unrecorded:
         missing.append(f'provenance of {", ".join(unrecorded)} (info.json "steerable")')
     return missing
@@ -157,16 +162,22 @@ def _values(column: pa.ChunkedArray) -> np.ndarray:
 
 @dataclass
 class MetadataRestored:
-    """What `restore_info` wrote (empty strings: nothing to do, or nothing to restore from)."""
+    """What `restore_info` wrote (empty strings: nothing to do, or nothing to restore from).
+
+    `reviews`: the review records carried over; `review_differs`: target episodes whose source has
+    review records but whose language is no longer the source episode's (their records stay behind).
+    """
 
     tools: str = ""
     provenance: str = ""
+    reviews: str = ""
+    review_differs: list[int] = field(default_factory=list)
 
 
 def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], match: EpisodeMatch) -> MetadataRestored:
-    """Write the tool catalogue and the provenance back into `target` from the sources its episodes
-    came from; without a source (or when none declares one), the catalogue is derived: steerable's
-    default one. What `target` already records wins over what a source says."""
+    """Write the tool catalogue, the provenance and the review records back into `target` from the
+    sources its episodes came from; without a source (or when none declares one), the catalogue is
+    derived: steerable's default one. What `target` already records wins over what a source says."""
     used = [s for i, s in enumerate(sources) if match.from_source(i)]
     info = json.loads((target.root / INFO_PATH).read_text(encoding="utf-8"))
     done = MetadataRestored()
@@ -178,15 +189,21 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
             done.tools = f"{names} from {_names(used)}" if declared else f"{names} (derived: steerable's default)"
             info["tools"] = tools
     blocks = [b for b in (provenance_block(s.root, s.info) for s in used) if b is not None]
+    rewrite = bool(done.tools)
     if blocks:
         mine = provenance_block(target.root, target.info) or {}
-        block = _merged(blocks, mine)
-        if block != info.get(PROVENANCE_KEY):
-            styles = ", ".join(sorted(block.get("producers", {})))
-            done.provenance = f"{styles} from {_names(used)}"
+        human, review, done.review_differs = _carried_reviews(target, sources, match, mine)
+        block = with_records(_merged(blocks, mine), human, review)
+        stored = info.get(PROVENANCE_KEY) if isinstance(info.get(PROVENANCE_KEY), dict) else {}
+        if block != stored:
+            if with_records(block, {}, {}) != with_records(stored, {}, {}):
+                done.provenance = f"{', '.join(sorted(block.get('producers', {})))} from {_names(used)}"
+            if (human, review) != (block_human(stored), block_review(stored)):
+                done.reviews = _describe_reviews(human, review, used)
             info[PROVENANCE_KEY] = block
             write_provenance_file(target.root / PROVENANCE_PATH, block)
-    if done.tools or done.provenance:
+            rewrite = True
+    if rewrite:
         atomic_write_json(target.root / INFO_PATH, info)
         target.info = type(target.info).from_dict(info)
     return done
@@ -194,8 +211,8 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
 
 def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dict[str, Any]:
     """`mine` with the sources' producers added (its own win; a style two sources name different
-    producers for keeps both). Only `producers` is taken from a source: other keys of the block
-    may name episodes by index, which LeRobot renumbered."""
+    producers for keeps both). Only `producers` is taken from a source here: the review records
+    name episodes by index, which LeRobot renumbered (`_carried_reviews` maps them)."""
     producers: dict[str, str] = {}
     for block in blocks:
         for style, who in (block.get("producers") or {}).items():
@@ -203,6 +220,49 @@ def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dic
             producers[style] = who if seen is None or seen == who else f"{seen} | {who}"
     producers.update(mine.get("producers") or {})
     return {**mine, "producers": dict(sorted(producers.items()))}
+
+
+def _carried_reviews(
+    target: LeRobotDataset, sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: Mapping[str, Any]
+) -> tuple[dict[str, list[int]], dict[int, str], list[int]]:
+    """The target's review records with the sources' added under the target's episode indices: the
+    `human` marks (style -> episodes) and the `review` status per episode, and the target episodes
+    whose source episode has records but other language rows (a record speaks of the rows a person
+    saw: those stay behind). What the target records itself wins."""
+    human = {style: set(eps) for style, eps in block_human(mine).items()}
+    review = block_review(mine)
+    differs = []
+    for number, source in enumerate(sources):
+        block = provenance_block(source.root, source.info) or {}
+        theirs, statuses = block_human(block), block_review(block)
+        for t, e in sorted(match.from_source(number).items()):
+            marks = [style for style, eps in theirs.items() if e in eps]
+            if not marks and e not in statuses:
+                continue
+            if rows_fingerprint(*_rows(target, t)) != rows_fingerprint(*_rows(source, e)):
+                differs.append(t)
+                continue
+            for style in marks:
+                human.setdefault(style, set()).add(t)
+            if e in statuses:
+                review.setdefault(t, statuses[e])
+    return {s: sorted(eps) for s, eps in sorted(human.items())}, dict(sorted(review.items())), sorted(differs)
+
+
+def _rows(ds: LeRobotDataset, episode_index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+    rows = episode_rows(ds, episode_index)
+    return rows.persistent, rows.events
+
+
+def _describe_reviews(
+    human: Mapping[str, list[int]], review: Mapping[int, str], sources: Sequence[LeRobotDataset]
+) -> str:
+    from steerable.dataset.summary import index_ranges
+
+    parts = [f"{status} episode(s) {index_ranges([e for e, s in review.items() if s == status])}"
+             for status in sorted(set(review.values()))]
+    parts += [f"human {style} episode(s) {index_ranges(eps)}" for style, eps in human.items()]
+    return f"{'; '.join(parts)} from {_names(sources)}"
 
 
 def _names(sources: Sequence[LeRobotDataset]) -> str:

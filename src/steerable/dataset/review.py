@@ -4,7 +4,10 @@ What a person did is kept in meta/info.json under our key (`PROVENANCE_KEY`, bes
 `"human": {style: [episode, ...]}` names, per style, the episodes whose rows of that style a person
 edited (style-less tool-call rows such as `say` count as "tool_call", as `steerable info` counts
 them), and `"review": {"<episode>": "reviewed" | "needs work"}` the status set per episode (absent:
-unreviewed). A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise.
+unreviewed). A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise; when
+it is told to redo them, its rows are a model's or a heuristic's again: `without_person` takes the
+person's marks of what it rewrote off the block. The block is mirrored in `meta/steerable_provenance.json`
+(`steerable.dataset.provenance`), which stands in where LeRobot rewrote info.json without it.
 
 `save_episode` is the one write path of the viewer's editor: the rows are checked by the validator
 `annotate` uses, written through the folder commit (a kill mid-save leaves the old or the new
@@ -25,8 +28,9 @@ import numpy as np
 
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import load_info
-from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.provenance import provenance_block, read_provenance_file, write_provenance_file
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
 from steerable.errors import ConfigError
 from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
@@ -38,6 +42,8 @@ __all__ = [
     "REVIEW_STATUSES",
     "TOOL_CALL_STYLE",
     "EpisodeRows",
+    "block_human",
+    "block_review",
     "episode_rows",
     "human_edits",
     "language_problems",
@@ -48,6 +54,8 @@ __all__ = [
     "review_status",
     "rows_fingerprint",
     "save_episode",
+    "with_records",
+    "without_person",
 ]
 
 logger = logging.getLogger(__name__)
@@ -58,24 +66,61 @@ TOOL_CALL_STYLE = "tool_call"
 
 
 def _block(ds: LeRobotDataset) -> dict[str, Any]:
-    block = (ds.info.model_extra or {}).get(PROVENANCE_KEY)
-    return block if isinstance(block, dict) else {}
+    return provenance_block(ds.root, ds.info) or {}
 
 
 def human_edits(ds: LeRobotDataset) -> dict[str, list[int]]:
     """style -> the episodes whose rows of that style a person edited."""
-    raw = _block(ds).get(HUMAN)
+    return block_human(_block(ds))
+
+
+def review_status(ds: LeRobotDataset) -> dict[int, str]:
+    """episode -> "reviewed" or "needs work" (episodes not listed are unreviewed)."""
+    return block_review(_block(ds))
+
+
+def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The `human` record of a provenance block: style -> episodes."""
+    raw = block.get(HUMAN)
     if not isinstance(raw, dict):
         return {}
     return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
 
 
-def review_status(ds: LeRobotDataset) -> dict[int, str]:
-    """episode -> "reviewed" or "needs work" (episodes not listed are unreviewed)."""
-    raw = _block(ds).get("review")
+def block_review(block: Mapping[str, Any]) -> dict[int, str]:
+    """The `review` record of a provenance block: episode -> status."""
+    raw = block.get("review")
     if not isinstance(raw, dict):
         return {}
     return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
+
+
+def with_records(
+    block: Mapping[str, Any], human: Mapping[str, Iterable[int]], review: Mapping[int, str]
+) -> dict[str, Any]:
+    """`block` with these `human` and `review` records in place of its own (empty ones left out)."""
+    out = {k: v for k, v in block.items() if k not in (HUMAN, "review")}
+    marks = {style: sorted(set(eps)) for style, eps in sorted(human.items()) if eps}
+    if marks:
+        out[HUMAN] = marks
+    if review:
+        out["review"] = {str(e): review[e] for e in sorted(review)}
+    return out
+
+
+def without_person(
+    block: Mapping[str, Any], rewritten: Mapping[int, Iterable[str | None] | None]
+) -> dict[str, Any]:
+    """`block` once a model or heuristic rewrote these rows: episode -> the styles rewritten (None: all of
+    its language; a None style: tool-call rows). Their `human` marks go, and so does the episode's review
+    status: the rows a person looked at are not there any more, so the episode is unreviewed again."""
+    human = block_human(block)
+    for ep, styles in rewritten.items():
+        keys = set(human) if styles is None else {TOOL_CALL_STYLE if s is None else str(s) for s in styles}
+        for style in keys & set(human):
+            human[style] = [e for e in human[style] if e != ep]
+    review = {e: s for e, s in block_review(block).items() if e not in rewritten}
+    return with_records(block, human, review)
 
 
 def protected_episodes(ds: LeRobotDataset) -> set[int]:
@@ -154,25 +199,21 @@ def language_problems(
     )
 
 
-def _with_review(info: dict[str, Any], episode: int, styles: Iterable[str], status: str | None) -> dict[str, Any]:
+def _with_review(
+    info: dict[str, Any], root: Path, episode: int, styles: Iterable[str], status: str | None
+) -> None:
     block = info.get(PROVENANCE_KEY)
-    block = dict(block) if isinstance(block, dict) else {}
-    human = block.get(HUMAN)
-    human = {k: list(v) for k, v in human.items() if isinstance(v, list)} if isinstance(human, dict) else {}
+    if not isinstance(block, dict):  # a LeRobot rewrite of info.json dropped it: the file copy stands in
+        block = read_provenance_file(root) or {}
+    human = block_human(block)
     for style in styles:
         human[style] = sorted(set(human.get(style, [])) | {episode})
-    if human:
-        block[HUMAN] = dict(sorted(human.items()))
-    if status is not None:
-        review = block.get("review")
-        review = dict(review) if isinstance(review, dict) else {}
-        if status == "unreviewed":
-            review.pop(str(episode), None)
-        else:
-            review[str(episode)] = status
-        block["review"] = dict(sorted(review.items(), key=lambda kv: int(kv[0])))
-    info[PROVENANCE_KEY] = block
-    return info
+    review = block_review(block)
+    if status == "unreviewed":
+        review.pop(episode, None)
+    elif status is not None:
+        review[episode] = status
+    info[PROVENANCE_KEY] = with_records(block, human, review)
 
 
 def save_episode(
@@ -210,17 +251,21 @@ def save_episode(
         return None
     tx = FolderCommit(ds.root, base=ds.root, durable=durable)
     try:
-        files = {INFO_PATH}
+        files = {INFO_PATH, PROVENANCE_PATH}
         if styles:
             assert persistent is not None and events is not None
             report = write_language(ds, {ep.episode_index: EpisodeLanguage(persistent, events)}, into=tx)
             files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
         info_path = tx.root / INFO_PATH
         info = json.loads(info_path.read_text(encoding="utf-8"))
-        _with_review(info, ep.episode_index, styles, new_status)
-        from steerable.dataset.atomic import atomic_write_json
+        _with_review(info, tx.root, ep.episode_index, styles, new_status)
+        from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
 
-        atomic_write_json(tx.file(INFO_PATH), info, durable=False)  # the commit makes it durable
+        info_file, mirror = tx.file(INFO_PATH), tx.file(PROVENANCE_PATH)
+        for path in (info_file, mirror):
+            remove_stale_temps(path)
+        atomic_write_json(info_file, info, durable=False)  # the commit makes it durable
+        write_provenance_file(mirror, info[PROVENANCE_KEY], durable=False)
         revision = record_revision(
             tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
             ops=ops, status={ep.episode_index: new_status} if new_status else None,
@@ -238,7 +283,7 @@ def restore_revision(ds: LeRobotDataset, rev: int, *, by: str = "steerable revis
     """Put every file a revision changed back to its bytes at revision `rev` (0: before the first), as a
     new revision; None when the dataset already is that way."""
     import filecmp
-    import os
+    import shutil
 
     if rev:
         read_revision(ds.root, rev)
@@ -256,7 +301,7 @@ def restore_revision(ds: LeRobotDataset, rev: int, *, by: str = "steerable revis
             if src is None:
                 tx.remove(rel)
             else:
-                os.link(src, tx.file(rel))  # the snapshot's inode: its bytes, never written again
+                shutil.copyfile(src, tx.file(rel))  # a copy: a tool rewriting the live file leaves the snapshot be
         episodes = sorted({e for r in _revisions_touching(ds, differ) for e in r.episodes})
         revision = record_revision(
             tx, [rel for rel, src in differ.items() if src is not None], by=by, episodes=episodes,

@@ -3,9 +3,12 @@
 A revision is a record `.steerable/revisions/NNNN.json` inside the dataset (LeRobot ignores our work
 folder, Hub pushes skip it: who, when, which episodes and styles, the edit operations counted by the
 page) and the files the save replaced, as they were before and after, in one flat folder
-(`.steerable/revisions/files/NNNN.before.REL` with REL's slashes encoded, and `NNNN.after.REL`). Both
-are hard links: the folder commit writes every changed file fresh and never through a link, so a
-snapshot keeps its bytes for good, at no disk cost beyond the changed files themselves. Flat, so that
+(`.steerable/revisions/files/NNNN.before.REL` with REL's slashes encoded, and `NNNN.after.REL`). A
+`before` is a hard link to the replaced file (no longer live once the save is in, and the folder commit
+writes every changed file fresh, never through a link); an `after` is a copy, because the live file is
+one that other tools may rewrite in place (LeRobot's `modify_tasks` rewrites the data shards and
+info.json through their inodes), which would change a linked snapshot with it. So a snapshot keeps its
+bytes for good, at the cost of one copy of each file a save changes. Flat, so that
 a commit (which syncs every folder of the dataset) costs no more after a thousand revisions than after
 one. Revision 0 is the dataset before the first revision.
 
@@ -146,14 +149,6 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def record_revision(
     tx: FolderCommit,
     files: Iterable[str],
@@ -176,10 +171,9 @@ def record_revision(
     rels = sorted(set(files))
     created = []
     for rel in rels:
-        new = tx.root / rel
-        if tx.durable and os.stat(new).st_nlink == 1:
-            _fsync(new)  # the commit syncs only files it thinks new (one link): this one gets a second
-        _link(new, snapshot_path(tx.root, rev, "after", rel))
+        after = snapshot_path(tx.root, rev, "after", rel)
+        after.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tx.root / rel, after)  # one link each: the commit syncs both
         if (live / rel).is_file():
             _link(live / rel, snapshot_path(tx.root, rev, "before", rel))
         else:

@@ -35,6 +35,7 @@ from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
 from steerable.dataset.provenance import read_provenance_file, write_provenance_file
+from steerable.dataset.review import without_person
 from steerable.errors import CorruptDatasetError, WriteError
 from steerable.language import (
     LANGUAGE_COLUMNS,
@@ -117,17 +118,19 @@ def write_language(
     Writing the same updates twice gives byte-identical files. By default `ds` is updated in place
     (one folder commit; `ds.info` is reloaded afterwards); `into` instead writes the changed files
     into a transaction the caller opened with `ds.root` as its base, and commits. `producers`
-    (style -> model id or `heuristic:<module>`) is recorded in info.json under `PROVENANCE_KEY`.
+    (style -> model id or `heuristic:<module>`) is recorded in info.json under `PROVENANCE_KEY`, and
+    the rows it wrote are no longer a person's: their review marks go (`review.without_person`).
     An update whose `replaces` is set keeps the episode's stored rows of every other style.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
+    rewritten = {ep: lang.replaces for ep, lang in updates.items()}
     shards = _plan(ds, updates)
     updates = _with_kept_rows(ds, shards, updates)
     _validate(ds, shards, updates)
     if into is not None:
-        return _write(ds, shards, updates, into, producers)
+        return _write(ds, shards, updates, into, producers, rewritten)
     with commit_folder(ds.root, base=ds.root) as tx:
-        report = _write(ds, shards, updates, tx, producers)
+        report = _write(ds, shards, updates, tx, producers, rewritten)
     ds.info = load_info(ds.root)
     return report
 
@@ -138,6 +141,7 @@ def _write(
     updates: Mapping[int, EpisodeLanguage],
     tx: FolderCommit,
     producers: Mapping[str, str] | None = None,
+    rewritten: Mapping[int, frozenset[str | None] | None] | None = None,
 ) -> WriteReport:
     frames = 0
     written = []
@@ -146,7 +150,7 @@ def _write(
         frames += _rewrite(shard, updates, tx.file(rel))
         written.append(tx.dest / rel)
         logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
-    _update_info(ds, tx, producers)
+    _update_info(ds, tx, producers, rewritten or {})
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
     return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 
@@ -347,9 +351,15 @@ def _json_or_none(raw: bytes | None) -> Any:
 # -- info.json --------------------------------------------------------------------------------------
 
 
-def _update_info(ds: LeRobotDataset, tx: FolderCommit, producers: Mapping[str, str] | None = None) -> None:
+def _update_info(
+    ds: LeRobotDataset,
+    tx: FolderCommit,
+    producers: Mapping[str, str] | None = None,
+    rewritten: Mapping[int, frozenset[str | None] | None] | None = None,
+) -> None:
     """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
-    record who produced each style (a key LeRobot ignores)."""
+    record who produced each style (a key LeRobot ignores) and take a person's review marks off the
+    rows those producers rewrote (`rewritten`: episode -> the styles replaced, None: all)."""
     info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
     features: dict[str, Any] = info["features"]
     features.update(language_feature_info())
@@ -365,6 +375,7 @@ def _update_info(ds: LeRobotDataset, tx: FolderCommit, producers: Mapping[str, s
             block = read_provenance_file(ds.root) or {}
         known = block.get("producers")
         merged = {**(known if isinstance(known, dict) else {}), **producers}
+        block = without_person(block, rewritten or {})
         info[PROVENANCE_KEY] = {**block, "producers": dict(sorted(merged.items()))}
         sidecar = tx.file(PROVENANCE_PATH)
         remove_stale_temps(sidecar)
