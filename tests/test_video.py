@@ -277,3 +277,18 @@ def test_killed_writer_leaves_the_previous_file_intact(tmp_path: Path) -> None:
         child.wait(timeout=30)
     assert target.read_bytes() == old
     assert [number_in(f) for f in decode_frames(target, [0.0, 4 / FPS])] == [0, 4]
+
+
+def test_decoded_pixels_equal_pyavs_own_conversion_of_each_frame() -> None:
+    """decode_frames converts with one swscale context per stream (20-40x cheaper than a frame's own
+    `to_ndarray(format="rgb24")`, which sets one up per frame); the pixels must be exactly PyAV's."""
+    path = sorted(shared_path("lingzu_teleop_4").glob("videos/*/chunk-000/file-000.mp4"))[0]
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        start = float(stream.start_time * stream.time_base) if stream.start_time else 0.0
+        frames = [(float(f.pts * stream.time_base) - start, f.to_ndarray(format="rgb24"))
+                  for _, f in zip(range(40), container.decode(stream), strict=False)]
+    got = decode_frames(path, [t for t, _ in frames], offset=start)
+    assert len(got) == len(frames)
+    for (_, want), mine in zip(frames, got, strict=True):
+        assert np.array_equal(want, mine)
