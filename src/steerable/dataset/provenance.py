@@ -18,12 +18,18 @@ from steerable.dataset.atomic import atomic_write_bytes
 from steerable.dataset.info import DatasetInfo
 from steerable.dataset.layout import PROVENANCE_KEY, PROVENANCE_PATH
 
-__all__ = ["provenance_block", "read_provenance_file", "recorded_producers", "write_provenance_file"]
+__all__ = ["info_block", "provenance_block", "read_provenance_file", "recorded_producers", "write_provenance_file"]
 
 
 def provenance_block(root: Path, info: DatasetInfo) -> dict[str, Any] | None:
     """The provenance block of the dataset at `root`: info.json's, else the file's; None when neither."""
-    block = (info.model_extra or {}).get(PROVENANCE_KEY)
+    return info_block(info.model_extra or {}, root)
+
+
+def info_block(info: Mapping[str, Any], root: Path) -> dict[str, Any] | None:
+    """The block of info.json's content `info` (a mapping as read from the file), else the file copy's
+    at `root` (a LeRobot rewrite of info.json dropped it); None when neither holds one."""
+    block = info.get(PROVENANCE_KEY)
     return block if isinstance(block, dict) else read_provenance_file(root)
 
 

@@ -30,7 +30,7 @@ from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import load_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
-from steerable.dataset.provenance import provenance_block, read_provenance_file, write_provenance_file
+from steerable.dataset.provenance import info_block, provenance_block, write_provenance_file
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
 from steerable.errors import ConfigError
 from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
@@ -202,9 +202,7 @@ def language_problems(
 def _with_review(
     info: dict[str, Any], root: Path, episode: int, styles: Iterable[str], status: str | None
 ) -> None:
-    block = info.get(PROVENANCE_KEY)
-    if not isinstance(block, dict):  # a LeRobot rewrite of info.json dropped it: the file copy stands in
-        block = read_provenance_file(root) or {}
+    block = info_block(info, root) or {}
     human = block_human(block)
     for style in styles:
         human[style] = sorted(set(human.get(style, [])) | {episode})

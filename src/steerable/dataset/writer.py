@@ -34,7 +34,7 @@ from steerable.dataset.info import load_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
-from steerable.dataset.provenance import read_provenance_file, write_provenance_file
+from steerable.dataset.provenance import info_block, write_provenance_file
 from steerable.dataset.review import without_person
 from steerable.errors import CorruptDatasetError, WriteError
 from steerable.language import (
@@ -370,9 +370,7 @@ def _update_info(
             del features[name]
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
     if producers:
-        block = info.get(PROVENANCE_KEY)
-        if not isinstance(block, dict):  # a LeRobot rewrite of info.json dropped it: the file copy stands in
-            block = read_provenance_file(ds.root) or {}
+        block = info_block(info, ds.root) or {}
         known = block.get("producers")
         merged = {**(known if isinstance(known, dict) else {}), **producers}
         block = without_person(block, rewritten or {})
