@@ -148,7 +148,7 @@ def test_typo_in_turn_key_names_file_line_and_suggestion() -> None:
     """)
     assert message == (
         "x.yaml:9: blend.memory_update.messages[1]: unknown key 'targt' (did you mean 'target'?); "
-        "allowed keys: role, content, stream, target, if_present, tool_calls_from"
+        "allowed keys: role, content, stream, target, if_present, tool_calls_from, if_absent"
     )
 
 

@@ -116,6 +116,15 @@ def test_lint_against_a_dataset_warns_about_bindings_that_never_resolve(annotate
     assert ok.returncode == 0 and "valid for" in ok.stdout
     motion = steerable("recipes", "lint", "motion", "--dataset", str(annotated))
     assert "'motion'" in motion.stdout or "style=motion" in motion.stdout  # no motion rows in this dataset
+    # A binding read only by `if_absent` that matches nothing just never leaves a turn out: no warning.
+    guarded = tmp_path / "guarded.yaml"
+    guarded.write_text("bindings:\n  traced: last_emitted(t, style=trace)\nmessages:\n"
+                       "  - {role: user, content: '${task}', stream: high_level}\n"
+                       "  - {role: assistant, content: '${subtask}', stream: high_level, target: true, if_absent: traced}\n")
+    corrections = steerable("recipes", "lint", str(guarded), "--dataset", str(annotated))
+    assert corrections.returncode == 0 and "warning" not in corrections.stdout, corrections.stdout
+    guarded.write_text(guarded.read_text().replace("${subtask}", "${traced}"))
+    assert "'traced'" in steerable("recipes", "lint", str(guarded), "--dataset", str(annotated)).stdout
     listed = steerable("recipes", "list")
     assert listed.returncode == 0 and "hirobot" in listed.stdout and "subtask_mem_vqa_speech" in listed.stdout
 

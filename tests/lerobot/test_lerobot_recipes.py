@@ -126,6 +126,8 @@ HAND_WRITTEN = {
                                        "tool_calls_from": "speech"}]},
     "top_level_weight": {"weight": 2.0, "messages": [
         {"role": "assistant", "content": "x", "stream": "low_level", "target": True}]},
+    "if_absent": {"messages": [
+        {"role": "assistant", "content": "${plan}", "stream": "high_level", "target": True, "if_absent": "speech"}]},
     "description": {"description": "x", "messages": [
         {"role": "assistant", "content": "x", "stream": "high_level", "target": True}]},
 }

@@ -27,15 +27,18 @@ __all__ = [
     "ROLES",
     "ResolverCall",
     "ResolverName",
+    "STEERABLE_ONLY_RESOLVERS",
     "Template",
     "parse_resolver",
     "resolver_call",
     "value_text",
 ]
 
-ResolverName = Literal["active_at", "emitted_at", "nth_prev", "nth_next"]
+ResolverName = Literal["active_at", "emitted_at", "nth_prev", "nth_next", "last_emitted"]
 RESOLVERS: tuple[str, ...] = get_args(ResolverName)
 PERSISTENT_RESOLVERS = frozenset({"active_at", "nth_prev", "nth_next"})
+# Resolvers steerable has and LeRobot's recipes do not (an export leaves out what reads them).
+STEERABLE_ONLY_RESOLVERS = frozenset({"last_emitted"})
 ROLES: tuple[str, ...] = ("assistant", "system", "tool", "user")
 
 PLACEHOLDER_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -140,6 +143,11 @@ def _checked_call(name: str, args: dict[str, str]) -> ResolverCall:
             (),
             f"{name} {why} persistent styles are {', '.join(sorted(PERSISTENT_STYLES))} "
             f"(use emitted_at for {', '.join(sorted(EVENT_ONLY_STYLES))})",
+        )
+    if name == "last_emitted" and style is not None and column == "language_persistent":
+        raise RecipeFieldError(
+            (), f"last_emitted reads event rows (styles {', '.join(sorted(EVENT_ONLY_STYLES))}, or no style); "
+            f"for the persistent style {style!r} use active_at"
         )
     role = args.get("role")
     if role is not None and role not in ROLES:

@@ -1,10 +1,11 @@
 """Will LeRobot take this recipe? LeRobot's own load-time rules, applied to plain recipe data.
 
 LeRobot's recipe format is steerable's without the steerable-only keys (`description`, `cameras`,
-`route`, `${camera:NAME}` variables), and the release on PyPI (`LEROBOT_RELEASE`) is stricter in
-two more ways: every message recipe needs a `target: true` turn (a component whose only supervision
-is a `stream: low_level` turn is refused), and every default binding is resolved on every frame,
-so the default `vqa`/`vqa_query` (no `camera=`) stop rendering on a frame with VQA for two cameras.
+`route`, a turn's `if_absent`, `${camera:NAME}` variables) and the `last_emitted` resolver, and the
+release on PyPI (`LEROBOT_RELEASE`) is stricter in two more ways: every message recipe needs a
+`target: true` turn (a component whose only supervision is a `stream: low_level` turn is refused),
+and every default binding is resolved on every frame, so the default `vqa`/`vqa_query` (no
+`camera=`) stop rendering on a frame with VQA for two cameras.
 
 `check_for_lerobot` needs no LeRobot install. `lerobot_load_error` asks the installed LeRobot
 itself, when there is one; the LeRobot half of the test suite checks the two agree.
@@ -21,7 +22,14 @@ from typing import Any
 
 from steerable.errors import RecipeError
 from steerable.recipes._where import KeyPath, format_path
-from steerable.recipes.expressions import CAMERA_RE, DEFAULT_BINDINGS, PLACEHOLDER_RE, ROLES, parse_resolver
+from steerable.recipes.expressions import (
+    CAMERA_RE,
+    DEFAULT_BINDINGS,
+    PLACEHOLDER_RE,
+    ROLES,
+    STEERABLE_ONLY_RESOLVERS,
+    parse_resolver,
+)
 from steerable.recipes.model import STREAMS
 
 __all__ = [
@@ -42,6 +50,7 @@ _STEERABLE_ONLY = {
     "cameras": "steerable's camera variables",
     "route": "steerable's VQA routing",
 }
+_STEERABLE_ONLY_TURN = {"if_absent": "steerable's turn condition"}
 # Default bindings that match one row per camera: resolved on every frame, they are ambiguous on a
 # frame that carries VQA for two cameras unless the component rebinds them with a selector.
 AMBIGUOUS_DEFAULTS = ("vqa", "vqa_query")
@@ -170,10 +179,17 @@ class _Check:
                 "one (a `stream: low_level` turn alone does not count)"
             )
         for name, expr in bindings.items():
+            where_binding = format_path(path + ("bindings", str(name)))
             try:
-                parse_resolver(expr)
+                call = parse_resolver(expr)
             except RecipeError as exc:
-                self.hazards.append(f"{format_path(path + ('bindings', str(name)))}: LeRobot cannot resolve it: {exc}")
+                self.hazards.append(f"{where_binding}: LeRobot cannot resolve it: {exc}")
+                continue
+            if call.resolver in STEERABLE_ONLY_RESOLVERS:
+                self.hazards.append(
+                    f"{where_binding}: {call.resolver} is steerable's resolver; LeRobot {LEROBOT_RELEASE} has no "
+                    "such resolver and stops rendering this component"
+                )
         if not all(_has_selector(bindings.get(n)) for n in AMBIGUOUS_DEFAULTS):
             self.loose.append(format_path(path) or "the recipe")
 
@@ -185,7 +201,8 @@ class _Check:
             return set()
         for key in turn:
             if key not in _TURN_KEYS:
-                self.refusals.append(f"{where}: key {key!r} is not a turn field ({', '.join(_TURN_KEYS)})")
+                what = f" ({_STEERABLE_ONLY_TURN[key]})" if key in _STEERABLE_ONLY_TURN else ""
+                self.refusals.append(f"{where}: key {key!r}{what} is not a turn field ({', '.join(_TURN_KEYS)})")
         if turn.get("role") not in ROLES:
             self.refusals.append(f"{where}: role {turn.get('role')!r} is not one of {', '.join(ROLES)}")
         stream = turn.get("stream")

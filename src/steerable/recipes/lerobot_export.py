@@ -8,6 +8,9 @@ The export starts from the loaded recipe, so camera variables are already bound 
 - A component whose only supervision is a `stream: low_level` turn (action loss, no text target)
   gets `target: true` on that turn: LeRobot refuses message recipes without a target, and drops
   every rendered sample without one.
+- A turn's `if_absent` is dropped (its turn renders on those frames too), and with it the bindings
+  only it read that use steerable's `last_emitted` resolver; a turn that reads such a binding
+  itself cannot be exported.
 - A component that does not read `vqa`/`vqa_query` rebinds them to a selector that matches no row:
   LeRobot resolves every default binding on every frame, and the defaults (no `camera=`) stop
   rendering with "Ambiguous resolver" on a frame that carries VQA for two cameras.
@@ -26,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from steerable.recipes.expressions import ResolverCall
+from steerable.errors import RecipeError
+from steerable.recipes.expressions import STEERABLE_ONLY_RESOLVERS, ResolverCall
 from steerable.recipes.lerobot_check import AMBIGUOUS_DEFAULTS, LEROBOT_RELEASE
 from steerable.recipes.model import MessageTurn, Recipe
 
@@ -91,15 +95,29 @@ def _component(recipe: Recipe, name: str, differences: list[str], rebound: list[
             f"{label}: `route: {recipe.route}` dropped (LeRobot {LEROBOT_RELEASE} has no routing): a frame "
             "with VQA trains it only when the weighted draw picks it, and a draw of it elsewhere is dropped"
         )
-    bindings = {n: _expression(c) for n, c in recipe.bindings.items()}
-    read = recipe.referenced_binding_names()
+    turns = list(recipe.messages or ())
+    if any(t.if_absent is not None for t in turns):
+        dropped = sorted({str(t.if_absent) for t in turns if t.if_absent is not None})
+        turns = [dataclasses.replace(t, if_absent=None) for t in turns]
+        differences.append(
+            f"{label}: `if_absent: {', '.join(dropped)}` dropped (LeRobot {LEROBOT_RELEASE} has no such turn "
+            "condition), so its turns render on those frames too"
+        )
+    read = frozenset().union(*(t.referenced_bindings for t in turns))
+    steerable_only = sorted(n for n, c in recipe.bindings.items() if c.resolver in STEERABLE_ONLY_RESOLVERS)
+    still_read = [n for n in steerable_only if n in read]
+    if still_read:
+        raise RecipeError(
+            f"{label}: binding {still_read[0]!r} ({recipe.bindings[still_read[0]]}) uses a resolver LeRobot "
+            f"{LEROBOT_RELEASE} does not have, and a turn reads it: this recipe has no LeRobot form"
+        )
+    bindings = {n: _expression(c) for n, c in recipe.bindings.items() if n not in steerable_only}
     missing = [n for n in AMBIGUOUS_DEFAULTS if n not in read and n not in bindings]
     if missing:
         bindings.update({n: _NO_ROW[n] for n in missing})
         rebound.append(label)
     if bindings:
         out["bindings"] = bindings
-    turns = list(recipe.messages or ())
     if not any(t.target for t in turns):
         last = max(i for i, t in enumerate(turns) if t.stream == "low_level")
         turns[last] = dataclasses.replace(turns[last], target=True)

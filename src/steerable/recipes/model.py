@@ -57,6 +57,9 @@ class MessageTurn:
     target: bool = False
     if_present: str | None = None
     tool_calls_from: str | None = None
+    # steerable only: the turn is left out when this binding resolves to a row (on a target turn,
+    # the component renders nothing on such frames).
+    if_absent: str | None = None
     compiled: Template | tuple[BlockTemplate, ...] | None = field(
         default=None, init=False, compare=False, repr=False
     )
@@ -78,10 +81,12 @@ class MessageTurn:
             )
         if not isinstance(self.target, bool):
             raise RecipeFieldError(("target",), f"target must be true or false, got {self.target!r}")
-        for key in ("if_present", "tool_calls_from"):
+        for key in ("if_present", "tool_calls_from", "if_absent"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, str):
                 raise RecipeFieldError((key,), f"{key} must name a binding, got {value!r}")
+        if self.if_absent == "task":
+            raise RecipeFieldError(("if_absent",), "task is always bound, so `if_absent: task` never renders the turn")
         if self.content is None and self.tool_calls_from is None:
             raise RecipeFieldError((), "turn needs content (unless tool_calls_from is set)")
         object.__setattr__(self, "compiled", self._compile())
@@ -101,7 +106,12 @@ class MessageTurn:
 
     @property
     def referenced_bindings(self) -> frozenset[str]:
-        """Binding names this turn reads: if_present, tool_calls_from and every `${name}`."""
+        """Binding names this turn reads: if_present, if_absent, tool_calls_from and every `${name}`."""
+        return self.value_bindings | ({self.if_absent} if self.if_absent is not None else set())
+
+    @property
+    def value_bindings(self) -> frozenset[str]:
+        """The bindings whose rows the turn needs (all but `if_absent`, which only leaves it out)."""
         names = {n for n in (self.if_present, self.tool_calls_from) if n is not None}
         if isinstance(self.compiled, Template):
             names |= self.compiled.names
@@ -259,4 +269,6 @@ def _key_referencing(turn: MessageTurn, name: str) -> str:
         return "if_present"
     if turn.tool_calls_from == name:
         return "tool_calls_from"
+    if turn.if_absent == name:
+        return "if_absent"
     return "content"

@@ -106,7 +106,7 @@ class _Component:
             resolve.append((n, _TASK if n == "task" else slots.setdefault(recipe.binding(n), len(slots)), site))
         self.resolve: tuple[tuple[str, int, str], ...] = tuple(resolve)
         self.turns = tuple(
-            (t.role, str(t.stream), t.target, t.if_present, t.tool_calls_from, t.compiled)
+            (t.role, str(t.stream), t.target, t.if_present, t.if_absent, t.tool_calls_from, t.compiled)
             for t in recipe.messages or ()
         )
         # True when every supervised turn is guarded by an event binding: such a component renders
@@ -221,8 +221,10 @@ def _render_component(component: _Component, frame: _Frame) -> RenderedSample | 
     messages: list[dict[str, Any]] = []
     streams: list[str] = []
     targets: list[int] = []
-    for role, stream, target, if_present, tool_calls_from, compiled in component.turns:
+    for role, stream, target, if_present, if_absent, tool_calls_from, compiled in component.turns:
         if if_present is not None and values.get(if_present) is None:
+            continue
+        if if_absent is not None and values.get(if_absent) is not None:
             continue
         message: dict[str, Any] = {"role": role}
         if isinstance(compiled, Template):

@@ -1,8 +1,9 @@
-"""Resolvers over an indexed episode timeline: active_at, emitted_at, nth_prev, nth_next.
+"""Resolvers over an indexed episode timeline: active_at, emitted_at, nth_prev, nth_next, last_emitted.
 
 The persistent rows of an episode are the same on every frame, so they are indexed once: per
 selector (style, role, camera, tool_name) the matching rows are sorted by (timestamp, style, role)
-and every time lookup is a binary search. Event rows are the frame's own short list and are scanned.
+and every time lookup is a binary search. Event rows are the frame's own short list and are scanned;
+`last_emitted`, which looks back over earlier frames' events, indexes those per selector on first use.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class EpisodeTimeline:
     frame instead of a ±0.1 s window.
     """
 
-    __slots__ = ("_by_index", "_events", "_indexes", "_rows", "fps", "task_rephrasings")
+    __slots__ = ("_by_index", "_event_indexes", "_events", "_indexes", "_rows", "fps", "task_rephrasings")
 
     def __init__(
         self,
@@ -114,6 +115,7 @@ class EpisodeTimeline:
         self._events = {float(t): rows for t, rows in (events_by_frame or {}).items()}
         self._by_index = None if events_by_index is None else dict(events_by_index)
         self._indexes: dict[tuple[Selector, bool], _Index] = {}
+        self._event_indexes: dict[tuple[Any, bool], _Index] = {}
         self.fps = fps
         # `${task}` rotates over user task_aug rows in stored order, whatever their timestamp.
         self.task_rephrasings = tuple(
@@ -162,6 +164,8 @@ class EpisodeTimeline:
         """
         if call.reads_events:
             return self._emitted_event(call, t, events, decode_calls) if events else None
+        if call.resolver == "last_emitted":
+            return self._last_emitted(call, t, events, decode_calls)
         resolver = call.resolver
         index = self._index(call.selector, decode_calls)
         times = index.times
@@ -205,6 +209,27 @@ class EpisodeTimeline:
             raise _ambiguous(call, t, found)
         return found[0] if found else None
 
+    def _last_emitted(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> Row | None:
+        """The matching event row of this frame, else of the latest earlier frame that has one."""
+        here = self._emitted_event(call, t, events, decode_calls) if events else None
+        if here is not None:
+            return here
+        key = (("events", *call.selector), decode_calls)
+        index = self._event_indexes.get(key)
+        if index is None:
+            rows = ((ts, row) for ts, frame in self._events.items() for row in normalize_rows(frame))
+            index = _Index([(ts, r) for ts, row in rows
+                            if _matches(r := decoded_tool_calls(row) if decode_calls else row, *call.selector)])
+            self._event_indexes[key] = index
+        times = index.times
+        i = bisect_left(times, t)  # rows of earlier frames only: this frame's own were `events`
+        if i == 0:
+            return None
+        first = bisect_left(times, times[i - 1])
+        if i - first > 1:
+            raise _ambiguous(call, times[i - 1], index.rows[first:i])
+        return index.rows[i - 1]
+
     def active_at(self, t: float, *, style: str, role: str | None = None, camera: str | None = None,
                   tool_name: str | None = None) -> Row | None:
         """The latest row of `style` emitted at or before `t` (still active), or None."""
@@ -218,6 +243,13 @@ class EpisodeTimeline:
         call = resolver_call("emitted_at", style=style, role=role, camera=camera, tool_name=tool_name)
         frame_events = self.events_at(t) if events is None else events
         return self.resolve(call, float(t), frame_events, frame_exact=frame_exact, decode_calls=decode_calls)
+
+    def last_emitted(self, t: float, *, events: Sequence[Any] | None = None, style: str | None = None,
+                     role: str | None = None, camera: str | None = None,
+                     tool_name: str | None = None) -> Row | None:
+        """The latest matching event row emitted at or before `t` (this frame's, else an earlier one's)."""
+        call = resolver_call("last_emitted", style=style, role=role, camera=camera, tool_name=tool_name)
+        return self.resolve(call, float(t), self.events_at(t) if events is None else events)
 
     def nth_prev(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
                  camera: str | None = None, tool_name: str | None = None) -> Row | None:

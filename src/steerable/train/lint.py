@@ -67,9 +67,12 @@ def lint_against_dataset(recipe: Recipe, ds: LeRobotDataset) -> tuple[list[str],
     renders = False
     for name, component in recipe.components():
         label = f"component {name!r}" if name else "recipe"
+        # A binding read only by `if_absent` that matches no row just never leaves a turn out.
+        turns = component.messages or ()
+        conditions = {t.if_absent for t in turns if t.if_absent} - {n for t in turns for n in t.value_bindings}
         never = {
             binding
-            for binding in component.referenced_binding_names() - {"task"}
+            for binding in component.referenced_binding_names() - {"task"} - conditions
             if not any(_matches(component.binding(binding), s) for s in present)
         }
         for binding in sorted(never):
