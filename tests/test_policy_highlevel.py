@@ -54,13 +54,17 @@ def test_event_frames_are_repeated_through_the_reply_component(oracle: Any) -> N
     assert {repeated.frames.locate(p)[0] for p, _ in held_in.extra} == {0}
 
 
-def test_the_plan_sample_carries_the_memory_so_its_target_is_defined_by_text(oracle: Any) -> None:
-    built = build(oracle)
+def test_the_plan_sample_carries_the_memory_so_its_target_is_defined_by_text(tmp_path: Path) -> None:
+    # Without corrections: after one, the plan samples are left out (tests/test_recipe_corrections.py).
+    generate_synthetic(tmp_path / "ds", episodes=1, seed=3, difficulty="realistic", with_language=True,
+                       interjection_rate=0.0)
+    plain = open_dataset(tmp_path / "ds")
+    built = build(plain)
     plan_only = load_recipe("hierarchical").blend["plan"]  # type: ignore[index]
-    data = PolicyDataset(oracle, plan_only, built.model.cfg, built.processor.image_size, episodes=[0])
+    data = PolicyDataset(plain, plan_only, built.model.cfg, built.processor.image_size, episodes=[0])
     first, later = data[0], data[len(data.positions) - 1]
-    assert [m["content"] for m in first["messages"]][:2] == [first["task"], "Write the plan."]
     later_user = [m["content"] for m in later["messages"] if m["role"] == "user"]
+    assert [m["content"] for m in first["messages"]][:2] == [first["task"], "Write the plan."]
     assert later_user[1].startswith("Memory: ") and later_user[-1] == "Write the plan."
     # Without memory the whole plan: the first plan has more steps than the last one.
     full = first["messages"][first["target_message_indices"][0]]["content"]

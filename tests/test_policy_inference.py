@@ -182,11 +182,18 @@ def test_runtime_adapters_follow_the_protocols(checkpoint: Path, built: Any) -> 
     assert high.runner is low.runner  # one model in memory for both levels
     frames = {c: np.zeros((40, 48, 3), np.uint8) for c in built.model.cfg.cameras}
     obs = Observation(state=np.zeros(4, np.float32), images=frames)
-    update = high.update(HighLevelRequest("update", LanguageContext(task="put the cube in the bin"), obs))
-    assert isinstance(update.subtask, str) and update.subtask
-    reply = high.update(HighLevelRequest("interjection", LanguageContext(task="t", plan="p"), obs, user_text="stop"))
-    assert reply.subtask is None
-    chunk = low.act(obs, update.subtask)
+    # An untrained model's text may run to its token budget: that is a failed call, never an answer.
+    try:
+        update = high.update(HighLevelRequest("update", LanguageContext(task="put the cube in the bin"), obs))
+        assert isinstance(update.subtask, str) and update.subtask
+    except ValueError as exc:
+        assert "did not end within" in str(exc)
+    try:
+        reply = high.update(HighLevelRequest("interjection", LanguageContext(task="t", plan="p"), obs, user_text="stop"))
+        assert reply.subtask is None
+    except ValueError as exc:
+        assert "did not end within" in str(exc)
+    chunk = low.act(obs, "pick up the cube")
     # an untrained done head may already call the command done: then no actions, else a full chunk
     rows = 0 if chunk.done else built.model.cfg.n_action_steps
     assert chunk.actions.shape == (rows, 4) and chunk.actions.dtype == np.float32
@@ -256,7 +263,10 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     assert (done.memory, done.plan, done.subtask) == ("reply 1", "reply 2", "reply 3")
     asked.clear()
     steady = high.update(HighLevelRequest("update", ctx, obs))
-    assert len(asked) == 1 and steady.plan is None and steady.memory is None
+    # A numbered plan lists the remaining steps: its first step is the subtask, as written (no copy).
+    assert not asked and steady.plan is None and steady.memory is None and steady.subtask == "pick up"
+    prose = high.update(HighLevelRequest("update", LanguageContext(task=task, plan="first pick it up"), obs))
+    assert len(asked) == 1 and prose.subtask == "reply 1"  # other words: the model writes the subtask
     asked.clear()
     last = LanguageContext(task=task, subtask="place the red cube in the bin", plan="1. place the red cube in the bin")
     finished = high.update(HighLevelRequest("update", last, obs, controller_done=True))

@@ -193,11 +193,14 @@ def test_a_failing_high_level_model_holds_the_robot_still_and_recovers() -> None
     planner = RecordingPlanner([TimeoutError("no reply in 5 s"), TimeoutError("again")])
     rt, env, events = _runtime(planner)
     rt.submit("task", "tidy")
-    rt.run(max_ticks=25)  # fails at 0 s and 1 s (retries at 1 Hz), answers at 2 s
+    rt.run(max_ticks=29)  # fails at 0 s, then at 1 s (one period later), waits 2 s: not asked yet
+    assert rt.stats.high_level_calls == 2 and "subtask" not in rt.state.context and not env.sent
+    rt.run(max_ticks=6)  # answers at 3 s
     warnings = [e for e in events if e.kind == "warn"]
     assert len(warnings) == 1 and "TimeoutError" in warnings[0].text and "holding still" in warnings[0].text
-    assert rt.frame - len(env.sent) >= 20  # nothing moved before the model answered
+    assert rt.frame - len(env.sent) >= 30  # nothing moved before the model answered
     assert rt.state.context["subtask"] == "pick up the red cube" and len(env.sent) > 0
+    assert rt.stats.high_level_calls == 3
 
 
 def test_ask_pauses_answers_and_resumes() -> None:

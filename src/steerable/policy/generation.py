@@ -56,10 +56,11 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float,
 @torch.no_grad()
 def generate_ids(policy: Any, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
                  attention_mask: torch.Tensor, gen: GenerationConfig, eos_id: int,
-                 decode: Any = None) -> list[list[int]]:
+                 decode: Any = None, finished: list[bool] | None = None) -> list[list[int]]:
     """New token ids per sample, stopping at `eos_id` (not returned), a stop string, or the budget.
 
-    `decode(ids) -> str` is needed only for stop strings.
+    `decode(ids) -> str` is needed only for stop strings. `finished`, when given, is filled with one
+    flag per sample: True where it ended (end token or stop string), False where the budget cut it.
     """
     generator = None
     if gen.seed is not None:
@@ -99,6 +100,8 @@ def generate_ids(policy: Any, images: torch.Tensor | None, state: torch.Tensor |
             ids, mask = torch.cat([ids, new], dim=1), torch.cat([mask, alive], dim=1)
             full = policy.encode(images, state, ids, mask)
             last = full.last[:, -1]
+    if finished is not None:
+        finished[:] = done
     return out
 
 
@@ -109,6 +112,8 @@ class ParsedReply:
     text: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    # The token budget ran out before the reply ended (no end token, no stop string): it is cut.
+    truncated: bool = False
 
     @property
     def say(self) -> list[str]:

@@ -131,9 +131,13 @@ class PolicyRunner:
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt(chats, generation=True, device=self.device)
         obs = {k: _expand(v, len(chats)) for k, v in obs.items()}
+        finished: list[bool] = []
         out = generate_ids(self.model, obs.get("images"), obs.get("state"), ids, mask, gen, self.processor.eos_id,
-                           self.processor.decode)
-        return [parse_reply(_cut(self.processor.decode(o), gen.stop), self.processor.tools) for o in out]
+                           self.processor.decode, finished)
+        replies = [parse_reply(_cut(self.processor.decode(o), gen.stop), self.processor.tools) for o in out]
+        for reply, ended in zip(replies, finished, strict=True):
+            reply.truncated = not ended
+        return replies
 
     def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
         """(B, chunk_size, action_dim) actions in robot units for each command (the low-level prompt)."""

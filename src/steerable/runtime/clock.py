@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["Clock", "RateGate", "VirtualClock", "WallClock"]
+__all__ = ["Clock", "RateGate", "RetryBackoff", "VirtualClock", "WallClock"]
 
 
 class Clock:
@@ -77,3 +77,32 @@ class RateGate:
 
     def rearm(self) -> None:
         self._last = None
+
+
+@dataclass
+class RetryBackoff:
+    """When to try again after failures in a row: `base_s` after the first, doubling up to `max_s`.
+
+    `failed(now)` counts one more failure, `succeeded()` and `rearm()` clear the count, and
+    `due(now)` says whether the wait after the last failure is over (always, with no failure).
+    """
+
+    base_s: float
+    max_s: float
+    failures: int = 0
+    _next: float = field(default=float("-inf"), repr=False)
+
+    def failed(self, now: float) -> float:
+        """Count a failure at `now`; returns the wait before the next try."""
+        self.failures += 1
+        wait = min(self.base_s * 2 ** (self.failures - 1), self.max_s)
+        self._next = now + wait
+        return wait
+
+    def succeeded(self) -> None:
+        self.failures, self._next = 0, float("-inf")
+
+    rearm = succeeded
+
+    def due(self, now: float) -> bool:
+        return now >= self._next - 1e-9

@@ -32,6 +32,7 @@ from steerable.control import (
     RequestKind,
 )
 from steerable.language.styles import CONTEXT_STYLES
+from steerable.runtime.clock import RetryBackoff
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 
@@ -132,6 +133,7 @@ class HighLevelCalls:
     _resume_after_ask: bool
     _reset_high: bool
     _answered: int
+    _retry: RetryBackoff
 
     @property
     def high_level_waiting_s(self) -> float | None:
@@ -235,6 +237,7 @@ class HighLevelCalls:
         if isinstance(result, Exception):  # any model failure: hold still, tell the operator, go on
             exc = result
             self.stats.high_level_failures += 1
+            self._retry.failed(self.clock.now())
             with st.lock:
                 first = not st.hold
                 st.hold = True
@@ -244,6 +247,7 @@ class HighLevelCalls:
         else:
             with st.lock:
                 st.hold = False
+            self._retry.succeeded()
             self._apply_update(result)
         if kind == "update":
             self._answered = st.revision

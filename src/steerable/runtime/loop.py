@@ -15,7 +15,10 @@ Each tick (one control period) runs, in order:
 4. dispatch of one action (nothing when the queue is empty: the robot holds still);
 5. frame hooks (recording) with the tick's observation and action.
 A failing high-level model (garbage, timeout) is reported, the queue is dropped and the robot holds
-still until an update succeeds; the loop goes on.
+still until an update succeeds; the loop goes on. While it keeps failing it is asked again after
+one high-level period, then twice as long each time, at most every `RETRY_MAX_S` seconds: a model
+that never answers well (a dead server, a policy whose text never ends) costs a few calls a
+minute, not one per period.
 
 With the real-time clock (`realtime=True`: the REPL, `--realtime`) high-level calls run on a
 background thread (`steerable.runtime.high_level`), at most one in flight: ticks, dispatch, pause and
@@ -53,15 +56,18 @@ from steerable.control import (
     RequestKind,
 )
 from steerable.runtime.chunks import ChunkInference, InferenceOptions
-from steerable.runtime.clock import Clock, RateGate, VirtualClock, WallClock
+from steerable.runtime.clock import Clock, RateGate, RetryBackoff, VirtualClock, WallClock
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
 from steerable.runtime.slowed import slowed_to
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 
-__all__ = ["EventKind", "LoopRates", "OperatorInput", "PromptSource", "Runtime", "RuntimeEvent"]
+__all__ = ["RETRY_MAX_S", "EventKind", "LoopRates", "OperatorInput", "PromptSource", "Runtime", "RuntimeEvent"]
 
 logger = logging.getLogger(__name__)
+
+# The longest wait between tries of a high-level model that keeps failing (seconds of loop time).
+RETRY_MAX_S = 5.0
 
 EventKind = Literal[
     "task", "subtask", "plan", "memory", "interjection", "speech", "question", "answer", "tool", "mode", "done",
@@ -153,6 +159,7 @@ class Runtime(HighLevelCalls):
         # chunk_hz per second, so a controller that reports every command done at once cannot make
         # the high level run on every tick.
         self._forced_gate = RateGate(rates.chunk_hz)
+        self._retry = RetryBackoff(1.0 / max(rates.high_level_hz, 1e-6), RETRY_MAX_S)
         self._answered = -1  # revision after the last high-level update
         self._done_forced: tuple[int, Any] | None = None  # (revision, subtask) of the last done-forced update
         # realtime: calls run on a worker thread; requests made while it is busy wait in `_waiting`
@@ -209,6 +216,7 @@ class Runtime(HighLevelCalls):
             st.set_mode("action")
             self._high_gate.rearm()
             self._forced_gate.rearm()  # a new task is answered at once
+            self._retry.rearm()
             self.emit("task", text)
         elif op.kind == "pause":
             if st.set_mode("paused"):
@@ -277,8 +285,8 @@ class Runtime(HighLevelCalls):
         self.chunks.land(self.frame)
         thinking = self._worker is not None and self._worker.busy
         if self.high is not None and st.mode == "action" and st.task and not st.done and not thinking:
-            if st.hold:  # the last call failed: retry at the high-level rate
-                due = self._high_gate.due(now)
+            if st.hold:  # the last call failed: retry at the high-level rate, backing off
+                due = self._retry.due(now) and self._high_gate.due(now)
             elif st.controller_done and self._done_forced == (st.revision, st.context.get("subtask")):
                 # The last "done" update gave back the command just finished: ask again at the
                 # high-level rate, not on every tick.

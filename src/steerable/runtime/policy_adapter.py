@@ -6,7 +6,8 @@ module, and only when a run asks for the policy (`runtime.stack` imports it lazi
 
 High level (the `hierarchical` recipe's components): without a plan it writes one from the task
 and the memory; when the controller reports its command done, it writes the memory and the
-remaining plan after that subtask; then it writes the subtask from task + plan + memory (a periodic
+remaining plan after that subtask; then the subtask is the plan's first step (a numbered plan lists
+the remaining steps), or, for a plan in other words, written from task + plan + memory (a periodic
 update with none of them changed keeps it). An interjection gets the revised plan and a spoken reply
 (`say`); a question gets a free answer. The prompts are built from the live context in the recipe's
 layout (`steerable.policy.inference`). The policy's own low level never reports a command done, so
@@ -18,7 +19,9 @@ state; `observation.environment_state`, the objects' true positions, only in the
 
 What a call costs is bounded whatever the model writes: each kind of text has a token budget
 (`TOKEN_BUDGETS`: a subtask is one short line, a plan or an interjection's reply a few lines), so a
-weak model's garbage stops there, and the loop bounds how often the calls come (`runtime.loop`).
+weak model's garbage stops there. A text its budget cut is not taken as an answer: the call fails,
+the robot holds still, and the loop asks again less and less often while the model keeps failing
+(`runtime.loop`), so a weak policy's evaluation costs what a good one's does.
 A policy trained without cameras does not make the environment render them (`wants_images`).
 """
 
@@ -162,13 +165,13 @@ class PolicyHighLevel:
     def _one(self, kind: str, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
         """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens."""
         gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
-        return self.runner.generate([chat], observation, gen)[0]
+        return _ended(kind, self.runner.generate([chat], observation, gen)[0])
 
     def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> str:
         """A subtask is one command line (as the recipe writes them): decoding stops at a line break."""
         single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"),
                                      max_new_tokens=TOKEN_BUDGETS["subtask"])
-        text = str(self.runner.generate([chat], observation, single)[0].text or "").strip()
+        text = str(_ended("subtask", self.runner.generate([chat], observation, single)[0]).text or "").strip()
         if not text:
             raise ValueError("the policy generated an empty subtask")
         return text
@@ -197,7 +200,7 @@ class PolicyHighLevel:
         new_plan, new_memory = self._rewrite(ctx, finished, obs)
         plan = new_plan or ctx.plan
         memory = new_memory if finished and ctx.plan else ctx.memory
-        subtask = self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
+        subtask = _first_step(plan) or self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
         self.last_subtask = subtask
         self._written_from = (ctx.task, plan, memory)
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
@@ -223,6 +226,29 @@ class PolicyHighLevel:
         if remaining is not None:
             return remaining, memory
         return self._one("plan", plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
+
+
+def _first_step(plan: str | None) -> str | None:
+    """The first step of a numbered plan ("1. pick up the red cube" lines), or None for any other text.
+
+    A plan lists the remaining steps, so its first step is the subtask (the recipe's plans, and the
+    subtasks it trains on, say so). Taken as written rather than copied out again by the model: the
+    copy is where a small model went wrong (stacking: "place the green cube on the green cube"
+    under a plan that says "on the cyan cube").
+    """
+    lines = [line for line in (plan or "").splitlines() if line.strip()]
+    if not lines or not all(_NUMBER.match(line) for line in lines):
+        return None
+    return _NUMBER.sub("", lines[0]).strip() or None
+
+
+def _ended(kind: str, reply: Any) -> Any:
+    """`reply`, unless its token budget cut it: a text longer than every one the recipe trains on is
+    not an answer (a weak policy's run-on text), and is a failed call (the loop holds and backs off)."""
+    if getattr(reply, "truncated", False):
+        raise ValueError(f"the policy's {kind} did not end within {TOKEN_BUDGETS[kind]} tokens "
+                         f"({str(reply.text)[:40]!r}...)")
+    return reply
 
 
 def _after_first(plan: str, finished: str) -> str | None:
