@@ -187,3 +187,49 @@ def test_the_progress_line_counts_running_episodes_in_its_eta() -> None:
         line = progress.text()
         assert line.startswith("eval: episodes 0/4 (running: 15 s, 15 s of 30 s), 0 succeeded, ")
         assert line.endswith("ETA 30 s")  # one episode's worth done in 10 s, three to go
+
+
+class RunOnRunner:
+    """Stands in for a weak policy's `PolicyRunner`: every text runs to its token budget."""
+
+    cfg = type("Cfg", (), {"state_keys": ["observation.state"], "cameras": []})()
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def generate(self, chats: Any, observation: Any, generation: Any = None) -> list[Any]:
+        from steerable.policy.generation import ParsedReply
+
+        self.tokens += generation.max_new_tokens
+        return [ParsedReply("argugh" * generation.max_new_tokens, truncated=True)]
+
+
+def test_a_policy_whose_text_never_ends_is_asked_less_and_less_often() -> None:
+    """Run-on text is a failed call, not an answer: the robot holds still and the loop backs off
+    (after 1 s, 2 s, 4 s, then every 5 s), where it asked at the high-level rate before."""
+    from steerable.runtime.loop import RETRY_MAX_S
+    from steerable.runtime.policy_adapter import PolicyHighLevel
+
+    rates, seconds = LoopRates(), 60.0
+    env = SimEnv(fps=int(rates.ctrl_hz))
+    drawn = env.reset(3, None)
+    runner = RunOnRunner()
+    rt = Runtime(env, WeakController(), PolicyHighLevel(runner), tools=load_tools({}, tts="text"),  # type: ignore[arg-type]
+                 rates=rates)
+    events: list[Any] = []
+    rt.listeners.append(events.append)
+    rt.submit("task", drawn.task)
+    rt.run(max_ticks=int(seconds * rates.ctrl_hz))
+    period = 1 / rates.high_level_hz
+    waits, t, expected = [], 0.0, 1
+    while True:  # the schedule: failures in a row wait one period, then double, up to RETRY_MAX_S
+        t += min(period * 2 ** (len(waits)), RETRY_MAX_S)
+        if t >= seconds:
+            break
+        waits.append(t)
+        expected += 1
+    assert rt.stats.high_level_calls == rt.stats.high_level_failures == expected < seconds * rates.high_level_hz / 3
+    assert runner.tokens <= expected * 96  # one plan budget per call: the first text fails it
+    warnings = [e.text for e in events if e.kind == "warn"]
+    assert len(warnings) == 1 and "did not end within 96 tokens" in warnings[0]
+    assert "subtask" not in rt.state.context and rt.stats.chunks == 0  # held still throughout
