@@ -221,13 +221,9 @@ def test_a_policy_whose_text_never_ends_is_asked_less_and_less_often() -> None:
     rt.submit("task", drawn.task)
     rt.run(max_ticks=int(seconds * rates.ctrl_hz))
     period = 1 / rates.high_level_hz
-    waits, t, expected = [], 0.0, 1
-    while True:  # the schedule: failures in a row wait one period, then double, up to RETRY_MAX_S
-        t += min(period * 2 ** (len(waits)), RETRY_MAX_S)
-        if t >= seconds:
-            break
-        waits.append(t)
-        expected += 1
+    t, expected = 0.0, 1  # the first call, at 0 s
+    while (t := t + min(period * 2 ** (expected - 1), RETRY_MAX_S)) < seconds:
+        expected += 1  # failures in a row wait one period, then twice as long each time, up to RETRY_MAX_S
     assert rt.stats.high_level_calls == rt.stats.high_level_failures == expected < seconds * rates.high_level_hz / 3
     assert runner.tokens <= expected * 96  # one plan budget per call: the first text fails it
     warnings = [e.text for e in events if e.kind == "warn"]

@@ -45,7 +45,7 @@ def test_live_language_context_and_events(run_rrd: tuple[Path, str]) -> None:
     rows = frames(path, "/language/**")
     assert texts(rows, "/language/task:TextDocument:text") == [(0, "put the red cube in the left bin")]
     subtasks = [t for _, t in texts(rows, "/language/subtask:TextDocument:text")]
-    assert subtasks[:3] == ["pick up the red cube", "place it in the blue bin", "place it in the yellow bin"]
+    assert subtasks[:3] == ["pick up the red cube", "place the red cube in the blue bin", "place the red cube in the yellow bin"]
     (interjection,) = texts(rows, "/language/interjection:TextLog:text")
     (speech,) = texts(rows, "/language/speech:TextLog:text")
     assert interjection[1] == "no, the right bin"

@@ -112,7 +112,7 @@ def test_ctrl_c_stops_the_robot_and_closes_the_recording_so_it_loads(tmp_path: P
     assert proc.stdout is not None
     seen = ""
     deadline = time.monotonic() + 60
-    while "subtask: place it in" not in seen and time.monotonic() < deadline:
+    while "subtask: place the red cube in" not in seen and time.monotonic() < deadline:
         seen += proc.stdout.readline()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -122,7 +122,7 @@ def test_ctrl_c_stops_the_robot_and_closes_the_recording_so_it_loads(tmp_path: P
     ds = LeRobotDataset(record)
     assert ds.info.total_episodes == 1 and ds.info.total_frames > 30
     persistent, _, problems = recorded_language(record)
-    assert problems == [] and any(r["content"] == "place it in the blue bin" for r in persistent)
+    assert problems == [] and any(r["content"] == "place the red cube in the blue bin" for r in persistent)
 
 
 def test_direct_task_mode_runs_the_operators_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,7 +55,7 @@ def test_repl_in_a_terminal(tmp_path: Path) -> None:
         _wait_for(name, "unknown command /dance")
         _tmux("send-keys", "-t", name, "/task put the red cube in the left bin", "Enter")
         screen = _wait_for(name, "subtask      pick up the red cube")
-        assert "steerable run · sim · action" in screen and "2. place it in the blue bin" in screen
+        assert "steerable run · sim · action" in screen and "2. place the red cube in the blue bin" in screen
         _tmux("send-keys", "-t", name, "no, the right bin", "Enter")
         screen = _wait_for(name, "say: OK, I will put the red cube in the yellow bin instead.")
         assert "interjection: no, the right bin" in screen

@@ -57,8 +57,8 @@ def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_pat
     assert vqa["user"]["camera"] == vqa["assistant"]["camera"] == "observation.images.top"
     subtasks = [(r["timestamp"], r["content"]) for r in persistent if r["style"] == "subtask"]
     assert subtasks[0] == (0.0, "pick up the red cube")
-    assert (3.0, "place it in the yellow bin") in subtasks
-    assert ("pick up the orange cube" in [c for _, c in subtasks]) and subtasks[-1][1] == "place it in the blue bin"
+    assert (3.0, "place the red cube in the yellow bin") in subtasks
+    assert ("pick up the orange cube" in [c for _, c in subtasks]) and subtasks[-1][1] == "place the orange cube in the blue bin"
     assert [r["content"] for r in persistent if r["style"] == "task_aug"] == [TASK]
     assert any(r["style"] == "plan" for r in persistent) and any(r["style"] == "memory" for r in persistent)
 
@@ -66,7 +66,7 @@ def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_pat
     assert info.returncode == 0, info.stderr
     rendered = steerable("render", str(record), "--recipe", "subtask_mem_vqa_speech", "--episode", "0")
     assert rendered.returncode == 0, rendered.stderr
-    assert "place it in the yellow bin" in rendered.stdout
+    assert "place the red cube in the yellow bin" in rendered.stdout
     # The simulator's truth rides along, so `steerable eval` scores the recording (here: against itself).
     scored = steerable("eval", str(record), "--json", "--resamples", "0", "--labels", "exact")
     assert scored.returncode == 0, scored.stderr

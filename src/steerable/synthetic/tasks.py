@@ -255,10 +255,12 @@ def add_redirect(task: TaskSpec, scene: Scene, rng: np.random.Generator) -> Task
 
 
 def step_commands(step: Step, holding: bool = False) -> list[str]:
-    """The subtask commands that perform `step` (in the synthetic phrasings); `holding`: already picked."""
+    """The subtask commands that perform `step`, as the synthetic data's subtask rows word them (the
+    cube named in the placement too, so a policy trained on that language reads the scripted
+    planner's commands as it read its training data); `holding`: already picked."""
     if step.push:
         return [push_text(step.cube, step.target)]
-    place = place_text(None, step.target, step.stack)
+    place = place_text(step.cube, step.target, step.stack)
     return [place] if holding else [pick_text(step.cube), place]
 
 
