@@ -449,7 +449,10 @@ def test_every_builtin_renders_well_formed_samples(name: str, options: RenderOpt
         json.dumps(sample.to_dict())
         if recipe.camera_keys and any(r["style"] == "vqa" for r in events.get(t, [])):  # VQA frames train VQA
             assert sample.component.startswith("ask_vqa")
-    assert rendered > 30
+    # This episode has an interjection in every step: components that leave out the frames after a
+    # correction (`if_absent`, the hierarchical recipe) render on fewer of them.
+    guarded = any(t.if_absent for _, c in recipe.components() for t in c.messages or ())
+    assert rendered > (20 if guarded else 30)
 
 
 def test_render_on_real_frame_timestamps_of_a_lerobot_dataset() -> None:
