@@ -179,3 +179,21 @@ def test_a_periodic_update_with_nothing_new_keeps_the_subtask_without_asking() -
     runner.asked.clear()
     high.update(HighLevelRequest("update", ctx, obs, controller_done=True))
     assert runner.asked
+
+
+def test_decoded_frames_are_kept_by_size_not_by_episode_count(oracle: Any) -> None:
+    """A miss decodes a whole episode: with more episodes than an episode-count cache held (256 of
+    500), every draw was a decode and training ran 30x slower. The cache is sized in bytes."""
+    built = build(oracle)
+    recipe = load_recipe("hierarchical")
+    episodes = [e.episode_index for e in oracle.episodes]
+    data = PolicyDataset(oracle, recipe, built.model.cfg, built.processor.image_size)
+    for ep in episodes * 2:
+        data._episode_images(ep)
+    assert list(data._images) == episodes  # all kept: a few KB a frame
+    one = sum(t.nelement() for t in data._images[episodes[0]].values())
+    small = PolicyDataset(oracle, recipe, built.model.cfg, built.processor.image_size, image_cache_bytes=2 * one)
+    for ep in episodes:
+        small._episode_images(ep)
+    assert 1 <= len(small._images) <= 2 and list(small._images)[-1] == episodes[-1]
+    assert small._image_bytes == sum(t.nelement() for f in small._images.values() for t in f.values())

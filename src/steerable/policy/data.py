@@ -210,6 +210,15 @@ def fit_normalizer(dataset: LeRobotDataset, cfg: PolicyConfig, episodes: Sequenc
                           np.concatenate(offsets).astype(f64) if offsets else None)
 
 
+# Decoded training frames kept in memory (the tiny model's 32 px frames: about 3 KB a frame and camera,
+# so 4 GiB holds over a million).
+IMAGE_CACHE_BYTES = 4 << 30
+
+
+def _nbytes(frames: dict[str, torch.Tensor]) -> int:
+    return sum(t.element_size() * t.nelement() for t in frames.values())
+
+
 class PolicyDataset(Dataset[dict[str, Any] | None]):
     """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`
     (the `state_keys` features concatenated) and `motion`. With `component` (a blend component that
@@ -217,13 +226,15 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
     that train actions (pause frames left out)."""
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
-                 episodes: Sequence[int] | None = None, cache_episodes: int = 256, event_repeat: int = 0,
-                 component: str | None = None) -> None:
+                 episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
+                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES) -> None:
         features = (*cfg.state_keys, cfg.action_key)
-        # Every episode's timeline stays built: batches draw frames from all episodes at random, and
-        # rebuilding a timeline per draw was most of a training step's time (8 cached of 54 episodes).
+        # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
+        # from all episodes at random, and rebuilding a timeline per draw was most of a training step's
+        # time (8 cached of 54 episodes; 256 of 500 made a step 30x slower).
+        every = len(dataset.episodes) if cache_episodes is None else cache_episodes
         self.frames = RecipeDataset(dataset, recipe, features=features, decode_images=False,
-                                    cache_episodes=max(1, cache_episodes))
+                                    cache_episodes=max(1, every))
         self.dataset = dataset
         self.cfg = cfg
         self.image_size = image_size
@@ -252,8 +263,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             for ep in chosen:
                 for pos in self.frames.event_frames(ep):
                     self.extra += [(pos, name) for name in components for _ in range(event_repeat)]
-        self.cache_episodes = cache_episodes
+        # Decoded, resized frames are kept by size, not by episode count: a miss decodes a whole
+        # episode, so a cache smaller than the episodes drawn from turns every draw into a decode.
+        self.image_cache_bytes = image_cache_bytes
         self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
+        self._image_bytes = 0
 
     def __len__(self) -> int:
         return len(self.positions) + len(self.extra) + len(self.done_items)
@@ -322,8 +336,9 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", antialias=True)
             frames[cam] = x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
         self._images[episode] = frames
-        while len(self._images) > self.cache_episodes:
-            self._images.popitem(last=False)
+        self._image_bytes += _nbytes(frames)
+        while len(self._images) > 1 and self._image_bytes > self.image_cache_bytes:
+            self._image_bytes -= _nbytes(self._images.popitem(last=False)[1])
         logger.debug("episode %d: %d frames decoded per camera", episode, len(timestamps))
         return frames
 
