@@ -194,17 +194,7 @@ class EpisodeTimeline:
         return index.rows[position] if 0 <= position < len(times) else None
 
     def _emitted_event(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> Row | None:
-        style, role, camera, tool_name = call.selector
-        found: list[Row] = []
-        for row in events:
-            if row is None:
-                continue
-            if not isinstance(row, dict):
-                row = normalize_rows([row])[0]
-            if decode_calls:
-                row = decoded_tool_calls(row)
-            if _matches(row, style, role, camera, tool_name):
-                found.append(row)
+        found = _matching(events, call.selector, decode_calls)
         if len(found) > 1:
             raise _ambiguous(call, t, found)
         return found[0] if found else None
@@ -217,9 +207,8 @@ class EpisodeTimeline:
         key = (("events", *call.selector), decode_calls)
         index = self._event_indexes.get(key)
         if index is None:
-            rows = ((ts, row) for ts, frame in self._events.items() for row in normalize_rows(frame))
-            index = _Index([(ts, r) for ts, row in rows
-                            if _matches(r := decoded_tool_calls(row) if decode_calls else row, *call.selector)])
+            index = _Index([(ts, row) for ts, frame in self._events.items()
+                            for row in _matching(frame, call.selector, decode_calls)])
             self._event_indexes[key] = index
         times = index.times
         i = bisect_left(times, t)  # rows of earlier frames only: this frame's own were `events`
@@ -262,6 +251,18 @@ class EpisodeTimeline:
         """The row `offset` places after the one active at `t`; before the first row, the first is next 1."""
         call = resolver_call("nth_next", style=style, role=role, camera=camera, tool_name=tool_name, offset=offset)
         return self.resolve(call, float(t))
+
+
+def _matching(rows: Sequence[Any], selector: Selector, decode_calls: bool) -> list[Row]:
+    """The event rows among `rows` (None entries skipped, Arrow scalars converted) that `selector`
+    matches, with tool calls given as JSON text read as dicts when `decode_calls`."""
+    found = []
+    for row in normalize_rows(rows):
+        if decode_calls:
+            row = decoded_tool_calls(row)
+        if _matches(row, *selector):
+            found.append(row)
+    return found
 
 
 def _ambiguous(call: ResolverCall, t: float, rows: Sequence[Row]) -> RecipeError:

@@ -92,12 +92,10 @@ class RetryBackoff:
     failures: int = 0
     _next: float = field(default=float("-inf"), repr=False)
 
-    def failed(self, now: float) -> float:
-        """Count a failure at `now`; returns the wait before the next try."""
+    def failed(self, now: float) -> None:
+        """Count a failure at `now`: the next try is due one wait later."""
         self.failures += 1
-        wait = min(self.base_s * 2 ** (self.failures - 1), self.max_s)
-        self._next = now + wait
-        return wait
+        self._next = now + min(self.base_s * 2 ** (self.failures - 1), self.max_s)
 
     def succeeded(self) -> None:
         self.failures, self._next = 0, float("-inf")

@@ -44,7 +44,7 @@ from steerable.control import (
 )
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy
-from steerable.policy.generation import GenerationConfig
+from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.policy.inference import (
     PolicyRunner,
     interjection_prompt,
@@ -242,10 +242,10 @@ def _first_step(plan: str | None) -> str | None:
     return _NUMBER.sub("", lines[0]).strip() or None
 
 
-def _ended(kind: str, reply: Any) -> Any:
+def _ended(kind: str, reply: ParsedReply) -> ParsedReply:
     """`reply`, unless its token budget cut it: a text longer than every one the recipe trains on is
     not an answer (a weak policy's run-on text), and is a failed call (the loop holds and backs off)."""
-    if getattr(reply, "truncated", False):
+    if reply.truncated:
         raise ValueError(f"the policy's {kind} did not end within {TOKEN_BUDGETS[kind]} tokens "
                          f"({str(reply.text)[:40]!r}...)")
     return reply
