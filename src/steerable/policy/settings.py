@@ -120,6 +120,16 @@ class TrainConfig(Settings):
         16, description="extra samples per event frame (interjection, spoken reply) for the components "
         "that read events (0: none)"
     )
+    swap_names: list[list[str]] = Field(
+        default_factory=list, description="groups of interchangeable names, swapped within their group in the "
+        "text of the --swap_components, e.g. '[[red cube, green cube], [blue bin, grey bin]]' (docs/train.md, "
+        "\"Name swapping\"; default: none; a resumed run keeps its own)"
+    )
+    swap_rate: float = Field(0.5, ge=0, le=1, description="share of those components' samples whose names are swapped")
+    swap_components: list[str] | None = Field(
+        None, description="blend components whose answer the prompt's text alone decides (default: plan, "
+        "plan_update, memory_update, interjection_response, high_level_subtask, those the recipe has)"
+    )
     threads: int | None = Field(
         None, description="torch CPU threads (default: 1 for the tiny backbone, torch's default otherwise)"
     )

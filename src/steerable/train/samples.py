@@ -177,9 +177,15 @@ class DatasetRenderer:
         With `fallback="task"` this is the reference's training step: in `compat="lerobot"` a frame
         that carries no language rows at all gets the task sample without rendering the recipe.
         """
-        renderer = FrameRenderer(self.recipe, timeline, self.options)
-        sample, fell_back, _ = self._render(renderer, float(t), int(index), task)
+        sample, fell_back, _ = self.render_named(timeline, t=t, index=index, task=task)
         return sample, fell_back
+
+    def render_named(
+        self, timeline: EpisodeTimeline, *, t: float, index: int, task: str
+    ) -> tuple[RenderedSample | None, bool, str]:
+        """`render`, and the blend component the frame's sample is counted under."""
+        renderer = FrameRenderer(self.recipe, timeline, self.options)
+        return self._render(renderer, float(t), int(index), task)
 
     def _render(self, renderer: FrameRenderer, t: float, index: int,
                 task: str) -> tuple[RenderedSample | None, bool, str]:

@@ -108,18 +108,24 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
     def item(self, i: int, component: str | None = None) -> dict[str, Any] | None:
         """Frame `i` rendered through the recipe, or through its blend `component` alone (no fallback:
         None when that component has nothing to supervise there)."""
+        return self.rendered(i, component)[0]
+
+    def rendered(self, i: int, component: str | None = None) -> tuple[dict[str, Any] | None, str]:
+        """`item(i, component)` and the name of the blend component that rendered it (the drawn one
+        where nothing rendered; "" for a recipe without a blend)."""
         episode_index, row = self.locate(int(i))
         ep = self._episode(episode_index)
         cols = ep.columns
         index, t = int(cols["index"][row]), float(cols["timestamp"][row])
         task = self.dataset.tasks.get(int(cols["task_index"][row]), "")
         if component is None:
-            sample, _ = self.renderer.render(ep.timeline, t=t, index=index, task=task)
+            sample, _, name = self.renderer.render_named(ep.timeline, t=t, index=index, task=task)
         else:
+            name = component
             sample = render_sample(self.component_recipe(component), ep.timeline, t=t, sample_idx=index, task=task,
                                    options=self.renderer.options)
         if sample is None:
-            return None
+            return None, name
         item: dict[str, Any] = {
             "index": index,
             "episode_index": episode_index,
@@ -133,9 +139,9 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
                 cam: torch.from_numpy(self.dataset.decode_frames(episode_index, cam, [t])[0])
                 for cam in image_features(sample.messages)
             }
-        for name, values in ep.features.items():
-            item[name] = torch.from_numpy(values[row].copy())
-        return item
+        for feature, values in ep.features.items():
+            item[feature] = torch.from_numpy(values[row].copy())
+        return item, name
 
     def component_recipe(self, name: str) -> Recipe:
         blend = self.renderer.recipe.blend or {}
