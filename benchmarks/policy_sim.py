@@ -139,18 +139,18 @@ class Report:
         self.add(label, f"{_rate(report)}, {report.get('difficulty', '?')} tasks, {time.perf_counter() - started:.0f} s")
 
 
-def _swap_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    """`steerable train --swap_names` with the simulator's names (docs/train.md, "Name swapping")."""
-    if not args.swap_names:
+def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """`--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots")."""
+    if not args.name_slots:
         return ()
     groups = (CUBE_NAMES, RECEPTACLE_NAMES, tuple(DIRECTIONS))
-    return ("--swap_names", "[" + ", ".join("[" + ", ".join(g) + "]" for g in groups) + "]")
+    return ("--policy.name_slots", "[" + ", ".join("[" + ", ".join(g) + "]" for g in groups) + "]")
 
 
 def part_high(args: argparse.Namespace, rep: Report) -> Path:
     data = _dataset(args.work / f"data_{args.difficulty}", args.episodes, args.difficulty, "--with_language")
     ckpt = args.work / f"policy_{args.difficulty}"
-    minutes = _train(data, ckpt, *_swap_flags(args))
+    minutes = _train(data, ckpt, *_slot_flags(args))
     rep.add(f"train, {args.difficulty}, cameras + proprioception", "reused" if minutes != minutes else f"{minutes:.1f} min")
     acc = subtask_accuracy(data, ckpt, args.cases)
     rep.add("held-out subtask exact match", f"{acc['exact_match']:.3f} over {acc['cases']} cases (majority "
@@ -172,13 +172,8 @@ def part_cameras(args: argparse.Namespace, rep: Report) -> None:
                    "policy", args, "--eval_difficulty", args.difficulty)
 
 
-def _slip_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("--slip_rate", str(args.slip_rate)) if args.slip_rate else ()
-
-
 def _privileged_data(args: argparse.Namespace) -> Path:
-    return _dataset(args.work / "data_privileged", args.episodes, "easy", "--with_language", "--privileged_state",
-                    *_slip_flags(args))
+    return _dataset(args.work / "data_privileged", args.episodes, "easy", "--with_language", "--privileged_state")
 
 
 def part_both(args: argparse.Namespace, rep: Report) -> Path:
@@ -197,7 +192,7 @@ def part_both(args: argparse.Namespace, rep: Report) -> Path:
 def _annotated(args: argparse.Namespace, language: str) -> Path:
     """The privileged episodes without language, annotated by `language`'s annotator."""
     bare = _dataset(args.work / "data_privileged_bare", args.episodes, "easy", "--privileged_state",
-                    "--interjection_rate", "0.5", *_slip_flags(args))  # the oracle dataset's demonstrations
+                    "--interjection_rate", "0.5")  # the same demonstrations as the oracle dataset's
     out = args.work / f"data_privileged_{language}"
     if (out / "meta" / "info.json").is_file():
         return out
@@ -248,10 +243,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
     parser.add_argument("--difficulty", default="easy", help="task mix of the high/cameras parts (and their eval)")
-    parser.add_argument("--swap_names", action=argparse.BooleanOptionalAction, default=False,
-                        help="high part: train with --swap_names over the simulator's names")
-    parser.add_argument("--slip_rate", type=float, default=0.0,
-                        help="both/language parts: make-dataset --slip_rate (recovery demonstrations)")
+    parser.add_argument("--name_slots", action=argparse.BooleanOptionalAction, default=False,
+                        help="high part: train with --policy.name_slots over the simulator's names")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")

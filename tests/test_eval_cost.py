@@ -197,7 +197,7 @@ class RunOnRunner:
     def __init__(self) -> None:
         self.tokens = 0
 
-    def generate(self, chats: Any, observation: Any, generation: Any = None) -> list[Any]:
+    def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False) -> list[Any]:
         from steerable.policy.generation import ParsedReply
 
         self.tokens += generation.max_new_tokens

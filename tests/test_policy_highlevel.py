@@ -80,7 +80,7 @@ class _Scripted:
         self.asked: list[list[str]] = []
         self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
 
-    def generate(self, chats: Any, observation: Any, generation: Any = None) -> list[ParsedReply]:
+    def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False) -> list[ParsedReply]:
         turns = [m["content"] for m in chats[0]]
         self.asked.append(turns)
         for key, answer in self.answers.items():

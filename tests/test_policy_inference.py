@@ -241,7 +241,8 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     asked: list[list[dict[str, Any]]] = []
 
     class Recording:
-        def generate(self, chats: Any, observation: Any, generation: Any = None) -> list[ParsedReply]:
+        def generate(self, chats: Any, observation: Any, generation: Any = None,
+                     canonical: bool = False) -> list[ParsedReply]:
             asked.append(chats[0])
             return [ParsedReply(f"reply {len(asked)}")]
 

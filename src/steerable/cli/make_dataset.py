@@ -59,13 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "x, y, present per name) as observation.environment_state, for policies allowed privileged state",
     )
     parser.add_argument(
-        "--slip_rate",
-        type=float,
-        default=None,
-        help="share of picks where the cube slips out as the gripper lifts and the expert grasps it again "
-        "(recovery demonstrations for a learned low level; default 0); the task mix stays --difficulty's",
-    )
-    parser.add_argument(
         "--overwrite", action="store_true", help="replace --out if it already holds a dataset"
     )
     parser.set_defaults(func=run)
@@ -78,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from steerable.synthetic import generate_synthetic
 
     out: Path = args.out.expanduser().resolve()
-    if args.slip_rate is not None and not 0 <= args.slip_rate <= 1:
-        raise ConfigError(f"--slip_rate must be in [0, 1], got {args.slip_rate}")
     _check_out(out, args.overwrite)
     cameras = [c.strip() for c in args.cameras.split(",") if c.strip()]
     started = time.perf_counter()
@@ -97,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
             interjection_rate=args.interjection_rate,
             privileged_state=args.privileged_state,
             camera_shapes=args.camera_shapes,
-            slip_rate=args.slip_rate,
             on_episode=progress.advance,
         )
     info = load_info(out)
@@ -105,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
         f"{out}: {info.total_episodes} episodes, {info.total_frames} frames "
         f"({info.total_frames / info.fps:.1f} s at {info.fps} fps), {args.difficulty}"
         f"{', with oracle language' if args.with_language else ''}"
-        f"{', with privileged state' if args.privileged_state else ''}"
-        f"{f', slip rate {args.slip_rate:g}' if args.slip_rate else ''}, made in {time.perf_counter() - started:.1f} s"
+        f"{', with privileged state' if args.privileged_state else ''}, made in {time.perf_counter() - started:.1f} s"
     )
     return 0
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from steerable.errors import ConfigError
+from steerable.policy.names import NameSlots
 
 __all__ = ["AUTO_STATE_KEY", "UNSAVED_BEFORE", "ActionMode", "PolicyConfig", "StateMode"]
 
@@ -78,6 +79,7 @@ class PolicyConfig:
     ground_objects: bool = True
     expert_reads_state: bool = True
     done_head: bool = True
+    name_slots: list[list[str]] = field(default_factory=list)
     done_loss_weight: float = 1.0
     state_bins: int = 256
     expert_layers: int = 2
@@ -126,6 +128,7 @@ class PolicyConfig:
                               f"policy.expert_heads ({self.expert_heads})")
         if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:
             raise ConfigError("loss weights must be >= 0")
+        NameSlots(self.name_slots)  # its own checks
 
     @property
     def state_keys(self) -> list[str]:

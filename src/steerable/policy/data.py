@@ -33,8 +33,8 @@ from torch.utils.data import Dataset
 from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
-from steerable.policy.augment import NameSwap
 from steerable.policy.config import PolicyConfig
+from steerable.policy.names import SLOT_COMPONENTS, NameSlots
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
@@ -228,8 +228,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
-                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES,
-                 swap: NameSwap | None = None, seed: int = 0) -> None:
+                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES) -> None:
         features = (*cfg.state_keys, cfg.action_key)
         # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
         # from all episodes at random, and rebuilding a timeline per draw was most of a training step's
@@ -243,11 +242,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         wanted = set(episodes) if episodes is not None else None
         self.positions = [i for i, ep in enumerate(_episode_of_each_frame(dataset)) if wanted is None or ep in wanted]
         self.component = component
-        # Name swapping (steerable.policy.augment): drawn from (seed, epoch, item), so a resumed run
-        # swaps what the uninterrupted one would have. The trainer sets `epoch` before each pass.
-        self.swap = swap
-        self.seed = seed
-        self.epoch = 0
+        # The text-decided components' names, canonical (steerable.policy.names), with `name_slots`.
+        self.slots = NameSlots(cfg.name_slots)
         self._actions: dict[int, EpisodeActions] = {}
         self._subtasks: dict[int, EpisodeSubtasks] = {}
         # (frame position, command) items where the command is done: the done head's positives,
@@ -296,11 +292,9 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
                                     for m, stream in zip(item["messages"], item["message_streams"], strict=True)]
         if item is None:
             return None
-        if self.swap is not None:
-            mapping = self.swap.draw(component, np.random.default_rng([self.seed, self.epoch, i]))
-            if mapping is not None:
-                item["messages"] = self.swap.messages(item["messages"], mapping)
-                item["task"] = self.swap.text(item["task"], mapping)
+        if self.slots and component in SLOT_COMPONENTS:
+            item["messages"], mapping = self.slots.canonical(item["messages"])
+            item["task"] = self.slots.text(item["task"], mapping)
         episode, row = item["episode_index"], self.frames.locate(position)[1]
         actions = self._episode_actions(episode)
         padded, mask = actions.chunk(row)

@@ -16,6 +16,7 @@ import torch
 
 from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
+from steerable.policy.names import NameSlots
 
 __all__ = [
     "PolicyRunner",
@@ -125,8 +126,18 @@ class PolicyRunner:
         return self.processor.observation(seen, self.device)
 
     def generate(self, chats: Sequence[Chat], observation: Mapping[str, Any],
-                 generation: GenerationConfig | None = None) -> list[ParsedReply]:
-        """One reply per chat (all sharing `observation`, or one per row of a batched observation)."""
+                 generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
+        """One reply per chat (all sharing `observation`, or one per row of a batched observation).
+
+        `canonical`: the chats are text-decided prompts (plan, memory, interjection, subtask from the
+        plan): with the policy's `name_slots`, they are asked with canonical names and the replies
+        mapped back to the real ones (steerable.policy.names). Without name slots it changes nothing.
+        """
+        slots = NameSlots(self.cfg.name_slots) if canonical else None
+        if slots:
+            renamed = [slots.canonical(chat) for chat in chats]
+            replies = self.generate([c for c, _ in renamed], observation, generation)
+            return [slots.restore(r, mapping) for r, (_, mapping) in zip(replies, renamed, strict=True)]
         gen = generation or self.generation
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt(chats, generation=True, device=self.device)

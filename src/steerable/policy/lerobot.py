@@ -160,7 +160,7 @@ class LeRobotInterface:
         (`kwargs`: what `_act` reads, LeRobot's real-time chunking arguments in the plugin)."""
         obs = self._observation(batch)
         tasks = _tasks(batch, obs["state"].reshape(-1, obs["state"].shape[-1]).shape[0])
-        replies = self.runner.generate([subtask_prompt(t) for t in tasks], obs, SUBTASK_GENERATION)
+        replies = self.runner.generate([subtask_prompt(t) for t in tasks], obs, SUBTASK_GENERATION, canonical=True)
         # An empty generation falls back to the task itself.
         subtasks = [reply.text.strip() or task for reply, task in zip(replies, tasks, strict=True)]
         if subtasks != self.last_subtasks:  # what the high level decided, in the host's log (LeRobot's scripts)

@@ -38,6 +38,9 @@ _POLICY_HELP = {
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
+    "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]': the "
+                  "plan, memory, interjection and subtask prompts name them canonically, by order of appearance "
+                  "(docs/policy.md, \"Name slots\"; default: none)",
     "state_bins": "bins of --policy.state_mode bins",
     "expert_layers": "how many of the last backbone layers the action expert reads",
     "expert_hidden": "width of the action expert (a multiple of --policy.expert_heads)",
@@ -119,16 +122,6 @@ class TrainConfig(Settings):
     event_repeat: int = Field(
         16, description="extra samples per event frame (interjection, spoken reply) for the components "
         "that read events (0: none)"
-    )
-    swap_names: list[list[str]] = Field(
-        default_factory=list, description="groups of interchangeable names, swapped within their group in the "
-        "text of the --swap_components, e.g. '[[red cube, green cube], [blue bin, grey bin]]' (docs/train.md, "
-        "\"Name swapping\"; default: none; a resumed run keeps its own)"
-    )
-    swap_rate: float = Field(0.5, ge=0, le=1, description="share of those components' samples whose names are swapped")
-    swap_components: list[str] | None = Field(
-        None, description="blend components whose answer the prompt's text alone decides (default: plan, "
-        "plan_update, memory_update, interjection_response, high_level_subtask, those the recipe has)"
     )
     threads: int | None = Field(
         None, description="torch CPU threads (default: 1 for the tiny backbone, torch's default otherwise)"

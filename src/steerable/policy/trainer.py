@@ -23,7 +23,6 @@ from torch.utils.data import DataLoader
 
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
-from steerable.policy.augment import NameSwap
 from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
@@ -72,9 +71,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         torch.set_num_threads(cfg.threads or 1)
     # A resumed run keeps the repeat it started with: the data order depends on it.
     event_repeat = int(built.state.get("event_repeat", cfg.event_repeat))
-    swap = _name_swap(cfg, recipe, built.state)
     train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
-                               event_repeat=event_repeat, swap=swap, seed=cfg.seed)
+                               event_repeat=event_repeat)
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
     # Low-level samples are a share of the blend's draws (30 % in `hierarchical`); each step adds
     # `action_batch_size` more, through the action component alone: short prompts, a cheap pass.
@@ -146,7 +144,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
-                         event_repeat=event_repeat, action_batch_size=action_batch, swap=_swap_state(swap))
+                         event_repeat=event_repeat, action_batch_size=action_batch)
             last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
                                    trainer_state=state, trained_on=provenance)
     if bar is not None:
@@ -161,30 +159,12 @@ def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> It
     while True:
         plan = _epoch_batches(len(data), cfg.batch_size, cfg.seed, epoch)[skip:]
         # Its own generator: creating the iterator must not draw from the global RNG.
-        data.epoch = epoch  # the name swap's draws depend on it (workers copy the dataset below)
         loader = DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
                             generator=torch.Generator().manual_seed(cfg.seed + epoch))
         for i, batch in enumerate(loader):
             if batch is not None:
                 yield (epoch, skip + i), batch
         epoch, skip = epoch + 1, 0
-
-
-def _name_swap(cfg: TrainConfig, recipe: Any, state: dict[str, Any]) -> NameSwap | None:
-    """The name swap of this run; a resumed run keeps the one it started with (the data depend on it)."""
-    components = list(recipe.blend or {})
-    if "swap" in state:
-        kept = state["swap"]
-        if kept is None:
-            return None
-        return NameSwap.from_settings(kept["groups"], kept["rate"], kept["components"], components)
-    return NameSwap.from_settings(cfg.swap_names, cfg.swap_rate, cfg.swap_components, components)
-
-
-def _swap_state(swap: NameSwap | None) -> dict[str, Any] | None:
-    if swap is None:
-        return None
-    return {"groups": [list(g) for g in swap.groups], "rate": swap.rate, "components": sorted(swap.components)}
 
 
 def _action_batch(data: PolicyDataset | None, size: int, seed: int, step: int) -> Any:

@@ -163,15 +163,18 @@ class PolicyHighLevel:
         return _reads_cameras(self.runner)
 
     def _one(self, kind: str, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
-        """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens."""
+        """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens. Every kind but an
+        answer about the scene is decided by the prompt's text (its names may be canonical)."""
         gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
-        return _ended(kind, self.runner.generate([chat], observation, gen)[0])
+        return _ended(kind, self.runner.generate([chat], observation, gen, canonical=kind != "answer")[0])
 
-    def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any]) -> str:
-        """A subtask is one command line (as the recipe writes them): decoding stops at a line break."""
+    def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any], *, observed: bool = False) -> str:
+        """A subtask is one command line (as the recipe writes them): decoding stops at a line break.
+        `observed`: the step is read from the scene (`progress_prompt`), so the names stay real."""
         single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"),
                                      max_new_tokens=TOKEN_BUDGETS["subtask"])
-        text = str(_ended("subtask", self.runner.generate([chat], observation, single)[0]).text or "").strip()
+        reply = self.runner.generate([chat], observation, single, canonical=not observed)[0]
+        text = str(_ended("subtask", reply).text or "").strip()
         if not text:
             raise ValueError("the policy generated an empty subtask")
         return text
@@ -208,7 +211,7 @@ class PolicyHighLevel:
     def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
         """The step the observation shows (`progress_prompt`); when it moves on, the one before is
         finished: memory and plan are updated as after a reported "done"."""
-        subtask = self._subtask(progress_prompt(ctx.task), obs)
+        subtask = self._subtask(progress_prompt(ctx.task), obs, observed=True)
         finished = ctx.subtask if ctx.subtask and _step(subtask) != _step(ctx.subtask) else None
         new_plan, new_memory = self._rewrite(ctx, finished, obs)
         self.last_subtask = subtask

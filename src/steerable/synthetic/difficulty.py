@@ -20,7 +20,7 @@ stretch (the true events come from the real closure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from steerable.errors import ConfigError
 
@@ -43,8 +43,6 @@ class Difficulty:
     wrong_reach_rate: float = 0.0  # per pick: head toward another cube first, then turn
     failed_grasp_rate: float = 0.0  # per pick: close beside the cube, open, re-align, grasp
     correction_rate: float = 0.0  # per place: stop above a wrong spot, shift, then lower
-    # No level sets this; `make-dataset --slip_rate` does (recovery demonstrations for a learned low level).
-    slip_rate: float = 0.0  # per pick: the cube slips out as the fingers lift; look, open, grasp again
     # Only `hard` sets these (they are what proprioception alone cannot fully tell apart).
     regrip_rate: float = 0.0  # per place: loosen the grip part way (stays held) and close again
     transport_pause_rate: float = 0.0  # per place: stop part way for `transport_pause_seconds`
@@ -64,8 +62,7 @@ class Difficulty:
 
     @property
     def is_easy(self) -> bool:
-        """Easy, recovery demonstrations (`slip_rate`) or not: the recorder then adds nothing."""
-        return replace(self, slip_rate=0.0) == EASY
+        return self == EASY
 
 
 EASY = Difficulty("easy")

@@ -19,7 +19,7 @@ import numpy as np
 from steerable.synthetic.commands import DIRECTIONS, place_text
 from steerable.synthetic.difficulty import EASY, Difficulty
 from steerable.synthetic.tasks import PUSH_DISTANCE, Step, TaskSpec
-from steerable.synthetic.world import HOME, PUSHER_RADIUS, Gripper, WorldState, dropped, step, support_height
+from steerable.synthetic.world import HOME, PUSHER_RADIUS, Gripper, WorldState, step, support_height
 
 __all__ = ["Demo", "Expert", "Redirect", "demonstrate", "place_position"]
 
@@ -99,7 +99,6 @@ class Expert:
         self.demo = Demo()
         self.state = state
         self._arc_next = False  # the next move is one smooth arc (a chained subtask boundary)
-        self._slip_next = False  # the next frame drops the held cube (a slipped grasp)
         self._record(start)
 
     @property
@@ -115,9 +114,6 @@ class Expert:
         x, y, z = plan[:3] + self.noise
         closure = float(np.clip(plan[3] + self.rng.uniform(-_CLOSURE_NOISE, _CLOSURE_NOISE), 0.0, 1.0))
         self.state = step(self.state, Gripper(float(x), float(y), float(max(z, 0.0)), closure))
-        if self._slip_next and self.state.held is not None:
-            self._slip_next = False
-            self.state = dropped(self.state)
         self.demo.states.append(self.state)
         self.demo.commands.append(plan.copy())
 
@@ -202,27 +198,11 @@ class Expert:
         else:
             self.move(x, y, z + size / 2, self._descent())
         self.grip(1.0)
-        if not chain and self._chance(self.difficulty.slip_rate):
-            x, y = self._slipped(i, z + size)
         if chain:
             self._arc_next = True  # the place starts at once, lifting on the way
             return
         self.move(x, y, self.travel_z, self._descent())
         self.maybe_pause()
-
-    def _slipped(self, cube: int, top: float) -> tuple[float, float]:
-        """The cube slips out as the fingers start to lift: rise empty, notice, open, lower onto the
-        cube where it fell, grasp again. The subtask stays the pick throughout, so a learned policy
-        sees a closed, raised, empty gripper that has not finished picking, and what comes next."""
-        self._slip_next = True
-        self.move(self.plan[0], self.plan[1], top + float(self.rng.uniform(0.03, 0.06)), self._descent())
-        self.hold(float(self.rng.uniform(0.2, 0.5)))
-        self.grip(0.0)
-        x, y, z = self.state.positions[cube]
-        size = self.state.scene.cubes[cube].size
-        self.move(x, y, z + size / 2, self._descent())
-        self.grip(1.0)
-        return x, y
 
     def _wrong_reach(self, cube: int) -> None:
         others = [j for j in range(len(self.state.positions)) if j != cube]

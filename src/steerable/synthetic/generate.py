@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -173,7 +172,6 @@ def generate_synthetic(
     interjection_rate: float | None = None,
     privileged_state: bool = False,
     camera_shapes: str = DEFAULT_CAMERA_SHAPES,
-    slip_rate: float | None = None,
     on_episode: Callable[[], None] | None = None,
 ) -> Path:
     """Write `episodes` scripted tabletop demonstrations to `out`; same arguments, same bytes.
@@ -185,15 +183,9 @@ def generate_synthetic(
     as `observation.environment_state`.
     `camera_shapes`: "equal" (both cameras 224x160, as `steerable run --env sim` renders them) or
     "legacy" (the wrist camera 128x128, as datasets made before).
-    `slip_rate`: share of picks whose cube slips out as the gripper lifts, after which the expert
-    grasps again (default: the level's, 0 for every level); the task mix stays the level's.
     `on_episode` is called after each episode is written (a progress display).
     """
     level = get_difficulty(difficulty)
-    if slip_rate is not None:
-        if not 0 <= slip_rate <= 1:
-            raise ConfigError(f"--slip_rate must be in [0, 1], got {slip_rate}")
-        level = replace(level, slip_rate=float(slip_rate))
     sizes = camera_sizes(camera_shapes)
     rate = (
         (DEFAULT_INTERJECTION_RATE if with_language else 0.0)

@@ -25,7 +25,6 @@ __all__ = [
     "Receptacle",
     "Scene",
     "WorldState",
-    "dropped",
     "sample_world",
     "step",
     "support_height",
@@ -162,17 +161,6 @@ def step(state: WorldState, gripper: Gripper) -> WorldState:
         positions[held] = (gripper.x, gripper.y, max(0.0, gripper.z - size / 2))
     _push(state, gripper, positions, held)
     return replace(state, gripper=gripper, positions=tuple(positions), held=held)
-
-
-def dropped(state: WorldState) -> WorldState:
-    """`state` with its held cube let go where it is (falling onto what is below), the fingers as
-    they are: a grasp that slipped."""
-    if state.held is None:
-        return state
-    positions = list(state.positions)
-    x, y, _ = positions[state.held]
-    positions[state.held] = (x, y, support_height(state, x, y, exclude=state.held))
-    return replace(state, positions=tuple(positions), held=None)
 
 
 def _push(
