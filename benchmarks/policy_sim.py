@@ -7,7 +7,8 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
 
 - `high`: `make-dataset synthetic --with_language --difficulty D` (cameras, no privileged state),
   held-out subtask exact match against the majority class, then the learned high level over the
-  scripted controller (plain, with `--eval_interjections`) and the scripted ceiling.
+  scripted controller (plain, with `--eval_interjections`) and the scripted ceiling. `--name_slots`
+  trains with `--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots").
 - `cameras`: the same checkpoint as both levels from cameras + proprioception alone
   (`--high_level policy --low_level policy`, no privileged observation).
 - `both`: `make-dataset ... --privileged_state` (the objects' true positions in the state; the
@@ -81,6 +82,7 @@ def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[st
     from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
     from steerable.policy.data import PolicyDataset
     from steerable.policy.evaluate import exact_match, text_cases
+    from steerable.policy.names import NameSlots
     from steerable.recipes import load_recipe
 
     ds = open_dataset(dataset)
@@ -91,7 +93,15 @@ def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[st
     subtask_only = load_recipe("hierarchical").blend["high_level_subtask"]  # type: ignore[index]
     held = PolicyDataset(ds, subtask_only, loaded.model.cfg, loaded.processor.image_size, state["eval_episodes"])
     stride = max(1, len(held) // max_cases)
-    cases = text_cases(held[i] for i in range(0, len(held), stride))
+    slots = NameSlots(loaded.model.cfg.name_slots)  # the component alone has no name to be renamed by
+
+    def item(i: int) -> Any:
+        it = held[i]
+        if it is not None and slots:
+            it["messages"] = slots.canonical(it["messages"])[0]
+        return it
+
+    cases = text_cases(item(i) for i in range(0, len(held), stride))
     result: dict[str, Any] = dict(exact_match(loaded.model, loaded.processor, cases))
     # Majority class of the *training* episodes, predicted for every held-out case.
     train_subtasks: Counter[str] = Counter()
