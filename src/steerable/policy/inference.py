@@ -107,6 +107,7 @@ class PolicyRunner:
         self.device = device
         self.generation = generation or GenerationConfig(max_new_tokens=64)
         self.generator = torch.Generator(device=device)
+        self.slots = NameSlots(self.model.cfg.name_slots)  # built once: every text call may rename
         if seed is not None:
             self.generator.manual_seed(seed)
 
@@ -133,11 +134,10 @@ class PolicyRunner:
         plan): with the policy's `name_slots`, they are asked with canonical names and the replies
         mapped back to the real ones (steerable.policy.names). Without name slots it changes nothing.
         """
-        slots = NameSlots(self.cfg.name_slots) if canonical else None
-        if slots:
-            renamed = [slots.canonical(chat) for chat in chats]
+        if canonical and self.slots:
+            renamed = [self.slots.canonical(chat) for chat in chats]
             replies = self.generate([c for c, _ in renamed], observation, generation)
-            return [slots.restore(r, mapping) for r, (_, mapping) in zip(replies, renamed, strict=True)]
+            return [self.slots.restore(r, mapping) for r, (_, mapping) in zip(replies, renamed, strict=True)]
         gen = generation or self.generation
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt(chats, generation=True, device=self.device)
