@@ -7,8 +7,7 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
 
 - `high`: `make-dataset synthetic --with_language --difficulty D` (cameras, no privileged state),
   held-out subtask exact match against the majority class, then the learned high level over the
-  scripted controller (plain, with `--eval_interjections`) and the scripted ceiling. `--name_slots`
-  trains with `--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots").
+  scripted controller (plain, with `--eval_interjections`) and the scripted ceiling.
 - `cameras`: the same checkpoint as both levels from cameras + proprioception alone
   (`--high_level policy --low_level policy`, no privileged observation).
 - `both`: `make-dataset ... --privileged_state` (the objects' true positions in the state; the
@@ -21,6 +20,9 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
   `--language` picks the rows (default all three). A real VLM's annotations: annotate a copy of
   `WORK/data_privileged_bare` with `--vlm.base_url ...`, train on it with the default command and run
   the same evaluation (`--annotated_dataset DIR` adds it as a row).
+
+`--name_slots` trains every part with `--policy.name_slots` over the simulator's names
+(docs/policy.md, "Name slots").
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim_real --parts high \\
@@ -42,7 +44,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from steerable.synthetic.commands import CUBE_NAMES, DIRECTIONS, RECEPTACLE_NAMES
 from steerable.synthetic.replay import wilson_interval
 
 # Evaluation seeds: the simulator draws seed s's scene from rng([s, 7]) and make-dataset's episode e
@@ -153,8 +154,7 @@ def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
     """`--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots")."""
     if not args.name_slots:
         return ()
-    groups = (CUBE_NAMES, RECEPTACLE_NAMES, tuple(DIRECTIONS))
-    return ("--policy.name_slots", "[" + ", ".join("[" + ", ".join(g) + "]" for g in groups) + "]")
+    return ("--policy.name_slots", "synthetic")
 
 
 def part_high(args: argparse.Namespace, rep: Report) -> Path:
@@ -189,7 +189,7 @@ def _privileged_data(args: argparse.Namespace) -> Path:
 def part_both(args: argparse.Namespace, rep: Report) -> Path:
     data = _privileged_data(args)
     ckpt = args.work / "policy_privileged"
-    minutes = _train(data, ckpt)
+    minutes = _train(data, ckpt, *_slot_flags(args))
     rep.add("train, easy, privileged state", "reused" if minutes != minutes else f"{minutes:.1f} min")
     priv = ("--observation", "privileged")
     rep.evaluation("both_policy_policy", "policy high / policy low, privileged state", ckpt, "policy", "policy", args,
@@ -228,15 +228,15 @@ def part_language(args: argparse.Namespace, rep: Report) -> None:
         if language == "oracle":
             ckpt = args.work / "policy_privileged"
             if not (ckpt / "checkpoints" / "latest").is_file():
-                _train(_privileged_data(args), ckpt)
+                _train(_privileged_data(args), ckpt, *_slot_flags(args))
         else:
             data = _annotated(args, language)
             ckpt = args.work / f"policy_privileged_{language}"
-            _train(data, ckpt)
+            _train(data, ckpt, *_slot_flags(args))
         rows.append((language, ckpt))
     if args.annotated_dataset is not None:
         ckpt = args.work / "policy_privileged_given"
-        _train(args.annotated_dataset, ckpt)
+        _train(args.annotated_dataset, ckpt, *_slot_flags(args))
         rows.append((f"given: {args.annotated_dataset}", ckpt))
     for language, ckpt in rows:
         rep.evaluation(f"language_{language.split(':')[0]}", f"language {language}: policy / policy, privileged",
@@ -254,7 +254,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
     parser.add_argument("--difficulty", default="easy", help="task mix of the high/cameras parts (and their eval)")
     parser.add_argument("--name_slots", action=argparse.BooleanOptionalAction, default=False,
-                        help="high part: train with --policy.name_slots over the simulator's names")
+                        help="train with --policy.name_slots over the simulator's names")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")

@@ -154,3 +154,20 @@ def test_train_refuses_bad_slots_in_one_line(oracle: Any, tmp_path: Path, capsys
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "name_slots" in lines[0] and "two or more" in lines[0]
     assert not (tmp_path / "o" / "checkpoints").exists()
+
+
+def test_train_reads_the_synthetic_preset_and_refuses_an_unknown_one(oracle: Any, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from steerable.cli.main import main
+
+    base = ["train", "--dataset", str(oracle.root), "--batch_size", "4", "--steps", "1", "--no_progress",
+            "--eval_every", "1", "--eval_text_cases", "0", *TINY_FLAGS]
+    assert main([*base, "--output_dir", str(tmp_path / "bad"), "--policy.name_slots", "simulator"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "nor a preset (synthetic)" in lines[0]
+    assert not (tmp_path / "bad" / "checkpoints").exists()
+    assert main([*base, "--output_dir", str(tmp_path / "ok"), "--policy.name_slots", "synthetic"]) == 0
+    config = json.loads(next((tmp_path / "ok" / "checkpoints").glob("step_*/config.json")).read_text())
+    assert config["name_slots"] == GROUPS

@@ -25,8 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from steerable.cli.flags import parse_command
     from steerable.errors import MissingExtraError
+    from steerable.policy.names import NAME_SLOT_PRESETS
     from steerable.policy.settings import TrainSettings
+    from steerable.synthetic.commands import NAME_GROUPS
 
+    NAME_SLOT_PRESETS.setdefault("synthetic", NAME_GROUPS)
     cfg = parse_command(TrainSettings, args, USAGE)
     if cfg is None:
         return 0

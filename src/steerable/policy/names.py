@@ -34,13 +34,16 @@ from typing import Any
 
 from steerable.errors import ConfigError
 
-__all__ = ["SLOT_COMPONENTS", "NameSlots"]
+__all__ = ["NAME_SLOT_PRESETS", "SLOT_COMPONENTS", "NameSlots"]
 
 # The `hierarchical` recipe's components whose answer the prompt's text decides (task, plan, memory,
 # interjection): the ones whose samples are renamed. The runtime asks them as plan, memory,
 # interjection and subtask (a subtask from task + plan + memory).
 SLOT_COMPONENTS = frozenset({"plan", "plan_update", "memory_update", "interjection_response", "high_level_subtask"})
 _KEEP = frozenset({"role", "stream", "type", "name"})
+# Named sets of groups that `--policy.name_slots NAME` stands for. The policy knows no simulator:
+# `steerable train` registers `synthetic` (the simulator's cubes, places and push directions).
+NAME_SLOT_PRESETS: dict[str, tuple[tuple[str, ...], ...]] = {}
 
 
 class NameSlots:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
+from steerable.policy.names import NAME_SLOT_PRESETS
 from steerable.settings import Settings
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
@@ -38,9 +39,10 @@ _POLICY_HELP = {
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
-    "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]': the "
-                  "plan, memory, interjection and subtask prompts name them canonically, by order of appearance "
-                  "(docs/policy.md, \"Name slots\"; default: none)",
+    "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]', or "
+                  "'synthetic' (the simulator's cubes, places and directions): the plan, memory, interjection and "
+                  "subtask prompts name them canonically, by order of appearance (docs/policy.md, \"Name slots\"; "
+                  "default: none)",
     "state_bins": "bins of --policy.state_mode bins",
     "expert_layers": "how many of the last backbone layers the action expert reads",
     "expert_hidden": "width of the action expert (a multiple of --policy.expert_heads)",
@@ -75,6 +77,19 @@ class PolicySettings(Settings):
             __annotations__[_f.name] = _hints[_f.name]
             locals()[_f.name] = Field(getattr(_defaults, _f.name), description=_POLICY_HELP.get(_f.name, ""))
     del _hints, _defaults, _f
+
+    @field_validator("name_slots", mode="before")
+    @classmethod
+    def _preset(cls, value: Any) -> Any:
+        """A preset's name for its groups (`NAME_SLOT_PRESETS`: `synthetic`, registered by `steerable train`)."""
+        words = [value] if isinstance(value, str) else value
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+            return value  # groups (or nothing), checked as such
+        name = ",".join(w.strip() for w in words)
+        if name in NAME_SLOT_PRESETS:
+            return [list(group) for group in NAME_SLOT_PRESETS[name]]
+        raise ValueError(f"{name!r} is neither a list of name groups ('[[red cube, green cube], [blue bin, grey "
+                         f"bin]]') nor a preset ({', '.join(sorted(NAME_SLOT_PRESETS)) or 'none registered'})")
 
     @model_validator(mode="after")
     def _buildable(self) -> PolicySettings:

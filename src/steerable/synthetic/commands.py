@@ -47,6 +47,7 @@ __all__ = [
     "CUBE_NAMES",
     "DIRECTIONS",
     "DIRECTION_WORDS",
+    "NAME_GROUPS",
     "PHRASINGS",
     "RECEPTACLE_NAMES",
     "Command",
@@ -74,6 +75,9 @@ DIRECTIONS: dict[str, tuple[float, float]] = {
 CUBE_NAMES: tuple[str, ...] = tuple(f"{color} cube" for color in CUBE_COLORS)
 RECEPTACLE_NAMES: tuple[str, ...] = tuple(RECEPTACLE_COLORS)
 DIRECTION_WORDS = "|".join(DIRECTIONS)  # a regular expression alternative of the direction words
+# The simulator's interchangeable names (cubes, places, push directions): `steerable train
+# --policy.name_slots synthetic` (docs/policy.md, "Name slots").
+NAME_GROUPS: tuple[tuple[str, ...], ...] = (CUBE_NAMES, RECEPTACLE_NAMES, tuple(DIRECTIONS))
 
 # (kind of phrasing, template): the phrasings, in the order `parse_command` tries them.
 PHRASINGS: tuple[tuple[str, str], ...] = (
