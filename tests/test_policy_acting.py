@@ -202,6 +202,27 @@ def test_the_adapter_hands_the_last_motion_to_the_next_chunk(built: Any, tmp_pat
     assert seen[-1] is None
 
 
+@pytest.mark.parametrize("guided", [False, True])
+def test_the_done_head_ends_a_command_with_and_without_rtc_guidance(built: Any, tmp_path: Path, guided: bool) -> None:
+    """A command is reported complete when the done head says so, also when the chunk continues the
+    queued motion (`--inference rtc`): else a learned high level waits on the low level forever."""
+    from steerable.control import ChunkPrefix
+    from steerable.policy.checkpoint import save_checkpoint
+    from steerable.synthetic.env import SimEnv
+
+    runner = PolicyRunner(load_policy(save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")))
+    low = PolicyLowLevel(runner)
+    env = SimEnv(cameras=())
+    env.reset(seed=3)
+    obs = env.observe(render=False)
+    queued = np.repeat(obs.state[None], 4, axis=0).astype(np.float32)
+    prefix = ChunkPrefix(queued, np.array([1.0, 1.0, 0.5, 0.1], np.float32), delay=2) if guided else None
+    for logit, finished in ((20.0, True), (-20.0, False)):
+        runner.model.done_logits = lambda ctx, valid, v=logit: torch.full((ctx[0].shape[0],), v)  # type: ignore[method-assign]
+        chunk = low.act_continuing(obs, "pick up the red cube", prefix) if prefix else low.act(obs, "pick up the red cube")
+        assert chunk.done is finished and (len(chunk.actions) == 0) is finished
+
+
 def test_a_checkpoint_of_the_format_before_loads_and_acts_as_it_did(built: Any, tmp_path: Path) -> None:
     """Format 1 had no names, no object tokens and absolute actions: loaded now, the same network."""
     from steerable.policy.checkpoint import save_checkpoint

@@ -76,10 +76,12 @@ def _padded(prefix: ChunkPrefix, horizon: int, to_model: Callable[[torch.Tensor]
 
 
 def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, Any], prefix: ChunkPrefix,
-                 steps: int | None = None) -> np.ndarray:
+                 steps: int | None = None, done: list[torch.Tensor] | None = None) -> np.ndarray:
     """A (chunk_size, action_dim) chunk in robot units for `command`, its start guided onto `prefix`
     (robot units too; the guidance runs in the model's space, `PolicyRunner.model_actions`):
-    `PolicyRunner.act` with the guidance hook (`steps` Euler steps; None: the policy's `flow_steps`)."""
+    `PolicyRunner.act` with the guidance hook (`steps` Euler steps; None: the policy's `flow_steps`).
+    `done`, a list, gets the (1,) probability that the command is complete, as from `act_and_done`
+    (policies with a done head)."""
     obs = runner.inputs(observation)
     ids, mask = runner.processor.prompt([low_level_prompt(command)], generation=False, device=runner.device)
 
@@ -92,5 +94,5 @@ def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, A
     n = steps or runner.cfg.flow_steps
     guide = PrefixGuidance(target, weights, min(prefix.max_guidance, float(n)))
     chunk = runner.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, steps=steps,
-                                        generator=runner.generator, guide=guide)
+                                        generator=runner.generator, guide=guide, done=done)
     return np.asarray(runner.robot_actions(chunk, observation).cpu().numpy()[0])

@@ -303,15 +303,20 @@ class PolicyLowLevel:
         motion = self._motion(obs["state"])
         if motion is not None:
             obs["motion"] = motion
+        done: Any = None
         if prefix is not None:
-            sampled = guided_chunk(self.runner, command, obs, prefix)
+            # A guided chunk (rtc) asks the done head too: without it a command continued chunk after
+            # chunk would never be reported complete, and a learned high level would wait on it forever.
+            probability: list[Any] = []
+            sampled = guided_chunk(self.runner, command, obs, prefix, done=probability if self.reports_done else None)
+            done = probability[0].cpu().numpy() if probability else None
         elif self.reports_done:
             chunks, done = self.runner.act_and_done([command], obs)
-            if done is not None and float(done[0]) > DONE_THRESHOLD:
-                return ActionChunk(np.zeros((0, chunks.shape[-1]), np.float32), done=True)
             sampled = chunks[0]
         else:
             sampled = self.runner.act([command], obs)[0]
+        if done is not None and float(done[0]) > DONE_THRESHOLD:
+            return ActionChunk(np.zeros((0, sampled.shape[-1]), np.float32), done=True)
         chunk = sampled[: self.n_action_steps].astype(np.float32)
         if self._motion_pairs():
             before = self._executed(obs["state"])
