@@ -18,7 +18,9 @@ from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import FrameRenderer, RenderedSample, RenderOptions, drawn_component
 
-__all__ = ["DatasetRenderer", "Fallback", "FrameSample", "RenderStats", "episode_timeline", "task_fallback"]
+__all__ = [
+    "TASK_FALLBACK", "DatasetRenderer", "Fallback", "FrameSample", "RenderStats", "episode_timeline", "task_fallback",
+]
 
 Fallback = Literal["none", "task"]
 _FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
@@ -104,6 +106,11 @@ class RenderStats:
                 for n in names
             },
         }
+
+
+# The name `RecipeDataset.rendered` gives a frame whose sample is the plain-task fallback (no blend
+# component is called this: it is not an identifier).
+TASK_FALLBACK = "(task fallback)"
 
 
 def task_fallback(task: str) -> RenderedSample | None:

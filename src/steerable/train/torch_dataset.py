@@ -26,7 +26,7 @@ from steerable.errors import ConfigError
 from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import RenderOptions, render_sample
 from steerable.train.images import image_features
-from steerable.train.samples import DatasetRenderer, Fallback
+from steerable.train.samples import TASK_FALLBACK, DatasetRenderer, Fallback
 
 __all__ = ["DEFAULT_FEATURES", "RecipeDataset"]
 
@@ -111,15 +111,18 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         return self.rendered(i, component)[0]
 
     def rendered(self, i: int, component: str | None = None) -> tuple[dict[str, Any] | None, str]:
-        """`item(i, component)` and the name of the blend component that rendered it (the drawn one
-        where nothing rendered; "" for a recipe without a blend)."""
+        """`item(i, component)` and the name of the blend component that rendered it: the drawn one
+        where nothing rendered, `TASK_FALLBACK` where the plain-task sample stands in for the drawn
+        one (it is not that component's sample), "" for a recipe without a blend."""
         episode_index, row = self.locate(int(i))
         ep = self._episode(episode_index)
         cols = ep.columns
         index, t = int(cols["index"][row]), float(cols["timestamp"][row])
         task = self.dataset.tasks.get(int(cols["task_index"][row]), "")
         if component is None:
-            sample, _, name = self.renderer.render_named(ep.timeline, t=t, index=index, task=task)
+            sample, fell_back, name = self.renderer.render_named(ep.timeline, t=t, index=index, task=task)
+            if fell_back:
+                name = TASK_FALLBACK
         else:
             name = component
             sample = render_sample(self.component_recipe(component), ep.timeline, t=t, sample_idx=index, task=task,
