@@ -27,9 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from steerable.errors import MissingExtraError
     from steerable.policy.names import NAME_SLOT_PRESETS
     from steerable.policy.settings import TrainSettings
-    from steerable.synthetic.commands import NAME_GROUPS
 
-    NAME_SLOT_PRESETS.setdefault("synthetic", NAME_GROUPS)
+    NAME_SLOT_PRESETS.setdefault("synthetic", _simulator_names)
     cfg = parse_command(TrainSettings, args, USAGE)
     if cfg is None:
         return 0
@@ -52,3 +51,10 @@ def run(args: argparse.Namespace) -> int:
         url = push_checkpoint(Path(summary["checkpoint"]), cfg.push_to_hub, private=cfg.private)
         print(f"pushed to {url}")
     return 0
+
+
+def _simulator_names() -> tuple[tuple[str, ...], ...]:
+    """`--policy.name_slots synthetic`: read only when used (the simulator imports numpy; `--help` must not)."""
+    from steerable.synthetic.commands import NAME_GROUPS
+
+    return NAME_GROUPS

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from steerable.errors import ConfigError
@@ -41,9 +41,10 @@ __all__ = ["NAME_SLOT_PRESETS", "SLOT_COMPONENTS", "NameSlots"]
 # interjection and subtask (a subtask from task + plan + memory).
 SLOT_COMPONENTS = frozenset({"plan", "plan_update", "memory_update", "interjection_response", "high_level_subtask"})
 _KEEP = frozenset({"role", "stream", "type", "name"})
-# Named sets of groups that `--policy.name_slots NAME` stands for. The policy knows no simulator:
-# `steerable train` registers `synthetic` (the simulator's cubes, places and push directions).
-NAME_SLOT_PRESETS: dict[str, tuple[tuple[str, ...], ...]] = {}
+# Named sets of groups that `--policy.name_slots NAME` stands for, each read when asked for. The policy
+# knows no simulator: `steerable train` registers `synthetic` (the simulator's cubes, places and push
+# directions).
+NAME_SLOT_PRESETS: dict[str, Callable[[], Sequence[Sequence[str]]]] = {}
 
 
 class NameSlots:

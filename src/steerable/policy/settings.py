@@ -87,7 +87,7 @@ class PolicySettings(Settings):
             return value  # groups (or nothing), checked as such
         name = ",".join(w.strip() for w in words)
         if name in NAME_SLOT_PRESETS:
-            return [list(group) for group in NAME_SLOT_PRESETS[name]]
+            return [list(group) for group in NAME_SLOT_PRESETS[name]()]
         raise ValueError(f"{name!r} is neither a list of name groups ('[[red cube, green cube], [blue bin, grey "
                          f"bin]]') nor a preset ({', '.join(sorted(NAME_SLOT_PRESETS)) or 'none registered'})")
 
