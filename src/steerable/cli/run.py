@@ -93,7 +93,7 @@ def _drive(session: Any, lines: Any, interactive: bool) -> int:
         print("interrupted: robot stopped", file=sys.stderr)
         code = 130
     finally:
-        written = session.close()
+        written = session.close()  # itself deaf to a second Ctrl-C (session.ctrl_c_deferred)
     print(session.final_report())
     if written is not None:
         print(f"recorded: {written}")

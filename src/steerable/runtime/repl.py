@@ -23,7 +23,7 @@ from rich.text import Text
 
 from steerable.errors import ConfigError
 from steerable.runtime.loop import RuntimeEvent
-from steerable.runtime.session import Session, format_event, parse_line
+from steerable.runtime.session import Session, ctrl_c_deferred, format_event, parse_line
 
 __all__ = ["StatusView", "run_repl"]
 
@@ -179,10 +179,11 @@ def run_repl(session: Session) -> int:
         console.print("interrupted: robot stopped")
         code = 130
     finally:
-        stop.set()
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        thread.join(5)
-        written = session.close()
+        with ctrl_c_deferred():
+            stop.set()
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            thread.join(5)
+            written = session.close()
     console.print(session.final_report())
     if written is not None:
         console.print(f"recorded: {written}")

@@ -36,6 +36,7 @@ __all__ = [
     "Session",
     "SessionOptions",
     "TimedLine",
+    "ctrl_c_deferred",
     "format_event",
     "parse_commands",
     "parse_line",
@@ -266,7 +267,7 @@ class Session:
         Ctrl-C while this runs (an impatient second press after the one that stopped the robot) is
         answered with a note instead of interrupting: a half-written recording would be lost.
         """
-        with _ctrl_c_deferred():
+        with ctrl_c_deferred():
             self.runtime.close()
             self.env.close()
             return self.recorder.close() if self.recorder is not None else None
@@ -279,8 +280,10 @@ def _seed_for(env: object, task: str | None) -> int:
 
 
 @contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
-    """Ignore SIGINT (with a note on stderr) inside the block; only the main thread can do this."""
+def ctrl_c_deferred() -> Iterator[None]:
+    """Ignore SIGINT (with a note on stderr) inside the block; only the main thread can do this. A way
+    out that stops the robot runs in one: a second Ctrl-C there would skip closing the runtime, and
+    its threads would then die with the interpreter (an abort, exit status 134, not 130)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
