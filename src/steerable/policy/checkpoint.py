@@ -141,6 +141,7 @@ def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedP
     # Format 2 keeps the processor's image size in stats.json (config.json's image_size is a policy setting).
     image_size = int(stats.get("image_size") or config.get("image_size", size))
     processor = Processor(cfg, tokenizer, Normalizer(**stats["normalizer"]), image_size, stats.get("tools"))
+    model.calibrate(processor.normalizer)
     return LoadedPolicy(model, processor, (where / "recipe.yaml").read_text(encoding="utf-8"), where)
 
 

@@ -80,6 +80,13 @@ class PolicyConfig:
     expert_reads_state: bool = True
     done_head: bool = True
     name_slots: list[list[str]] = field(default_factory=list)
+    # A state feature (the last of `state_key`) estimated from a camera instead of read
+    # (`steerable.policy.locate`): `located` is its width, `locate_camera` the camera (default: the first).
+    locate_key: str = ""
+    located: int = 0
+    locate_camera: str = ""
+    locate_width: int = 32
+    locate_loss_weight: float = 1.0
     done_loss_weight: float = 1.0
     state_bins: int = 256
     expert_layers: int = 2
@@ -129,6 +136,21 @@ class PolicyConfig:
         if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:
             raise ConfigError("loss weights must be >= 0")
         NameSlots(self.name_slots)  # its own checks
+        if self.locate_key and self.state_key.strip() != AUTO_STATE_KEY:  # "auto" is expanded by the setup
+            if self.state_keys[-1] != self.locate_key.strip():
+                raise ConfigError(f"policy.locate_key {self.locate_key!r} must be the last of policy.state_key "
+                                  f"({self.state_key!r}): it is the feature the cameras stand in for")
+            if len(self.state_keys) < 2:
+                raise ConfigError("policy.locate_key needs another state feature to read (the robot's state)")
+            if self.state_mode == "none":
+                raise ConfigError("policy.locate_key needs a state (policy.state_mode projector or bins)")
+            if self.locate_width < 1 or self.locate_loss_weight < 0:
+                raise ConfigError("policy.locate_width must be at least 1 and policy.locate_loss_weight >= 0")
+
+    @property
+    def read_state_keys(self) -> list[str]:
+        """The state features the policy is given at run time: `state_keys` without the located one."""
+        return [k for k in self.state_keys if k != self.locate_key.strip()] if self.locate_key else self.state_keys
 
     @property
     def state_keys(self) -> list[str]:

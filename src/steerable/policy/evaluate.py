@@ -88,5 +88,8 @@ def heldout_losses(model: HierarchicalPolicy, processor: Processor, batches: Ite
         n_done = int(out.get("done_labels", 0))
         sums["done"] += float(out.get("done_loss", 0.0)) * n_done
         counts["done"] += n_done
+        if model.locator is not None:
+            sums["locate"] = sums.get("locate", 0.0) + float(out["locate_loss"])
+            counts["locate"] = counts.get("locate", 0) + 1
     model.train(was_training)
     return {f"{k}_loss": sums[k] / counts[k] if counts[k] else float("nan") for k in sums}

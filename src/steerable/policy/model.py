@@ -23,6 +23,7 @@ from torch import nn
 from steerable.policy.backbone import Backbone
 from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
+from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
 from steerable.policy.objects import end_effector_axes, object_slots
@@ -44,6 +45,8 @@ class Encoded:
     # an object, and the model state as one (B, 1, hidden) token; None where the config has neither.
     named: torch.Tensor | None = None
     state_token: torch.Tensor | None = None
+    # The locator's estimate of the located state values (B, located), before detaching; None without one.
+    located: torch.Tensor | None = None
 
 
 class HierarchicalPolicy(nn.Module):
@@ -81,12 +84,20 @@ class HierarchicalPolicy(nn.Module):
             self.object_in = nn.Sequential(nn.Linear(_OBJECT_FEATURES, width), nn.GELU(), nn.Linear(width, width))
             self.register_buffer("object_fields", _object_fields(cfg, state_in), persistent=False)
             self.register_buffer("object_match", _object_match(cfg, backbone.vocab_size), persistent=False)
+        self.locator: Locator | None = None
+        if cfg.locate_key:
+            self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
         if cfg.freeze_vision:
             for p in backbone.inner.vision_model.parameters():
                 p.requires_grad_(False)
+
+    def calibrate(self, normalizer: Any) -> None:
+        """Give the parts that work in state units the processor's normalisation (the locator)."""
+        if self.locator is not None:
+            self.locator.calibrate(normalizer)
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -128,6 +139,12 @@ class HierarchicalPolicy(nn.Module):
 
     def encode(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
                attention_mask: torch.Tensor, *, use_cache: bool = False) -> Encoded:
+        located = None
+        if self.locator is not None and state is not None:
+            if images is None:
+                raise ValueError("this policy locates objects from its cameras: it needs camera frames")
+            located = self.locator(images)
+            state = self.locator.splice(state, located.detach())
         prefix = self.prefix(images, state)
         embeds = torch.cat([prefix, self.backbone.embed(input_ids).to(prefix.dtype)], dim=1)
         plen = prefix.shape[1]
@@ -143,7 +160,7 @@ class HierarchicalPolicy(nn.Module):
         token = None
         if self.expert_state is not None and state is not None:
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
-        return Encoded(last, hidden, valid, plen, cache, named, token)
+        return Encoded(last, hidden, valid, plen, cache, named, token, located)
 
     def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
@@ -199,13 +216,17 @@ class HierarchicalPolicy(nn.Module):
                 logits = self.done_logits(ctx, valid).float()
                 d_loss = F.binary_cross_entropy_with_logits(logits, batch["done"][labelled].float())
                 n_done = int(labelled.numel())
+        l_loss = enc.last.sum() * 0.0
+        if self.locator is not None and enc.located is not None:
+            l_loss = self.locator.loss(enc.located, batch["state"])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
-                + self.cfg.done_loss_weight * d_loss)
+                + self.cfg.done_loss_weight * d_loss + self.cfg.locate_loss_weight * l_loss)
         return {
             "loss": loss,
             "text_loss": t_loss.detach(),
             "flow_loss": f_loss.detach(),
             "done_loss": d_loss.detach(),
+            "locate_loss": l_loss.detach(),
             "done_labels": torch.tensor(n_done),
             "text_tokens": torch.tensor(n_text),
             "action_values": torch.tensor(n_act),

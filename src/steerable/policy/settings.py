@@ -20,7 +20,7 @@ from steerable.settings import Settings
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
 
-FROM_DATASET = ("state_dim", "action_dim", "state_names", "action_names", "object_tokens")
+FROM_DATASET = ("state_dim", "action_dim", "state_names", "action_names", "object_tokens", "located")
 _POLICY_HELP = {
     "backbone": "'tiny' (built in code, random weights) or a local folder with a SmolVLM/Idefics3 model",
     "cameras": "comma-separated camera keys (default: every camera of the dataset; none: no camera)",
@@ -43,6 +43,11 @@ _POLICY_HELP = {
                   "'synthetic' (the simulator's cubes, places and directions): the plan, memory, interjection and "
                   "subtask prompts name them canonically, by order of appearance (docs/policy.md, \"Name slots\"; "
                   "default: none)",
+    "locate_key": "a state feature the dataset records (e.g. observation.environment_state) that the policy learns "
+                  "to estimate from a camera and then runs without (docs/policy.md, \"From cameras\"; default: none)",
+    "locate_camera": "the camera --policy.locate_key is estimated from (default: the first camera)",
+    "locate_width": "channels of the locator's convolutions",
+    "locate_loss_weight": "weight of the locator's loss",
     "state_bins": "bins of --policy.state_mode bins",
     "expert_layers": "how many of the last backbone layers the action expert reads",
     "expert_hidden": "width of the action expert (a multiple of --policy.expert_heads)",

@@ -48,12 +48,26 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     if overrides.get("state_key", AUTO_STATE_KEY).strip() == AUTO_STATE_KEY:
         keys = ["observation.state"] + [k for k in (ENVIRONMENT_STATE_KEY,) if k in dataset.features]
         overrides["state_key"] = ",".join(keys)
+    located = str(overrides.get("locate_key") or "").strip()
+    if located:
+        keys = [k.strip() for k in overrides["state_key"].split(",") if k.strip() and k.strip() != located]
+        overrides["state_key"] = ",".join([*keys, located])  # the located feature goes last
+        if located not in dataset.features:
+            raise ConfigError(f"--policy.locate_key {located!r}: the dataset does not record it (make a synthetic "
+                              "dataset with --privileged_state, or name a feature it has)")
     cfg = PolicyConfig.from_dict(overrides)
     # No cameras given: every camera of the dataset; `none`: no camera at all (a state-only policy).
     cameras = [] if [c.lower() for c in cfg.cameras] == ["none"] else cfg.cameras or list(dataset.camera_keys)
     missing = [c for c in cameras if c not in dataset.camera_keys]
     if missing:
         raise ConfigError(f"--policy.cameras {missing} not in the dataset (cameras: {dataset.camera_keys})")
+    if cfg.locate_key:
+        if not cameras:
+            raise ConfigError("--policy.locate_key estimates a state feature from a camera: the policy has none")
+        camera = cfg.locate_camera or cameras[0]
+        if camera not in cameras:
+            raise ConfigError(f"--policy.locate_camera {camera!r} is not one of the policy's cameras {cameras}")
+        cfg = cfg.override(locate_camera=camera)
     dims = {"state": 0, "action": 0}
     names: dict[str, list[str] | None] = {"state": [], "action": []}
     for role, key in [*(("state", k) for k in cfg.state_keys), ("action", cfg.action_key)]:
@@ -73,7 +87,10 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     if names["state"] is None or names["action"] is None:
         logger.warning("the dataset does not name every state and action dimension: actions stay absolute "
                        "and no object is grounded")
-    return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"],
+    located_dim = 0
+    if cfg.locate_key:
+        located_dim = int(torch.tensor(dataset.features[cfg.locate_key].get("shape") or [1]).prod())
+    return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
                         action_dim=dims["action"], state_names=names["state"] or [],
                         action_names=names["action"] or [])
 
@@ -92,6 +109,7 @@ def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fractio
     torch.manual_seed(seed)
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)
+    model.calibrate(normalizer)
     processor = Processor(cfg, tokenizer, normalizer, size, dataset.tools)
     return Built(model, processor, train_eps, eval_eps, {})
 

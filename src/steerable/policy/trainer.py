@@ -132,6 +132,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             now = time.perf_counter()
             metrics = {"step": step, "loss": out["loss"].item(), "text_loss": float(out["text_loss"]),
                        "flow_loss": float(out["flow_loss"]), "done_loss": float(out.get("done_loss", 0.0)),
+                       **({"locate_loss": float(out["locate_loss"])} if model.cfg.locate_key else {}),
                        "lr": optimizer.param_groups[0]["lr"],
                        "steps_per_s": window_steps / max(now - window_start, 1e-9)}
             _log(log_path, metrics)
@@ -186,7 +187,8 @@ def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     done = (out.get("done_loss", 0.0) * dn + more.get("done_loss", 0.0) * dm) / max(dn + dm, 1)
     return {**out, "loss": out["loss"].detach() + more["loss"].detach(), "flow_loss": flow,
             "action_values": torch.tensor(n + m), "done_loss": torch.as_tensor(done),
-            "done_labels": torch.tensor(dn + dm)}
+            "done_labels": torch.tensor(dn + dm),
+            "locate_loss": (out.get("locate_loss", 0.0) + more.get("locate_loss", 0.0)) / 2}
 
 
 def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int
@@ -205,7 +207,8 @@ def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: 
 def _eval_line(m: dict[str, Any]) -> str:
     return (f"step {m['step']}: held-out text loss {m.get('eval_text_loss', float('nan')):.3f}, flow loss "
             f"{m.get('eval_flow_loss', float('nan')):.3f}, exact match {m.get('eval_exact_match', float('nan')):.2f} "
-            f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)")
+            f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)"
+            + (f", locate loss {m['eval_locate_loss']:.4f}" if "eval_locate_loss" in m else ""))
 
 
 def _log(path: Path, record: dict[str, Any]) -> None:

@@ -85,7 +85,7 @@ def _runner(path: str | Path, device: str) -> PolicyRunner:
 def _check_observation(runner: PolicyRunner, observation: str) -> PolicyRunner:
     """`runner`, after checking that the run gives it every state feature its policy reads: the
     environment state (object positions) only with `--observation privileged`."""
-    for key in runner.cfg.state_keys:
+    for key in getattr(runner.cfg, "read_state_keys", runner.cfg.state_keys):
         if key == ENVIRONMENT_STATE_FEATURE and observation != "privileged":
             raise ConfigError(f"this policy reads {key} (object positions): run it in the simulator with "
                               "--observation privileged")
@@ -102,11 +102,15 @@ def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
     if obs is None:
         raise ValueError("the policy needs an observation (camera frames and state)")
     state = np.asarray(obs.state, dtype=np.float32)
-    keys = getattr(getattr(runner, "cfg", None), "state_keys", None) or [_STATE_SOURCES[0]]
+    cfg = getattr(runner, "cfg", None)
+    keys = getattr(cfg, "state_keys", None) or [_STATE_SOURCES[0]]
     if keys != [_STATE_SOURCES[0]]:
         parts = []
         for key in keys:
-            if key == ENVIRONMENT_STATE_FEATURE:
+            if key == getattr(cfg, "locate_key", ""):
+                # Estimated by the policy from its cameras (steerable.policy.locate): a placeholder.
+                parts.append(np.zeros(int(getattr(cfg, "located", 0)), dtype=np.float32))
+            elif key == ENVIRONMENT_STATE_FEATURE:
                 if obs.privileged is None:
                     raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
                                       "gives: run it with --env sim --observation privileged")
