@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,3 +64,9 @@ def find(data: PolicyDataset, want: str, limit: int = 1, start: int = 0) -> list
             if len(found) == limit:
                 break
     return found
+
+
+def steerable_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`steerable ARGS` in a subprocess on one thread, its output captured (at most 240 s)."""
+    return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=240)

@@ -5,15 +5,13 @@ from its own loss, and the runtime runs it without the privileged state."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, batch_of, build, find, items, one_thread  # noqa: F401  (autouse fixture)
+from policy_helpers import TINY, TINY_FLAGS, batch_of, build, find, items, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
@@ -21,15 +19,10 @@ from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 LOCATE = {"locate_key": ENVIRONMENT_STATE_FEATURE, "locate_width": 8}
 
 
-def _steerable(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=240)
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("locate") / "ds"
-    made = _steerable("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--difficulty", "easy",
+    made = steerable_cli("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--difficulty", "easy",
                       "--with_language", "--privileged_state")
     assert made.returncode == 0, made.stderr
     return root
@@ -112,7 +105,7 @@ def test_the_locator_loss_counts_a_position_only_where_the_object_is(built: Any)
 
 def test_train_and_run_without_the_privileged_state(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "policy"
-    trained = _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "2",
+    trained = steerable_cli("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "2",
                          "--eval_every", "2", "--no_progress", *TINY_FLAGS,
                          f"--policy.locate_key={ENVIRONMENT_STATE_FEATURE}", "--policy.locate_width=8")
     assert trained.returncode == 0, trained.stderr
@@ -125,7 +118,7 @@ def test_train_and_run_without_the_privileged_state(dataset: Path, tmp_path: Pat
     loaded = load_policy(where)
     assert loaded.model.locator is not None
     assert torch.equal(loaded.model.locator.state_hi, torch.tensor(loaded.processor.normalizer.state_max))
-    ran = _steerable("run", "--env", "sim", "--high_level", "scripted", "--low_level", "policy", "--policy.path",
+    ran = steerable_cli("run", "--env", "sim", "--high_level", "scripted", "--low_level", "policy", "--policy.path",
                      str(out), "--eval_episodes", "1", "--max_seconds", "3", "--workers", "1", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["episodes"] == 1
@@ -140,7 +133,7 @@ def test_train_and_run_without_the_privileged_state(dataset: Path, tmp_path: Pat
 def test_bad_locate_settings_are_one_line_and_exit_2(dataset: Path, tmp_path: Path, flags: list[str],
                                                      message: str) -> None:
     out = tmp_path / "policy"
-    done = _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "1", *TINY_FLAGS,
+    done = steerable_cli("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "1", *TINY_FLAGS,
                       *flags)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -5,8 +5,6 @@ motion, the extra low-level batch, and checkpoints of the format before them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, batch_of, find, items, one_thread  # noqa: F401  (autouse fixture)
+from policy_helpers import TINY, TINY_FLAGS, batch_of, find, items, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
 from steerable.control import Observation
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
@@ -31,15 +29,10 @@ ROBOT = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 NAMES = [*ROBOT, *ENVIRONMENT_STATE_NAMES]
 
 
-def _steerable(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=240)
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("acting") / "ds"
-    made = _steerable("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
+    made = steerable_cli("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
                       "--difficulty", "easy", "--with_language", "--privileged_state")
     assert made.returncode == 0, made.stderr
     return root
@@ -264,7 +257,7 @@ def test_a_checkpoint_of_the_format_before_loads_and_acts_as_it_did(built: Any, 
 
 def test_train_adds_a_low_level_batch_and_records_it(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    trained = _steerable("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "2",
+    trained = steerable_cli("train", "--dataset", str(dataset), "--output_dir", str(out), "--steps", "2",
                          "--batch_size", "4", "--action_batch_size", "4", "--no_progress", "--eval_every", "100",
                          *TINY_FLAGS)
     assert trained.returncode == 0, trained.stderr

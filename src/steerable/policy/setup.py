@@ -69,6 +69,7 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
             raise ConfigError(f"--policy.locate_camera {camera!r} is not one of the policy's cameras {cameras}")
         cfg = cfg.override(locate_camera=camera)
     dims = {"state": 0, "action": 0}
+    located_dim = 0  # the width of the located feature (the last state key), 0 without one
     names: dict[str, list[str] | None] = {"state": [], "action": []}
     for role, key in [*(("state", k) for k in cfg.state_keys), ("action", cfg.action_key)]:
         feature = dataset.features.get(key)
@@ -79,6 +80,7 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
                               f"pass --policy.{role}_key")
         size = int(torch.tensor(feature.get("shape") or [1]).prod())
         dims[role] += size
+        located_dim = size if key == cfg.locate_key else located_dim
         given = feature.get("names")
         known = names[role]
         # Names of every dimension, or none at all (then nothing is relative and no object is grounded).
@@ -87,9 +89,6 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     if names["state"] is None or names["action"] is None:
         logger.warning("the dataset does not name every state and action dimension: actions stay absolute "
                        "and no object is grounded")
-    located_dim = 0
-    if cfg.locate_key:
-        located_dim = int(torch.tensor(dataset.features[cfg.locate_key].get("shape") or [1]).prod())
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
                         action_dim=dims["action"], state_names=names["state"] or [],
                         action_names=names["action"] or [])
