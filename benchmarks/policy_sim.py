@@ -22,7 +22,9 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
   the same evaluation (`--annotated_dataset DIR` adds it as a row).
 
 `--name_slots` trains every part with `--policy.name_slots` over the simulator's names
-(docs/policy.md, "Name slots").
+(docs/policy.md, "Name slots"). `--step_check` trains the `both` part with `--policy.step_check true`
+and evaluates its checkpoint as both levels with the check and without it (`run --policy.step_check
+false`), so the check's effect is read on one training (docs/policy.md, "Checking a step").
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim_real --parts high \\
@@ -188,12 +190,16 @@ def _privileged_data(args: argparse.Namespace) -> Path:
 
 def part_both(args: argparse.Namespace, rep: Report) -> Path:
     data = _privileged_data(args)
-    ckpt = args.work / "policy_privileged"
-    minutes = _train(data, ckpt, *_slot_flags(args))
+    ckpt = args.work / ("policy_privileged_checked" if args.step_check else "policy_privileged")
+    check = ("--policy.step_check", "true") if args.step_check else ()
+    minutes = _train(data, ckpt, *_slot_flags(args), *check)
     rep.add("train, easy, privileged state", "reused" if minutes != minutes else f"{minutes:.1f} min")
     priv = ("--observation", "privileged")
     rep.evaluation("both_policy_policy", "policy high / policy low, privileged state", ckpt, "policy", "policy", args,
                    *priv)
+    if args.step_check:
+        rep.evaluation("both_policy_policy_unchecked", "  the same without the step check", ckpt, "policy", "policy",
+                       args, *priv, "--policy.step_check", "false")
     rep.evaluation("both_scripted_policy", "scripted high / policy low, privileged state", ckpt, "scripted", "policy",
                    args, *priv)
     return ckpt
@@ -255,6 +261,8 @@ def main() -> None:
     parser.add_argument("--difficulty", default="easy", help="task mix of the high/cameras parts (and their eval)")
     parser.add_argument("--name_slots", action=argparse.BooleanOptionalAction, default=False,
                         help="train with --policy.name_slots over the simulator's names")
+    parser.add_argument("--step_check", action=argparse.BooleanOptionalAction, default=False,
+                        help="train the both part with --policy.step_check, evaluate it with and without the check")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")

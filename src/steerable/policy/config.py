@@ -24,7 +24,7 @@ AUTO_STATE_KEY = "auto"
 # rebuild and run those checkpoints' networks as they were trained.
 UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
-    "expert_reads_state": False, "flow_samples": 1, "done_head": False,
+    "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False,
 }
 
 
@@ -79,6 +79,11 @@ class PolicyConfig:
     ground_objects: bool = True
     expert_reads_state: bool = True
     done_head: bool = True
+    # A second output of the done head: whether a command reported done took (the object it moves is
+    # where it should be), learnt from copies of the done frames with that object moved away by
+    # `check_clearance` to twice that plus 6 cm from its target (`steerable.policy.data`).
+    step_check: bool = False
+    check_clearance: float = 0.05
     name_slots: list[list[str]] = field(default_factory=list)
     # A state feature (the last of `state_key`) estimated from a camera instead of read
     # (`steerable.policy.locate`): `located` is its width, `locate_camera` the camera (default: the first).
@@ -133,6 +138,10 @@ class PolicyConfig:
         if self.expert_hidden % self.expert_heads:
             raise ConfigError(f"policy.expert_hidden ({self.expert_hidden}) must be a multiple of "
                               f"policy.expert_heads ({self.expert_heads})")
+        if self.step_check and not self.done_head:
+            raise ConfigError("policy.step_check needs policy.done_head true (it is a second output of that head)")
+        if self.check_clearance <= 0:
+            raise ConfigError(f"policy.check_clearance must be > 0 metres, got {self.check_clearance}")
         if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:
             raise ConfigError("loss weights must be >= 0")
         NameSlots(self.name_slots)  # its own checks

@@ -35,6 +35,7 @@ from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.names import SLOT_COMPONENTS, NameSlots
+from steerable.policy.objects import command_objects
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
@@ -220,6 +221,29 @@ def _nbytes(frames: dict[str, torch.Tensor]) -> int:
     return sum(t.element_size() * t.nelement() for t in frames.values())
 
 
+def moved_away(state: torch.Tensor, command: str, cfg: PolicyConfig, rng: np.random.Generator) -> torch.Tensor:
+    """`state` with the object `command` moves put beside its target instead of on or in it: at a
+    Chebyshev distance from the target's centre between `cfg.check_clearance` and 6 cm more (half
+    the clearance for a target with a height, a cube to stack on), resting on the table (z 0)."""
+    found = command_objects(command, cfg.state_names)
+    if found is None:
+        return state
+    moved, target = found
+    tx, ty = (float(state[k]) for k in target.axes[:2] if k is not None)
+    near = cfg.check_clearance / (2 if target.axes[2] is not None else 1)
+    reach = float(rng.uniform(near, near + 0.06))
+    side = int(rng.integers(4))  # which side of the square of that half width, and where along it
+    along = float(rng.uniform(-reach, reach))
+    dx, dy = [(reach, along), (-reach, along), (along, reach), (along, -reach)][side]
+    out = state.clone()
+    x, y, z = moved.axes
+    assert x is not None and y is not None
+    out[x], out[y] = tx + dx, ty + dy
+    if z is not None:
+        out[z] = 0.0
+    return out
+
+
 class PolicyDataset(Dataset[dict[str, Any] | None]):
     """Items of `episodes` (all by default): RecipeDataset fields plus `actions`, `action_mask`, `state`
     (the `state_keys` features concatenated) and `motion`. With `component` (a blend component that
@@ -258,6 +282,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
                     if wanted is None or e.episode_index in wanted:
                         subtasks = self._episode_subtasks(e.episode_index)
                         self.done_items += [(int(starts[k]) + r, c) for r, c in subtasks.positives()]
+        # With `step_check`: each done item whose command moves one named object to another, again with
+        # that object moved away from its target (`moved_away`): a command that did not take.
+        self.check_items: list[tuple[int, str]] = []
+        if cfg.step_check and cfg.done_head:
+            self.check_items = [(p, c) for p, c in self.done_items if command_objects(c, cfg.state_names)]
         # (frame position, blend component) items added on event frames.
         self.extra: list[tuple[int, str]] = []
         components = event_components(recipe) if event_repeat > 0 else []
@@ -273,11 +302,20 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         self._image_bytes = 0
 
     def __len__(self) -> int:
-        return len(self.positions) + len(self.extra) + len(self.done_items)
+        return len(self.positions) + len(self.extra) + len(self.done_items) + len(self.check_items)
 
     def __getitem__(self, i: int) -> dict[str, Any] | None:
         done_command = None
-        if i < len(self.positions):
+        undone = False  # a step check's counter-example (`check_items`)
+        if i >= len(self.positions) + len(self.extra) + len(self.done_items):
+            undone = True
+            position, done_command = self.check_items[i - len(self.positions) - len(self.extra) - len(self.done_items)]
+            item = self.frames.item(position, self.component) if self.component is not None else None
+            component = self.component or ""
+            if item is not None:
+                item["messages"] = [{**m, "content": done_command} if stream == "low_level" else m
+                                    for m, stream in zip(item["messages"], item["message_streams"], strict=True)]
+        elif i < len(self.positions):
             position = self.positions[i]
             item, component = self.frames.rendered(position, self.component)
         elif i < len(self.positions) + len(self.extra):
@@ -305,11 +343,16 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         if self.cfg.done_head:
             command = _low_level_command(item)
             label = -1.0 if command is None else self._episode_subtasks(episode).label(row, command)
-            item["done"] = torch.tensor(1.0 if done_command is not None else label)
+            item["done"] = torch.tensor(-1.0 if undone else 1.0 if done_command is not None else label)
+        if self.cfg.step_check:
+            checkable = done_command is not None and command_objects(done_command, self.cfg.state_names)
+            item["check"] = torch.tensor((0.0 if undone else 1.0) if checkable else -1.0)
         if self.cfg.motion_dim:
             item["motion"] = torch.from_numpy(actions.motion(row))
         # The state keys concatenated in their configured order (one key: its vector as it is).
         item["state"] = torch.cat([item.pop(k).reshape(-1) for k in self.cfg.state_keys])
+        if undone and done_command is not None:
+            item["state"] = moved_away(item["state"], done_command, self.cfg, np.random.default_rng(i))
         item.pop(self.cfg.action_key, None)
         if self.cfg.cameras:
             frames = self._episode_images(episode)

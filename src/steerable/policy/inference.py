@@ -17,6 +17,7 @@ import torch
 from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
 from steerable.policy.names import NameSlots
+from steerable.policy.objects import command_objects
 
 __all__ = [
     "PolicyRunner",
@@ -166,6 +167,17 @@ class PolicyRunner:
         chunk = self.model.sample_actions(obs.get("images"), obs.get("state"), ids, mask, steps=steps,
                                           generator=self.generator, done=done)
         return self.robot_actions(chunk, observation).cpu().numpy(), done[0].cpu().numpy() if done else None
+
+    def step_took(self, command: str, observation: Mapping[str, Any]) -> float | None:
+        """The probability that `command`, reported done, took (the scene shows its object where the
+        command puts it); None when the policy cannot tell: trained without `step_check`, or a command
+        that does not move one object of its state to another."""
+        if not getattr(self.cfg, "step_check", False) or command_objects(command, self.cfg.state_names) is None:
+            return None
+        obs = self.inputs(observation)
+        ids, mask = self.processor.prompt([low_level_prompt(command)], generation=False, device=self.device)
+        p = self.model.check_probability(obs.get("images"), obs.get("state"), ids, mask)
+        return float(p[0])
 
     def robot_actions(self, chunk: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:
         """A normalised (B, H, A) chunk of the model -> robot units (relative dimensions added to the

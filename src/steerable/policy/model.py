@@ -79,6 +79,9 @@ class HierarchicalPolicy(nn.Module):
             self.done_norm = nn.LayerNorm(width)
             self.done_attn = nn.MultiheadAttention(width, heads, batch_first=True)
             self.done_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
+        self.check_out: nn.Module | None = None
+        if cfg.done_head and cfg.step_check:
+            self.check_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
         self.object_in: nn.Module | None = None
         if _grounds(cfg):
             self.object_in = nn.Sequential(nn.Linear(_OBJECT_FEATURES, width), nn.GELU(), nn.Linear(width, width))
@@ -179,11 +182,29 @@ class HierarchicalPolicy(nn.Module):
 
     def done_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
         """(B,) logit that the command is complete, from what the expert reads (its last context)."""
+        return self.done_head_logits(ctx, valid)[0]
+
+    def done_head_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B,) logits that the command is complete and, with `step_check`, that a command reported
+        done took: two outputs of one pooling of what the expert reads (its last context)."""
         assert self.done_attn is not None
         keys = self.done_norm(ctx[-1])
         query = self.done_query.expand(keys.shape[0], -1, -1).to(keys.dtype)
-        pooled = self.done_attn(query, keys, keys, key_padding_mask=~valid.bool(), need_weights=False)[0]
-        return self.done_out(pooled[:, 0]).squeeze(-1)
+        pooled = self.done_attn(query, keys, keys, key_padding_mask=~valid.bool(), need_weights=False)[0][:, 0]
+        check = self.check_out(pooled).squeeze(-1) if self.check_out is not None else None
+        return self.done_out(pooled).squeeze(-1), check
+
+    @torch.no_grad()
+    def check_probability(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
+                          attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B,) probability that each command (the low-level prompt), reported done, took (`step_check`)."""
+        if self.check_out is None:
+            raise ValueError("this policy has no step check (trained without --policy.step_check)")
+        enc = self.encode(images, state, input_ids, attention_mask)
+        ctx, valid = self.contexts(enc)
+        check = self.done_head_logits(ctx, valid)[1]
+        assert check is not None
+        return torch.sigmoid(check.float())
 
     # -- training -------------------------------------------------------------------------------
 
@@ -209,23 +230,35 @@ class HierarchicalPolicy(nn.Module):
                 f_loss, n_act = flow_matching_loss(velocity, noise - actions, mask[rows])
                 n_act //= draws
         d_loss, n_done = enc.last.sum() * 0.0, 0
+        c_loss = enc.last.sum() * 0.0
         if self.done_attn is not None and "done" in batch:
-            labelled = torch.nonzero(batch["done"] >= 0, as_tuple=True)[0]
+            checked = batch["check"] >= 0 if "check" in batch and self.check_out is not None else None
+            either = batch["done"] >= 0 if checked is None else (batch["done"] >= 0) | checked
+            labelled = torch.nonzero(either, as_tuple=True)[0]
             if labelled.numel():
                 ctx, valid = self.contexts(enc, labelled)
-                logits = self.done_logits(ctx, valid).float()
-                d_loss = F.binary_cross_entropy_with_logits(logits, batch["done"][labelled].float())
-                n_done = int(labelled.numel())
+                logits, check = self.done_head_logits(ctx, valid)
+                done = batch["done"][labelled].float()
+                has_done = done >= 0
+                if has_done.any():
+                    d_loss = F.binary_cross_entropy_with_logits(logits.float()[has_done], done[has_done])
+                n_done = int(has_done.sum())
+                if check is not None and checked is not None:
+                    labels = batch["check"][labelled].float()
+                    has_check = labels >= 0
+                    if has_check.any():
+                        c_loss = F.binary_cross_entropy_with_logits(check.float()[has_check], labels[has_check])
         l_loss = enc.last.sum() * 0.0
         if self.locator is not None and enc.located is not None:
             l_loss = self.locator.loss(enc.located, batch["state"])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
-                + self.cfg.done_loss_weight * d_loss + self.cfg.locate_loss_weight * l_loss)
+                + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss)
         return {
             "loss": loss,
             "text_loss": t_loss.detach(),
             "flow_loss": f_loss.detach(),
             "done_loss": d_loss.detach(),
+            "check_loss": c_loss.detach(),
             "locate_loss": l_loss.detach(),
             "done_labels": torch.tensor(n_done),
             "text_tokens": torch.tensor(n_text),

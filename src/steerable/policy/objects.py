@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AXES", "ObjectSlots", "end_effector_axes", "object_slots", "object_tokens"]
+__all__ = ["AXES", "ObjectSlots", "command_objects", "end_effector_axes", "object_slots", "object_tokens"]
 
 AXES = ("x", "y", "z")
 _END_EFFECTOR = "ee"
@@ -81,3 +81,19 @@ def object_tokens(names: Sequence[str], tokenizer: Any) -> list[list[int]]:
         for t in token_ids:
             owners[t] = owners.get(t, 0) + 1
     return [sorted(t for t in token_ids if owners[t] == 1) for token_ids in ids]
+
+
+def command_objects(command: str, names: Sequence[str]) -> tuple[ObjectSlots, ObjectSlots] | None:
+    """(the object a command moves, where it moves it): the first two objects of the state whose whole
+    names the command spells, in the order it spells them ("place the red cube in the blue bin": the
+    red cube, the blue bin). None for a command naming fewer than two ("pick up the red cube")."""
+    text = f" {command.lower()} "
+    found = []
+    for slot in object_slots(names):
+        at = text.find(f" {slot.name.lower()} ")
+        if at >= 0:
+            found.append((at, slot))
+    if len(found) < 2:
+        return None
+    found.sort(key=lambda pair: pair[0])
+    return found[0][1], found[1][1]

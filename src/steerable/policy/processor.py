@@ -155,8 +155,9 @@ class Processor:
                 state = torch.as_tensor(batch["state"]) if "state" in batch else self.state_from(batch)
             out["actions"] = self.model_actions(torch.as_tensor(batch["actions"]), state).to(device)
             out["action_mask"] = batch["action_mask"].to(device)
-        if "done" in batch:
-            out["done"] = torch.as_tensor(batch["done"]).to(device)
+        for key in ("done", "check"):
+            if key in batch:
+                out[key] = torch.as_tensor(batch[key]).to(device)
         return out
 
     def model_actions(self, actions: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:

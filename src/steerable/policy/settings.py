@@ -39,6 +39,10 @@ _POLICY_HELP = {
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
+    "step_check": "true: the done head also learns whether a command reported done took, so the learned high "
+                  "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\")",
+    "check_clearance": "metres: --policy.step_check's counter-examples put the moved object at least this far "
+                       "from its target's centre",
     "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]', or "
                   "'synthetic' (the simulator's cubes, places and directions): the plan, memory, interjection and "
                   "subtask prompts name them canonically, by order of appearance (docs/policy.md, \"Name slots\"; "

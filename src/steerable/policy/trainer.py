@@ -133,6 +133,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             metrics = {"step": step, "loss": out["loss"].item(), "text_loss": float(out["text_loss"]),
                        "flow_loss": float(out["flow_loss"]), "done_loss": float(out.get("done_loss", 0.0)),
                        **({"locate_loss": float(out["locate_loss"])} if model.cfg.locate_key else {}),
+                       **({"check_loss": float(out["check_loss"])} if model.cfg.step_check else {}),
                        "lr": optimizer.param_groups[0]["lr"],
                        "steps_per_s": window_steps / max(now - window_start, 1e-9)}
             _log(log_path, metrics)
@@ -188,7 +189,9 @@ def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return {**out, "loss": out["loss"].detach() + more["loss"].detach(), "flow_loss": flow,
             "action_values": torch.tensor(n + m), "done_loss": torch.as_tensor(done),
             "done_labels": torch.tensor(dn + dm),
-            "locate_loss": (out.get("locate_loss", 0.0) + more.get("locate_loss", 0.0)) / 2}
+            "locate_loss": (out.get("locate_loss", 0.0) + more.get("locate_loss", 0.0)) / 2,
+            # Only the low-level batch holds the step check's items.
+            "check_loss": more.get("check_loss", out.get("check_loss", 0.0))}
 
 
 def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int

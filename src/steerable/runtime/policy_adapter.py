@@ -57,8 +57,8 @@ from steerable.policy.inference import (
 from steerable.policy.rtc import guided_chunk
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
 
-__all__ = ["DONE_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel", "load_high_level",
-           "load_low_level", "low_level_reports_done"]
+__all__ = ["DONE_THRESHOLD", "MAX_REDO", "STEP_CHECK_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel",
+           "load_high_level", "load_low_level", "low_level_reports_done"]
 
 # New tokens per generated text, by what it is. The training targets of the synthetic data need at
 # most 8 tokens for a subtask, 23 for a memory and 56 for a four-step plan (tiny tokenizer, 20
@@ -68,6 +68,10 @@ __all__ = ["DONE_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel", "PolicyLowLevel
 TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "interjection": 128, "answer": 64}
 
 _RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
+# How often one step reported done is done again because the scene shows it did not take (`_undone`).
+MAX_REDO = 2
+# The step check's probability below which a step reported done is taken as not done.
+STEP_CHECK_THRESHOLD = 0.5
 # The done head's probability above which the low level reports its command complete.
 DONE_THRESHOLD = 0.5
 # The state features the runtime can give a policy (see `_observation`).
@@ -146,7 +150,7 @@ class PolicyHighLevel:
     name = "policy"
 
     def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None, *,
-                 progress_from_observation: bool = False) -> None:
+                 progress_from_observation: bool = False, step_check: bool = True) -> None:
         self.runner = runner
         # Decoding settings; `max_new_tokens` is replaced by each text's `TOKEN_BUDGETS` entry.
         self.generation = generation or GenerationConfig()
@@ -157,10 +161,17 @@ class PolicyHighLevel:
         # Under a low level that never reports a command done (the policy's own action expert),
         # progress is read from the observation: each update asks which step the scene is at.
         self.progress_from_observation = progress_from_observation
+        # A step reported done is checked against the scene (the policy's step check, when it has one),
+        # with the subtask before it, and how often each step was done again (`_undone`).
+        self.step_check = step_check
+        self._before: str | None = None
+        self._redone: dict[str, int] = {}
 
     def reset(self) -> None:
         self.last_subtask = None
         self._written_from = None
+        self._before = None
+        self._redone = {}
 
     @property
     def wants_images(self) -> bool:
@@ -201,6 +212,10 @@ class PolicyHighLevel:
         if not finished and ctx.subtask and ctx.subtask == self.last_subtask and \
                 self._written_from == (ctx.task, ctx.plan, ctx.memory):
             return HighLevelUpdate()  # a periodic update with nothing new: the subtask stands
+        if finished:
+            again = self._undone(finished, obs)
+            if again is not None:
+                return self._redo(ctx, again, finished)
         if finished and ctx.plan and _plan_steps(ctx.plan) == [_step(finished)]:
             # The plan lists the remaining steps: finishing the only one left finishes the task.
             return HighLevelUpdate(task_done=True)
@@ -208,9 +223,32 @@ class PolicyHighLevel:
         plan = new_plan or ctx.plan
         memory = new_memory if finished and ctx.plan else ctx.memory
         subtask = _first_step(plan) or self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
+        self._before = finished
         self.last_subtask = subtask
         self._written_from = (ctx.task, plan, memory)
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
+
+    def _undone(self, finished: str, obs: dict[str, Any]) -> str | None:
+        """The subtask before `finished` when the policy's step check says `finished`, reported done,
+        did not take (a cube let go beside its bin: pick it up again, then place it). None when the check
+        passes, when the policy has none (`--policy.step_check`), and after `MAX_REDO` redos of a step."""
+        before = self._before
+        check = getattr(self.runner, "step_took", None) if self.step_check else None
+        if before is None or check is None or self._redone.get(_step(finished), 0) >= MAX_REDO:
+            return None
+        took = check(finished, obs)
+        return before if took is not None and took < STEP_CHECK_THRESHOLD else None
+
+    def _redo(self, ctx: Any, again: str, finished: str) -> HighLevelUpdate:
+        """`again` then `finished` put back at the head of the plan; the memory stays as it was."""
+        self._redone[_step(finished)] = self._redone.get(_step(finished), 0) + 1
+        rest = _after_first(ctx.plan, finished) if ctx.plan else None
+        steps = [again, finished, *(_NUMBER.sub("", line).strip() for line in (rest or "").splitlines() if line.strip())]
+        plan = "\n".join(f"{i}. {line}" for i, line in enumerate(steps, 1))
+        self._before = None
+        self.last_subtask = again
+        self._written_from = (ctx.task, plan, ctx.memory)
+        return HighLevelUpdate(subtask=again, plan=plan)
 
     def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
         """The step the observation shows (`progress_prompt`); when it moves on, the one before is
@@ -358,12 +396,13 @@ class PolicyLowLevel:
 
 
 def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
-                    progress_from_observation: bool = False) -> PolicyHighLevel:
+                    progress_from_observation: bool = False, step_check: bool = True) -> PolicyHighLevel:
     """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level;
     `observation` is the run's `--observation` (standard, or privileged in the simulator);
-    `progress_from_observation` for a low level that never reports a command done."""
+    `progress_from_observation` for a low level that never reports a command done; `step_check`: use
+    the policy's step check, when it has one (`--policy.step_check`)."""
     return PolicyHighLevel(_check_observation(_runner(path, device), observation),
-                           progress_from_observation=progress_from_observation)
+                           progress_from_observation=progress_from_observation, step_check=step_check)
 
 
 def low_level_reports_done(path: str | Path, device: str = "cpu") -> bool:

@@ -37,6 +37,10 @@ class RunPolicySettings(Settings):
         None, description="HOST:PORT of a `steerable serve-policy`: the low level runs there (implies --low_level "
         "policy)"
     )
+    step_check: bool = Field(
+        True, description="--high_level policy: a step reported done that the policy's step check says did not take "
+        "is done again (a policy trained with --policy.step_check; false: always go on)"
+    )
 
 
 class RunRTCSettings(Settings):
@@ -279,6 +283,7 @@ class RunSettings(Settings):
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
             device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
             observation=self.observation, lerobot=self.lerobot.options(), policy_server=self.policy.server,
+            step_check=self.policy.step_check,
         )
 
     def inference_options(self) -> InferenceOptions:

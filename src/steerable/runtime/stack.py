@@ -42,6 +42,7 @@ class StackSpec:
     # "privileged": a policy may read the simulator's object positions (its environment state).
     observation: str = "standard"
     policy_server: str | None = None  # HOST:PORT of `steerable serve-policy`: the low level runs there
+    step_check: bool = True  # a learned high level does again a step its policy's check says did not take
 
     def __post_init__(self) -> None:
         if self.observation not in OBSERVATIONS:
@@ -103,7 +104,8 @@ def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
     reports_done = spec.low_level == "scripted" or (
         spec.low_level == "policy" and adapter.low_level_reports_done(spec.policy_path, spec.device))
     model: HighLevelModel = adapter.load_high_level(
-        spec.policy_path, spec.device, spec.observation, progress_from_observation=not reports_done)
+        spec.policy_path, spec.device, spec.observation, progress_from_observation=not reports_done,
+        step_check=spec.step_check)
     return model
 
 
