@@ -146,7 +146,7 @@ def test_low_level_items_come_from_the_action_component_on_moving_frames(dataset
     data = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size, component="low_level_execution")
     everything = items(ds, built)
     assert 0 < len(data.positions) < len(everything.positions)
-    assert len(data) == len(data.positions) + len(data.done_items) and data.done_items
+    assert len(data) == len(data.positions) + len(data.done_items) + len(data.check_items) and data.done_items
     for i in range(0, len(data.positions), 17):
         item = data[i]
         assert item is not None and item["message_streams"] == ["low_level"] and item["action_mask"].any()

@@ -17,7 +17,7 @@ from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy, save_checkpoint
 from steerable.policy.config import UNSAVED_BEFORE, PolicyConfig
-from steerable.policy.data import PolicyDataset, moved_away
+from steerable.policy.data import CHECK_STRIDE, PolicyDataset, moved_away
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.objects import command_objects
@@ -83,7 +83,14 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
     data = PolicyDataset(open_dataset(dataset), load_recipe("hierarchical"), built.model.cfg,
                          built.processor.image_size, component="low_level_execution")
     places = [(p, c) for p, c in data.done_items if command_objects(c, NAMES)]
-    assert data.check_items == places and places and len(places) < len(data.done_items)
+    # The placements of done_items, then each episode's last placement on its final stillness, one
+    # frame in CHECK_STRIDE.
+    assert places and len(places) < len(data.done_items)
+    kept = len(places[::CHECK_STRIDE])
+    assert data.check_items[:kept] == places[::CHECK_STRIDE]
+    finals = data.check_items[kept:]
+    assert finals and all(command_objects(c, NAMES) for _, c in finals)
+    assert {p for p, _ in finals} <= set(data.positions)
     first_done = len(data.positions) + len(data.extra)
     took = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if command_objects(c, NAMES)][0]
     pick = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if not command_objects(c, NAMES)][0]
@@ -94,14 +101,32 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
     assert (float(undone["done"]), float(undone["check"])) == (-1.0, 0.0)  # the done head learns nothing here
     assert not undone["action_mask"].any() and undone["messages"][0]["content"] == places[0][1]
     assert not torch.equal(undone["state"], took["state"]) or places[0][0] != data.done_items[0][0]
-    # Ordinary frames train neither output of the check.
+    # Frames where a command is not done do not train the check; the final stillness does.
     assert float(data[0]["check"]) == -1.0
+    final = data[data.positions.index(finals[0][0])]
+    assert final is not None and (float(final["done"]), float(final["check"])) == (1.0, 1.0)
+    # The check reads where the moved object stands from its target (tenths of a metre).
+    moved, target = command_objects(places[0][1], NAMES) or (None, None)
+    assert moved is not None and target is not None
+    for item in (took, undone):
+        assert item["relation"][:2].tolist() == pytest.approx(
+            [float(item["state"][moved.axes[k]] - item["state"][target.axes[k]]) / 0.1 for k in (0, 1)], abs=1e-5)
+    assert float(undone["relation"][:2].abs().max()) >= 0.5 - 1e-5 > float(took["relation"][:2].abs().max())
     batch = built.processor.training_batch(batch_of(data, [0, first_done, len(data) - 1]))
     out = built.model(batch)
     assert float(out["check_loss"]) > 0
     out["loss"].backward()
     assert built.model.check_out is not None
-    assert built.model.check_out[1].weight.grad is not None and built.model.check_out[1].weight.grad.abs().sum() > 0
+    assert built.model.check_out[0].weight.grad is not None and built.model.check_out[0].weight.grad.abs().sum() > 0
+    built.model.zero_grad()
+    # The check learns on top of what the done head pools: its loss alone changes nothing below it.
+    enc = built.model.encode(batch.get("images"), batch.get("state"), batch["input_ids"], batch["attention_mask"])
+    ctx, valid = built.model.contexts(enc)
+    check = built.model.done_head_logits(ctx, valid, batch["relation"])[1]
+    assert check is not None
+    check.sum().backward()
+    assert built.model.done_query.grad is None or not built.model.done_query.grad.abs().sum()
+    assert all(p.grad is None or not p.grad.abs().sum() for p in built.model.backbone.parameters())
     built.model.zero_grad()
 
 
@@ -116,6 +141,9 @@ def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(
     assert UNSAVED_BEFORE["step_check"] is False  # a checkpoint that does not name it has no check output
     with pytest.raises(ConfigError, match="step_check needs"):
         PolicyConfig(done_head=False, step_check=True)
+    # With a locator the positions it learns from are estimated: no check.
+    assert not PolicyConfig(state_key="observation.state,observation.environment_state", step_check=True,
+                            locate_key="observation.environment_state").step_check
     with pytest.raises(ConfigError, match="check_clearance"):
         PolicyConfig(check_clearance=0.0)
 

@@ -80,9 +80,11 @@ class PolicyConfig:
     expert_reads_state: bool = True
     done_head: bool = True
     # A second output of the done head: whether a command reported done took (the object it moves is
-    # where it should be), learnt from copies of the done frames with that object moved away by
-    # `check_clearance` to twice that plus 6 cm from its target (`steerable.policy.data`).
-    step_check: bool = False
+    # where it should be), learnt from copies of the done frames with that object moved beside its
+    # target (`steerable.policy.data.moved_away`); on by default since it raised the learned high level
+    # over the learned low level on each of six trainings (docs/policy.md, "Checking a step"). Off with
+    # `locate_key` (see `validate`).
+    step_check: bool = True
     check_clearance: float = 0.05
     name_slots: list[list[str]] = field(default_factory=list)
     # A state feature (the last of `state_key`) estimated from a camera instead of read
@@ -140,6 +142,10 @@ class PolicyConfig:
                               f"policy.expert_heads ({self.expert_heads})")
         if self.step_check and not self.done_head:
             raise ConfigError("policy.step_check needs policy.done_head true (it is a second output of that head)")
+        if self.step_check and self.locate_key:
+            # It learns from object positions moved in the state, which the locator overwrites with
+            # its estimate from the camera: a policy with a locator has no step check.
+            self.step_check = False
         if self.check_clearance <= 0:
             raise ConfigError(f"policy.check_clearance must be > 0 metres, got {self.check_clearance}")
         if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:

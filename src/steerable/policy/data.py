@@ -35,7 +35,7 @@ from steerable.dataset.frames import feature_matrix
 from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.names import SLOT_COMPONENTS, NameSlots
-from steerable.policy.objects import command_objects
+from steerable.policy.objects import RELATION_WIDTH, command_objects, command_relation
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
@@ -153,6 +153,12 @@ class EpisodeSubtasks:
         nxt = self.starts[k + 1][0]
         return 0.0 if row < nxt - self.margin else -1.0
 
+    def final(self) -> list[tuple[int, str]]:
+        """(row, command) pairs of the last command on the first `after` frames of the final stillness."""
+        if not self.starts:
+            return []
+        return [(r, self.starts[-1][1]) for r in range(self.final_still, min(self.final_still + self.after, self.length))]
+
     def positives(self) -> list[tuple[int, str]]:
         """(row, command) pairs where `command` is done: the previous subtask on the next one's first frames."""
         out = []
@@ -221,6 +227,10 @@ def _nbytes(frames: dict[str, torch.Tensor]) -> int:
     return sum(t.element_size() * t.nelement() for t in frames.values())
 
 
+# One counter-example of the step check per this many frames that teach "done" (`PolicyDataset`).
+CHECK_STRIDE = 6
+
+
 def moved_away(state: torch.Tensor, command: str, cfg: PolicyConfig, rng: np.random.Generator) -> torch.Tensor:
     """`state` with the object `command` moves put beside its target instead of on or in it: at a
     Chebyshev distance from the target's centre between `cfg.check_clearance` and 6 cm more (half
@@ -284,9 +294,18 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
                         self.done_items += [(int(starts[k]) + r, c) for r, c in subtasks.positives()]
         # With `step_check`: each done item whose command moves one named object to another, again with
         # that object moved away from its target (`moved_away`): a command that did not take.
+        # The last command of an episode is done on its final stillness (`EpisodeSubtasks.label`), not
+        # in `done_items`: its first frames there are counter-examples too. One frame in CHECK_STRIDE:
+        # every frame (a sixth of the low-level items) left the action expert fewer actions to learn
+        # from, and it acted worse (docs/policy.md, "Checking a step").
         self.check_items: list[tuple[int, str]] = []
-        if cfg.step_check and cfg.done_head:
-            self.check_items = [(p, c) for p, c in self.done_items if command_objects(c, cfg.state_names)]
+        if cfg.step_check and cfg.done_head and component is not None:
+            found = [(p, c) for p, c in self.done_items if command_objects(c, cfg.state_names)]
+            for k, e in enumerate(dataset.episodes):
+                if wanted is None or e.episode_index in wanted:
+                    found += [(int(starts[k]) + r, c) for r, c in self._episode_subtasks(e.episode_index).final()
+                              if command_objects(c, cfg.state_names)]
+            self.check_items = found[::CHECK_STRIDE]
         # (frame position, blend component) items added on event frames.
         self.extra: list[tuple[int, str]] = []
         components = event_components(recipe) if event_repeat > 0 else []
@@ -344,15 +363,21 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             command = _low_level_command(item)
             label = -1.0 if command is None else self._episode_subtasks(episode).label(row, command)
             item["done"] = torch.tensor(-1.0 if undone else 1.0 if done_command is not None else label)
-        if self.cfg.step_check:
-            checkable = done_command is not None and command_objects(done_command, self.cfg.state_names)
-            item["check"] = torch.tensor((0.0 if undone else 1.0) if checkable else -1.0)
+        command = done_command if done_command is not None else _low_level_command(item)
         if self.cfg.motion_dim:
             item["motion"] = torch.from_numpy(actions.motion(row))
         # The state keys concatenated in their configured order (one key: its vector as it is).
         item["state"] = torch.cat([item.pop(k).reshape(-1) for k in self.cfg.state_keys])
         if undone and done_command is not None:
             item["state"] = moved_away(item["state"], done_command, self.cfg, np.random.default_rng(i))
+        if self.cfg.step_check:
+            # The check learns where a command reported done left its object: on the frames that teach
+            # "done", and on their counter-examples.
+            relation = None if command is None else command_relation(command, self.cfg.state_names,
+                                                                      item["state"].tolist())
+            reported = undone or (self.cfg.done_head and float(item.get("done", -1.0)) == 1.0)
+            item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
+            item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
         item.pop(self.cfg.action_key, None)
         if self.cfg.cameras:
             frames = self._episode_images(episode)

@@ -17,7 +17,7 @@ import torch
 from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
 from steerable.policy.names import NameSlots
-from steerable.policy.objects import command_objects
+from steerable.policy.objects import command_relation
 
 __all__ = [
     "PolicyRunner",
@@ -172,11 +172,15 @@ class PolicyRunner:
         """The probability that `command`, reported done, took (the scene shows its object where the
         command puts it); None when the policy cannot tell: trained without `step_check`, or a command
         that does not move one object of its state to another."""
-        if not getattr(self.cfg, "step_check", False) or command_objects(command, self.cfg.state_names) is None:
+        if not getattr(self.cfg, "step_check", False):
+            return None
+        relation = command_relation(command, self.cfg.state_names, np.asarray(observation["state"]).reshape(-1).tolist())
+        if relation is None:
             return None
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt([low_level_prompt(command)], generation=False, device=self.device)
-        p = self.model.check_probability(obs.get("images"), obs.get("state"), ids, mask)
+        p = self.model.check_probability(obs.get("images"), obs.get("state"), ids, mask,
+                                         torch.tensor([relation], device=self.device))
         return float(p[0])
 
     def robot_actions(self, chunk: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:

@@ -26,7 +26,7 @@ from steerable.policy.expert import ActionExpert, sample_time
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
-from steerable.policy.objects import end_effector_axes, object_slots
+from steerable.policy.objects import RELATION_WIDTH, end_effector_axes, object_slots
 from steerable.policy.processor import model_state_dim
 
 __all__ = ["Encoded", "HierarchicalPolicy"]
@@ -81,7 +81,11 @@ class HierarchicalPolicy(nn.Module):
             self.done_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
         self.check_out: nn.Module | None = None
         if cfg.done_head and cfg.step_check:
-            self.check_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
+            # It reads the pooled context and the command's relation (`objects.command_relation`): where
+            # the object it moves stands from its target, which the context holds only spread over two words.
+            self.check_norm = nn.LayerNorm(width)
+            self.check_out = nn.Sequential(nn.Linear(width + RELATION_WIDTH, width), nn.GELU(), nn.Linear(width, width),
+                                           nn.GELU(), nn.Linear(width, 1))
         self.object_in: nn.Module | None = None
         if _grounds(cfg):
             self.object_in = nn.Sequential(nn.Linear(_OBJECT_FEATURES, width), nn.GELU(), nn.Linear(width, width))
@@ -184,25 +188,33 @@ class HierarchicalPolicy(nn.Module):
         """(B,) logit that the command is complete, from what the expert reads (its last context)."""
         return self.done_head_logits(ctx, valid)[0]
 
-    def done_head_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B,) logits that the command is complete and, with `step_check`, that a command reported
-        done took: two outputs of one pooling of what the expert reads (its last context)."""
+    def done_head_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor, relation: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B,) logits that the command is complete and, with `step_check` and the commands' (B, 4)
+        `relation`, that a command reported done took: one pooling of what the expert reads (its last
+        context), two outputs."""
         assert self.done_attn is not None
         keys = self.done_norm(ctx[-1])
         query = self.done_query.expand(keys.shape[0], -1, -1).to(keys.dtype)
         pooled = self.done_attn(query, keys, keys, key_padding_mask=~valid.bool(), need_weights=False)[0][:, 0]
-        check = self.check_out(pooled).squeeze(-1) if self.check_out is not None else None
+        check = None
+        if self.check_out is not None and relation is not None:
+            # Detached: the check learns from what the done head pools, and changes none of it (its
+            # gradient into the shared context made the learned low level act worse: docs/policy.md).
+            joined = torch.cat([self.check_norm(pooled.detach()), relation.to(pooled.dtype)], dim=-1)
+            check = self.check_out(joined).squeeze(-1)
         return self.done_out(pooled).squeeze(-1), check
 
     @torch.no_grad()
     def check_probability(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
-                          attention_mask: torch.Tensor) -> torch.Tensor:
-        """(B,) probability that each command (the low-level prompt), reported done, took (`step_check`)."""
+                          attention_mask: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+        """(B,) probability that each command (the low-level prompt), reported done, took (`step_check`),
+        given its (B, 4) `relation` (`objects.command_relation`)."""
         if self.check_out is None:
             raise ValueError("this policy has no step check (trained without --policy.step_check)")
         enc = self.encode(images, state, input_ids, attention_mask)
         ctx, valid = self.contexts(enc)
-        check = self.done_head_logits(ctx, valid)[1]
+        check = self.done_head_logits(ctx, valid, relation)[1]
         assert check is not None
         return torch.sigmoid(check.float())
 
@@ -237,7 +249,8 @@ class HierarchicalPolicy(nn.Module):
             labelled = torch.nonzero(either, as_tuple=True)[0]
             if labelled.numel():
                 ctx, valid = self.contexts(enc, labelled)
-                logits, check = self.done_head_logits(ctx, valid)
+                relation = batch["relation"][labelled] if checked is not None and "relation" in batch else None
+                logits, check = self.done_head_logits(ctx, valid, relation)
                 done = batch["done"][labelled].float()
                 has_done = done >= 0
                 if has_done.any():

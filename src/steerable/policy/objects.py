@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AXES", "ObjectSlots", "command_objects", "end_effector_axes", "object_slots", "object_tokens"]
+__all__ = ["AXES", "RELATION_WIDTH", "ObjectSlots", "command_objects", "command_relation", "end_effector_axes", "object_slots", "object_tokens"]
 
 AXES = ("x", "y", "z")
 _END_EFFECTOR = "ee"
@@ -97,3 +97,24 @@ def command_objects(command: str, names: Sequence[str]) -> tuple[ObjectSlots, Ob
         return None
     found.sort(key=lambda pair: pair[0])
     return found[0][1], found[1][1]
+
+
+# `command_relation`'s width, and the length (metres) its offsets are divided by.
+RELATION_WIDTH = 4
+_RELATION_SCALE = 0.1
+
+
+def command_relation(command: str, names: Sequence[str], state: Sequence[float]) -> list[float] | None:
+    """Where the object `command` moves stands from its target in the raw `state`: the x, y, z offsets
+    (a target without a height counts as z 0) in tenths of a metre, and 1 when the target has a height
+    (a cube to stack on). None for a command that does not move one named object to another."""
+    found = command_objects(command, names)
+    if found is None:
+        return None
+    moved, target = found
+    out = []
+    for a, b in zip(moved.axes, target.axes, strict=True):
+        here = float(state[a]) if a is not None else 0.0
+        there = float(state[b]) if b is not None else 0.0
+        out.append((here - there) / _RELATION_SCALE)
+    return [*out, 1.0 if target.axes[2] is not None else 0.0]

@@ -155,7 +155,7 @@ class Processor:
                 state = torch.as_tensor(batch["state"]) if "state" in batch else self.state_from(batch)
             out["actions"] = self.model_actions(torch.as_tensor(batch["actions"]), state).to(device)
             out["action_mask"] = batch["action_mask"].to(device)
-        for key in ("done", "check"):
+        for key in ("done", "check", "relation"):
             if key in batch:
                 out[key] = torch.as_tensor(batch[key]).to(device)
         return out

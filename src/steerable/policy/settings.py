@@ -40,7 +40,8 @@ _POLICY_HELP = {
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
     "step_check": "true: the done head also learns whether a command reported done took, so the learned high "
-                  "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\")",
+                  "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\"; "
+                  "off with --policy.locate_key)",
     "check_clearance": "metres: --policy.step_check's counter-examples put the moved object at least this far "
                        "from its target's centre",
     "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]', or "

@@ -69,7 +69,7 @@ TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "inter
 
 _RUNNERS: dict[tuple[str, str], PolicyRunner] = {}
 # How often one step reported done is done again because the scene shows it did not take (`_undone`).
-MAX_REDO = 2
+MAX_REDO = 5
 # The step check's probability below which a step reported done is taken as not done.
 STEP_CHECK_THRESHOLD = 0.5
 # The done head's probability above which the low level reports its command complete.
