@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +71,12 @@ def steerable_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`steerable ARGS` in a subprocess on one thread, its output captured (at most 240 s)."""
     return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
                           env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=240)
+
+
+def easy_privileged_dataset(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """Two easy episodes with oracle language and the privileged state, from a wrist camera."""
+    root = tmp_path_factory.mktemp(name) / "ds"
+    made = steerable_cli("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
+                         "--difficulty", "easy", "--with_language", "--privileged_state")
+    assert made.returncode == 0, made.stderr
+    return root

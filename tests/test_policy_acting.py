@@ -12,7 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, batch_of, find, items, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
+from policy_helpers import (  # noqa: F401  (autouse fixture)
+    TINY,
+    TINY_FLAGS,
+    batch_of,
+    easy_privileged_dataset,
+    find,
+    items,
+    one_thread,
+    steerable_cli,
+)
 from steerable.control import Observation
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
@@ -31,11 +40,7 @@ NAMES = [*ROBOT, *ENVIRONMENT_STATE_NAMES]
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("acting") / "ds"
-    made = steerable_cli("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
-                      "--difficulty", "easy", "--with_language", "--privileged_state")
-    assert made.returncode == 0, made.stderr
-    return root
+    return easy_privileged_dataset(tmp_path_factory, "acting")
 
 
 @pytest.fixture(scope="module")

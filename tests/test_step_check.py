@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, batch_of, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
+from policy_helpers import TINY, batch_of, easy_privileged_dataset, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
 from steerable.control import HighLevelRequest, LanguageContext, Observation
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
@@ -31,11 +31,7 @@ NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure", *ENVIRONMENT_STATE_NAMES]
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("check") / "ds"
-    made = steerable_cli("make-dataset", "synthetic", "--out", str(root), "--episodes", "2", "--cameras", "wrist",
-                         "--difficulty", "easy", "--with_language", "--privileged_state")
-    assert made.returncode == 0, made.stderr
-    return root
+    return easy_privileged_dataset(tmp_path_factory, "check")
 
 
 @pytest.fixture(scope="module")

@@ -325,24 +325,18 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
 
     def __getitem__(self, i: int) -> dict[str, Any] | None:
         done_command = None
-        undone = False  # a step check's counter-example (`check_items`)
-        if i >= len(self.positions) + len(self.extra) + len(self.done_items):
-            undone = True
-            position, done_command = self.check_items[i - len(self.positions) - len(self.extra) - len(self.done_items)]
-            item = self.frames.item(position, self.component) if self.component is not None else None
-            component = self.component or ""
-            if item is not None:
-                item["messages"] = [{**m, "content": done_command} if stream == "low_level" else m
-                                    for m, stream in zip(item["messages"], item["message_streams"], strict=True)]
-        elif i < len(self.positions):
+        first_done = len(self.positions) + len(self.extra)
+        undone = i >= first_done + len(self.done_items)  # a step check's counter-example (`check_items`)
+        if i < len(self.positions):
             position = self.positions[i]
             item, component = self.frames.rendered(position, self.component)
-        elif i < len(self.positions) + len(self.extra):
+        elif i < first_done:
             position, component = self.extra[i - len(self.positions)]
             item = self.frames.item(position, component)
         else:
             component = self.component or ""
-            position, done_command = self.done_items[i - len(self.positions) - len(self.extra)]
+            position, done_command = (self.check_items[i - first_done - len(self.done_items)] if undone
+                                      else self.done_items[i - first_done])
             item = self.frames.item(position, self.component) if self.component is not None else None
             if item is not None:
                 item["messages"] = [{**m, "content": done_command} if stream == "low_level" else m
