@@ -296,8 +296,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # that object moved away from its target (`moved_away`): a command that did not take.
         # The last command of an episode is done on its final stillness (`EpisodeSubtasks.label`), not
         # in `done_items`: its first frames there are counter-examples too. One frame in CHECK_STRIDE:
-        # every frame (a sixth of the low-level items) left the action expert fewer actions to learn
-        # from, and it acted worse (docs/policy.md, "Checking a step").
+        # with every frame they were a sixth of the low-level items, which train no actions.
         self.check_items: list[tuple[int, str]] = []
         if cfg.step_check and cfg.done_head and component is not None:
             found = [(p, c) for p, c in self.done_items if command_objects(c, cfg.state_names)]

@@ -199,8 +199,8 @@ class HierarchicalPolicy(nn.Module):
         pooled = self.done_attn(query, keys, keys, key_padding_mask=~valid.bool(), need_weights=False)[0][:, 0]
         check = None
         if self.check_out is not None and relation is not None:
-            # Detached: the check learns from what the done head pools, and changes none of it (its
-            # gradient into the shared context made the learned low level act worse: docs/policy.md).
+            # Detached: the check learns from what the done head pools and changes none of it, so it
+            # cannot change how the low level acts or when it reports done.
             joined = torch.cat([self.check_norm(pooled.detach()), relation.to(pooled.dtype)], dim=-1)
             check = self.check_out(joined).squeeze(-1)
         return self.done_out(pooled).squeeze(-1), check

@@ -8,10 +8,12 @@ High level (the `hierarchical` recipe's components): without a plan it writes on
 and the memory; when the controller reports its command done, it writes the memory and the
 remaining plan after that subtask; then the subtask is the plan's first step (a numbered plan lists
 the remaining steps), or, for a plan in other words, written from task + plan + memory (a periodic
-update with none of them changed keeps it). An interjection gets the revised plan and a spoken reply
-(`say`); a question gets a free answer. The prompts are built from the live context in the recipe's
-layout (`steerable.policy.inference`). The policy's own low level never reports a command done, so
-over it the high level reads progress from the observation (the `progress` component) instead.
+update with none of them changed keeps it). A placement reported done that the policy's step check
+says did not take (`--policy.step_check`, docs/policy.md "Checking a step") is done again, its pick
+first. An interjection gets the revised plan and a spoken reply (`say`); a question gets a free
+answer. The prompts are built from the live context in the recipe's layout
+(`steerable.policy.inference`). Over a low level that never reports a command done (a policy trained
+without a done head) the high level reads progress from the observation (the `progress` component).
 Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed.
 Both read a state vector built from the checkpoint's state keys (`observation.state` from the robot
 state; `observation.environment_state`, the objects' true positions, only in the simulator with
