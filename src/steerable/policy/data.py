@@ -352,11 +352,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             mask[:] = False  # the recorded actions belong to the next command
         item["actions"] = torch.from_numpy(padded)
         item["action_mask"] = torch.from_numpy(mask)
+        # The low-level command (a done item's was put in its messages above).
+        command = _low_level_command(item)
         if self.cfg.done_head:
-            command = _low_level_command(item)
             label = -1.0 if command is None else self._episode_subtasks(episode).label(row, command)
             item["done"] = torch.tensor(-1.0 if undone else 1.0 if done_command is not None else label)
-        command = done_command if done_command is not None else _low_level_command(item)
         if self.cfg.motion_dim:
             item["motion"] = torch.from_numpy(actions.motion(row))
         # The state keys concatenated in their configured order (one key: its vector as it is).
@@ -368,7 +368,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             # "done", and on their counter-examples.
             relation = None if command is None else command_relation(command, self.cfg.state_names,
                                                                       item["state"].tolist())
-            reported = undone or (self.cfg.done_head and float(item.get("done", -1.0)) == 1.0)
+            reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
         item.pop(self.cfg.action_key, None)
