@@ -208,7 +208,7 @@ def test_a_policy_whose_text_never_ends_is_asked_less_and_less_often() -> None:
     """Run-on text is a failed call, not an answer: the robot holds still and the loop backs off
     (after 1 s, 2 s, 4 s, then every 5 s), where it asked at the high-level rate before."""
     from steerable.runtime.loop import RETRY_MAX_S
-    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     rates, seconds = LoopRates(), 60.0
     env = SimEnv(fps=int(rates.ctrl_hz))

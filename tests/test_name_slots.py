@@ -122,7 +122,7 @@ def test_the_runtime_asks_canonically_and_reads_the_reply_in_real_names(oracle: 
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import steerable.policy.inference as inference
     from steerable.control import HighLevelRequest, LanguageContext, Observation
-    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     built = build(oracle, name_slots=GROUPS)
     recipe_text = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")

@@ -26,7 +26,8 @@ from steerable.control import Observation
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
 from steerable.policy.config import PolicyConfig
-from steerable.policy.data import EpisodeActions, action_components, fit_normalizer
+from steerable.policy.data import action_components, fit_normalizer
+from steerable.policy.episodes import EpisodeActions
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.objects import end_effector_axes, object_slots, object_tokens
 from steerable.policy.setup import build_fresh

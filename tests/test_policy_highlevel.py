@@ -91,7 +91,7 @@ class _Scripted:
 
 def test_over_a_learned_low_level_progress_is_read_from_the_observation() -> None:
     from steerable.control import HighLevelRequest, LanguageContext, Observation
-    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     task = "put the red cube in the grey bin"
     runner = _Scripted({"Which step now?": "pick up the red cube", "Write the plan.": "1. pick up\n2. place",
@@ -117,7 +117,7 @@ def test_over_a_learned_low_level_progress_is_read_from_the_observation() -> Non
 
 def test_the_plan_is_rewritten_from_task_and_memory_when_it_is_missing() -> None:
     from steerable.control import HighLevelRequest, LanguageContext, Observation
-    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     runner = _Scripted({"Write the plan.": "1. place the red cube in the bin", "Plan:": "place the red cube in the bin"})
     high = PolicyHighLevel(runner)  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ def test_run_evaluates_a_policy_on_its_training_mix_unless_told(oracle: Any, tmp
 
 def test_a_periodic_update_with_nothing_new_keeps_the_subtask_without_asking() -> None:
     from steerable.control import HighLevelRequest, LanguageContext, Observation
-    from steerable.runtime.policy_adapter import PolicyHighLevel
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     task = "put the red cube in the grey bin"
     runner = _Scripted({"Write the plan.": "1. pick up the red cube\n2. place", "Plan:": "pick up the red cube"})

@@ -236,7 +236,8 @@ def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
 def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpoint: Path, built: Any) -> None:
     from steerable.control import HighLevelRequest, LanguageContext, Observation
     from steerable.policy.generation import ParsedReply
-    from steerable.runtime.policy_adapter import PolicyHighLevel, load_low_level
+    from steerable.runtime.policy_adapter import load_low_level
+    from steerable.runtime.policy_high_level import PolicyHighLevel
 
     asked: list[list[dict[str, Any]]] = []
 

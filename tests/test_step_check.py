@@ -17,13 +17,14 @@ from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy, save_checkpoint
 from steerable.policy.config import UNSAVED_BEFORE, PolicyConfig
-from steerable.policy.data import CHECK_STRIDE, PolicyDataset, moved_away
+from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
+from steerable.policy.data import PolicyDataset
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.objects import command_objects
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
-from steerable.runtime.policy_adapter import MAX_REDO, PolicyHighLevel
+from steerable.runtime.policy_high_level import MAX_REDO, PolicyHighLevel
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_NAMES
 
 NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure", *ENVIRONMENT_STATE_NAMES]

@@ -24,6 +24,7 @@ import torch
 from steerable.dataset.atomic import atomic_write_bytes
 from steerable.dataset.commit import commit_folder, recover_folder
 from steerable.errors import ConfigError
+from steerable.policy.averaging import TRAINING_WEIGHTS
 from steerable.policy.backbone import build_backbone
 from steerable.policy.config import UNSAVED_BEFORE, PolicyConfig
 from steerable.policy.lerobot_format import checkpoint_config, policy_settings, processor_configs
@@ -56,8 +57,11 @@ def save_checkpoint(
     output_dir: Path, step: int, model: HierarchicalPolicy, processor: Processor, recipe_text: str,
     *, optimizer: torch.optim.Optimizer | None = None, trainer_state: Mapping[str, Any] | None = None,
     keep: int = 2, trained_on: Mapping[str, Any] | None = None,
+    training_weights: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write `output_dir/checkpoints/step_XXXXXXXX` atomically, point `latest` at it, prune old ones."""
+    """Write `output_dir/checkpoints/step_XXXXXXXX` atomically, point `latest` at it, prune old ones.
+    `training_weights` writes the optimizer's weights to the path it is given when the model holds
+    their average (`averaging.WeightAverage`)."""
     root = Path(output_dir) / CHECKPOINTS
     final = root / f"step_{step:08d}"
     _recover_killed_saves(root)
@@ -66,6 +70,8 @@ def save_checkpoint(
                            file=tx.file)
         if optimizer is not None:
             _save_optimizer(optimizer, tx.root)
+        if training_weights is not None:
+            training_weights(tx.file(TRAINING_WEIGHTS))
         if trainer_state is not None:
             state = {**trainer_state, "step": step}
             tx.file("trainer_state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")

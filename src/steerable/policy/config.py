@@ -81,7 +81,7 @@ class PolicyConfig:
     done_head: bool = True
     # A second output of the done head: whether a command reported done took (the object it moves is
     # where it should be), learnt from copies of the done frames with that object moved beside its
-    # target (`steerable.policy.data.moved_away`); on by default since it raised the learned high level
+    # target (`steerable.policy.counterexamples.moved_away`); on by default since it raised the learned high level
     # over the learned low level on each of six trainings (docs/policy.md, "Checking a step"). Off with
     # `locate_key` (see `validate`).
     step_check: bool = True

@@ -15,7 +15,8 @@ from steerable.policy.lerobot_format import policy_settings
 __all__ = ["model_card", "push_checkpoint"]
 
 # Training-only files: a pushed checkpoint is for inference.
-_TRAINING_ONLY = ["optimizer.safetensors", "optimizer.json", "trainer_state.json"]
+_TRAINING_ONLY = ["optimizer.safetensors", "optimizer.json", "trainer_state.json",
+                  "training_weights.safetensors"]  # averaging.TRAINING_WEIGHTS (torch-free here)
 
 
 def model_card(folder: Path) -> str:

@@ -32,7 +32,7 @@ from torch import nn
 from steerable.dataset import LeRobotDataset
 from steerable.policy.checkpoint import LoadedPolicy, load_policy
 from steerable.policy.config import PolicyConfig
-from steerable.policy.data import EpisodeActions, episode_actions
+from steerable.policy.episodes import EpisodeActions, episode_actions
 from steerable.policy.generation import GenerationConfig
 from steerable.policy.inference import PolicyRunner, subtask_prompt
 from steerable.recipes import Recipe

@@ -131,6 +131,10 @@ class TrainConfig(Settings):
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")
     grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
+    ema_decay: float = Field(
+        0.0, ge=0, lt=1, description="checkpoints hold a moving average of the weights with this decay (0: the "
+        "weights themselves; a resumed run keeps its own)"
+    )
     eval_every: int = Field(500, description="steps between held-out evaluations")
     eval_fraction: float = Field(0.1, description="share of episodes held out")
     eval_batches: int = Field(4, ge=1, description="batches scored at each held-out evaluation")

@@ -9,6 +9,7 @@ resumed run (automatic when `output_dir` holds a checkpoint) continues with the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -23,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
+from steerable.policy.averaging import TRAINING_WEIGHTS, WeightAverage
 from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
@@ -86,6 +88,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
         load_optimizer(optimizer, built.checkpoint)
+    # A resumed run keeps the average it started with; its checkpoint's model holds the average.
+    ema_decay = float(built.state.get("ema_decay", cfg.ema_decay if built.checkpoint is None else 0.0))
+    average = WeightAverage(model, ema_decay) if ema_decay > 0 else None
+    if average is not None and built.checkpoint is not None:
+        average.resume(built.checkpoint / TRAINING_WEIGHTS)
     # The flow noise and times come from this generator alone, so a resumed run draws what the
     # uninterrupted one would have.
     noise = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
@@ -122,6 +129,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         optimizer.step()
         scheduler.step()
         step += 1
+        if average is not None:
+            average.update(step)
         window_steps += 1
         state.update(epoch=epoch, batch_in_epoch=index + 1)
         if bar is not None:
@@ -139,20 +148,28 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             _log(log_path, metrics)
             window_start, window_steps = now, 0
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step)
+            with _averaged(average):
+                metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step)
             _log(log_path, metrics)
             if bar is not None:
                 bar.write(_eval_line(metrics))
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
-                         event_repeat=event_repeat, action_batch_size=action_batch)
-            last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
-                                   trainer_state=state, trained_on=provenance)
+                         event_repeat=event_repeat, action_batch_size=action_batch, ema_decay=ema_decay)
+            with _averaged(average):
+                last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
+                                       trainer_state=state, trained_on=provenance,
+                                       training_weights=average.save_training_weights if average else None)
     if bar is not None:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
             "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None}
+
+
+def _averaged(average: WeightAverage | None) -> Any:
+    """The block runs on the averaged weights (what checkpoints hold), or on the weights without one."""
+    return average.applied() if average is not None else contextlib.nullcontext()
 
 
 def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> Iterator[tuple[tuple[int, int], Any]]:

@@ -1,0 +1,77 @@
+"""An exponential moving average of the trained weights: what a checkpoint runs with.
+
+The last iterate of a small flow policy trained for a few thousand steps carries the noise of its
+last batches; the low level's precision (a cube released 1 cm outside its bin) varied with it from
+one training to the next. The average is what `model.safetensors` holds, so every reader of a
+checkpoint (the runtime, LeRobot, the hub card) gets it; the weights the optimizer moves are kept
+beside it (`training_weights.safetensors`) for a resumed run, which then continues exactly.
+
+The decay warms up, (1 + step) / (10 + step) capped at `decay`, so the first steps' random weights
+fade out quickly instead of weighing on the average for the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+__all__ = ["TRAINING_WEIGHTS", "WeightAverage"]
+
+TRAINING_WEIGHTS = "training_weights.safetensors"
+
+
+class WeightAverage:
+    """The moving average of `model`'s trainable parameters (decay 0: the average is the weights)."""
+
+    def __init__(self, model: torch.nn.Module, decay: float) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"the weight average's decay must be in [0, 1), got {decay}")
+        self.decay = decay
+        self._params = {name: p for name, p in model.named_parameters() if p.requires_grad}
+        self._average = {name: p.detach().clone() for name, p in self._params.items()}
+        self._trained: dict[str, torch.Tensor] | None = None  # the weights, while the model holds the average
+
+    def update(self, step: int) -> None:
+        """Fold the weights after optimizer step `step` (1-based) into the average."""
+        keep = min(self.decay, (1 + step) / (10 + step))
+        with torch.no_grad():
+            averages, weights = list(self._average.values()), [p.detach() for p in self._params.values()]
+            torch._foreach_lerp_(averages, weights, 1.0 - keep)
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """The model holds the average inside the block (to evaluate or save it), its weights after."""
+        self._trained = {name: p.detach().clone() for name, p in self._params.items()}
+        self._copy_into_params(self._average)
+        try:
+            yield
+        finally:
+            self._copy_into_params(self._trained)
+            self._trained = None
+
+    def save_training_weights(self, path: Path) -> None:
+        """The optimizer's weights (not the average, even inside `applied`) to `path`, for a resumed run."""
+        from safetensors.torch import save_file
+
+        weights = self._trained or {name: p.detach() for name, p in self._params.items()}
+        save_file({name: w.cpu().contiguous() for name, w in weights.items()}, str(path))
+
+    def resume(self, path: Path) -> None:
+        """Resume from a checkpoint whose model holds the average: the model's current parameters become
+        the average and the weights saved at `path` go back into the model."""
+        from safetensors.torch import load_file
+
+        saved = load_file(str(path))
+        missing = sorted(set(self._params) - set(saved))
+        if missing:
+            raise ValueError(f"{path.name} lacks {len(missing)} trained weights (first: {missing[0]})")
+        self._average = {name: p.detach().clone() for name, p in self._params.items()}
+        self._copy_into_params(saved)
+
+    def _copy_into_params(self, values: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for name, p in self._params.items():
+                p.copy_(values[name].to(p.device, p.dtype))

@@ -1,0 +1,42 @@
+"""The step check's counter-examples: a state whose moved object stands beside its target.
+
+`PolicyDataset` shows one in `CHECK_STRIDE` of the frames that teach "done" again with the object a
+placement moved put on the table beside where it should be, labelled "did not take" for the step
+check (docs/policy.md, "Checking a step"). The copies train neither the actions nor the done output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from steerable.policy.config import PolicyConfig
+from steerable.policy.objects import command_objects
+
+__all__ = ["CHECK_STRIDE", "moved_away"]
+
+# One counter-example of the step check per this many frames that teach "done" (`PolicyDataset`).
+CHECK_STRIDE = 6
+
+
+def moved_away(state: torch.Tensor, command: str, cfg: PolicyConfig, rng: np.random.Generator) -> torch.Tensor:
+    """`state` with the object `command` moves put beside its target instead of on or in it: at a
+    Chebyshev distance from the target's centre between `cfg.check_clearance` and 6 cm more (half
+    the clearance for a target with a height, a cube to stack on), resting on the table (z 0)."""
+    found = command_objects(command, cfg.state_names)
+    if found is None:
+        return state
+    moved, target = found
+    tx, ty = (float(state[k]) for k in target.axes[:2] if k is not None)
+    near = cfg.check_clearance / (2 if target.axes[2] is not None else 1)
+    reach = float(rng.uniform(near, near + 0.06))
+    side = int(rng.integers(4))  # which side of the square of that half width, and where along it
+    along = float(rng.uniform(-reach, reach))
+    dx, dy = [(reach, along), (-reach, along), (along, reach), (along, -reach)][side]
+    out = state.clone()
+    x, y, z = moved.axes
+    assert x is not None and y is not None
+    out[x], out[y] = tx + dx, ty + dy
+    if z is not None:
+        out[z] = 0.0
+    return out

@@ -1,0 +1,276 @@
+"""The trained policy as the runtime's high level (`steerable run --high_level policy --policy.path
+CKPT`): the `hierarchical` recipe's components. `steerable.runtime.policy_adapter` loads it and
+imports this module, never the reverse.
+
+Without a plan it writes one from the task and the memory; when the controller reports its command
+done, it writes the memory and the remaining plan after that subtask; then the subtask is the plan's
+first step (a numbered plan lists the remaining steps), or, for a plan in other words, written from
+task + plan + memory (a periodic update with none of them changed keeps it). A placement reported
+done that the policy's step check says did not take (`--policy.step_check`, docs/policy.md "Checking
+a step") is done again, its pick first. An interjection gets the revised plan and a spoken reply
+(`say`); a question gets a free answer. The prompts are built from the live context in the recipe's
+layout (`steerable.policy.inference`). Over a low level that never reports a command done (a policy
+trained without a done head) the high level reads progress from the observation (the `progress`
+component).
+
+What a call costs is bounded whatever the model writes: each kind of text has a token budget
+(`TOKEN_BUDGETS`: a subtask is one short line, a plan or an interjection's reply a few lines), so a
+weak model's garbage stops there. A text its budget cut is not taken as an answer: the call fails,
+the robot holds still, and the loop asks again less and less often while the model keeps failing
+(`runtime.loop`), so a weak policy's evaluation costs what a good one's does.
+
+The policy's observation, which both levels read, is built here (`_observation`, which the low
+level imports): a state vector from the checkpoint's state keys (`observation.state` from the
+robot state; `observation.environment_state`, the objects' true positions, only in the simulator
+with `--observation privileged`), and the cameras. A policy trained without cameras does not make
+the environment render them (`wants_images`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import numpy as np
+
+from steerable.control import HighLevelRequest, HighLevelUpdate, Observation, ToolCall
+from steerable.errors import ConfigError
+from steerable.policy.generation import GenerationConfig, ParsedReply
+from steerable.policy.inference import (
+    PolicyRunner,
+    interjection_prompt,
+    memory_prompt,
+    plan_prompt,
+    plan_update_prompt,
+    progress_prompt,
+    subtask_prompt,
+)
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
+
+__all__ = ["MAX_REDO", "STEP_CHECK_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel"]
+
+# New tokens per generated text, by what it is. The training targets of the synthetic data need at
+# most 8 tokens for a subtask, 23 for a memory and 56 for a four-step plan (tiny tokenizer, 20
+# realistic episodes); an interjection's reply is a revised plan plus a `say` call. Decoding stops
+# earlier at the end of the text (and a subtask at the end of its line); the budget only bounds
+# what a model that never stops can cost.
+TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "interjection": 128, "answer": 64}
+
+# How often one step reported done is done again because the scene shows it did not take (`_undone`).
+MAX_REDO = 5
+# The step check's probability below which a step reported done is taken as not done.
+STEP_CHECK_THRESHOLD = 0.5
+# The state features the runtime can give a policy (see `_observation`).
+_STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
+
+
+def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
+    """The policy's observation: cameras, and its state vector built from the runner's
+    `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
+    `obs.privileged`); a runner without a config (a test double) gets `obs.state`."""
+    if obs is None:
+        raise ValueError("the policy needs an observation (camera frames and state)")
+    state = np.asarray(obs.state, dtype=np.float32)
+    cfg = getattr(runner, "cfg", None)
+    keys = getattr(cfg, "state_keys", None) or [_STATE_SOURCES[0]]
+    if keys != [_STATE_SOURCES[0]]:
+        parts = []
+        for key in keys:
+            if key == getattr(cfg, "locate_key", ""):
+                # Estimated by the policy from its cameras (steerable.policy.locate): a placeholder.
+                parts.append(np.zeros(int(getattr(cfg, "located", 0)), dtype=np.float32))
+            elif key == ENVIRONMENT_STATE_FEATURE:
+                if obs.privileged is None:
+                    raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
+                                      "gives: run it with --env sim --observation privileged")
+                # The vector itself when it came over the wire (`steerable.runtime.policy_server`).
+                given = isinstance(obs.privileged, np.ndarray)
+                parts.append(obs.privileged.astype(np.float32) if given else environment_state(obs.privileged))
+            else:
+                parts.append(state.reshape(-1))
+        state = np.concatenate(parts).astype(np.float32)
+    return {"state": state, "images": dict(obs.images)}
+
+
+def _reads_cameras(runner: Any) -> bool:
+    """Whether the policy reads camera frames (a test double without a config: assume it does)."""
+    return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
+
+
+_NUMBER = re.compile(r"^\s*\d+[.)]\s*")
+
+
+def _step(text: str) -> str:
+    return _NUMBER.sub("", text).strip().lower()
+
+
+def _plan_steps(plan: str) -> list[str]:
+    """The steps of a numbered plan ("1. pick up the cube" lines), normalised for comparison."""
+    return [_step(line) for line in plan.splitlines() if line.strip()]
+
+
+class PolicyHighLevel:
+    """`HighLevelModel` over a trained policy's text head."""
+
+    name = "policy"
+
+    def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None, *,
+                 progress_from_observation: bool = False, step_check: bool = True) -> None:
+        self.runner = runner
+        # Decoding settings; `max_new_tokens` is replaced by each text's `TOKEN_BUDGETS` entry.
+        self.generation = generation or GenerationConfig()
+        self.last_subtask: str | None = None
+        # The (task, plan, memory) the last subtask was written from: asked again with the same
+        # context, the answer would only differ by the model's noise, so the subtask is kept.
+        self._written_from: tuple[str, str | None, str | None] | None = None
+        # Under a low level that never reports a command done (the policy's own action expert),
+        # progress is read from the observation: each update asks which step the scene is at.
+        self.progress_from_observation = progress_from_observation
+        # A step reported done is checked against the scene (the policy's step check, when it has one),
+        # with the subtask before it, and how often each step was done again (`_undone`).
+        self.step_check = step_check
+        self._before: str | None = None
+        self._redone: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.last_subtask = None
+        self._written_from = None
+        self._before = None
+        self._redone = {}
+
+    @property
+    def wants_images(self) -> bool:
+        return _reads_cameras(self.runner)
+
+    def _one(self, kind: str, chat: list[dict[str, Any]], observation: dict[str, Any]) -> Any:
+        """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens. Every kind but an
+        answer about the scene is decided by the prompt's text (its names may be canonical)."""
+        gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
+        return _ended(kind, self.runner.generate([chat], observation, gen, canonical=kind != "answer")[0])
+
+    def _subtask(self, chat: list[dict[str, Any]], observation: dict[str, Any], *, observed: bool = False) -> str:
+        """A subtask is one command line (as the recipe writes them): decoding stops at a line break.
+        `observed`: the step is read from the scene (`progress_prompt`), so the names stay real."""
+        single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"),
+                                     max_new_tokens=TOKEN_BUDGETS["subtask"])
+        reply = self.runner.generate([chat], observation, single, canonical=not observed)[0]
+        text = str(_ended("subtask", reply).text or "").strip()
+        if not text:
+            raise ValueError("the policy generated an empty subtask")
+        return text
+
+    def update(self, request: HighLevelRequest) -> HighLevelUpdate:
+        ctx = request.context
+        obs = _observation(request.observation, self.runner)
+        if request.kind == "interjection":
+            chat = interjection_prompt(ctx.task, ctx.plan, request.user_text or "")
+            reply = self._one("interjection", chat, obs)
+            calls = tuple(ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
+                          if c["function"]["name"] != "say")
+            return HighLevelUpdate(plan=reply.text or None, speech=" ".join(reply.say) or None, tool_calls=calls)
+        if request.kind == "ask":
+            reply = self._one("answer", [{"role": "user", "content": request.user_text or ""}], obs)
+            return HighLevelUpdate(answer=reply.text)
+        if self.progress_from_observation:
+            return self._observed_update(ctx, obs)
+        finished = ctx.subtask if request.controller_done else None
+        if not finished and ctx.subtask and ctx.subtask == self.last_subtask and \
+                self._written_from == (ctx.task, ctx.plan, ctx.memory):
+            return HighLevelUpdate()  # a periodic update with nothing new: the subtask stands
+        if finished:
+            again = self._undone(finished, obs)
+            if again is not None:
+                return self._redo(ctx, again, finished)
+        if finished and ctx.plan and _plan_steps(ctx.plan) == [_step(finished)]:
+            # The plan lists the remaining steps: finishing the only one left finishes the task.
+            return HighLevelUpdate(task_done=True)
+        new_plan, new_memory = self._rewrite(ctx, finished, obs)
+        plan = new_plan or ctx.plan
+        memory = new_memory if finished and ctx.plan else ctx.memory
+        subtask = _first_step(plan) or self._subtask(subtask_prompt(ctx.task, plan, memory), obs)
+        self._before = finished
+        self.last_subtask = subtask
+        self._written_from = (ctx.task, plan, memory)
+        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
+
+    def _undone(self, finished: str, obs: dict[str, Any]) -> str | None:
+        """The subtask before `finished` when the policy's step check says `finished`, reported done,
+        did not take (a cube let go beside its bin: pick it up again, then place it). None when the check
+        passes, when the policy has none (`--policy.step_check`), and after `MAX_REDO` redos of a step."""
+        before = self._before
+        check = getattr(self.runner, "step_took", None) if self.step_check else None
+        if before is None or check is None or self._redone.get(_step(finished), 0) >= MAX_REDO:
+            return None
+        took = check(finished, obs)
+        return before if took is not None and took < STEP_CHECK_THRESHOLD else None
+
+    def _redo(self, ctx: Any, again: str, finished: str) -> HighLevelUpdate:
+        """`again` then `finished` put back at the head of the plan; the memory stays as it was."""
+        self._redone[_step(finished)] = self._redone.get(_step(finished), 0) + 1
+        rest = _after_first(ctx.plan, finished) if ctx.plan else None
+        steps = [again, finished, *(_NUMBER.sub("", line).strip() for line in (rest or "").splitlines() if line.strip())]
+        plan = "\n".join(f"{i}. {line}" for i, line in enumerate(steps, 1))
+        self._before = None
+        self.last_subtask = again
+        self._written_from = (ctx.task, plan, ctx.memory)
+        return HighLevelUpdate(subtask=again, plan=plan)
+
+    def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
+        """The step the observation shows (`progress_prompt`); when it moves on, the one before is
+        finished: memory and plan are updated as after a reported "done"."""
+        subtask = self._subtask(progress_prompt(ctx.task), obs, observed=True)
+        finished = ctx.subtask if ctx.subtask and _step(subtask) != _step(ctx.subtask) else None
+        new_plan, new_memory = self._rewrite(ctx, finished, obs)
+        self.last_subtask = subtask
+        return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
+
+    def _rewrite(self, ctx: Any, finished: str | None, obs: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(plan, memory) newly written, None where nothing was: without a plan, one from task + memory;
+        after the subtask `finished`, the memory and the plan that remains."""
+        if not ctx.plan:
+            return self._one("plan", plan_prompt(ctx.task, ctx.memory), obs).text or None, None
+        if not finished:
+            return None, None
+        memory = self._one("memory", memory_prompt(ctx.task, ctx.memory, finished), obs).text or None
+        remaining = _after_first(ctx.plan, finished)
+        if remaining is not None:
+            return remaining, memory
+        return self._one("plan", plan_update_prompt(ctx.task, ctx.plan, finished), obs).text or None, memory
+
+
+def _first_step(plan: str | None) -> str | None:
+    """The first step of a numbered plan ("1. pick up the red cube" lines), or None for any other text.
+
+    A plan lists the remaining steps, so its first step is the subtask (the recipe's plans, and the
+    subtasks it trains on, say so). Taken as written rather than copied out again by the model: the
+    copy is where a small model went wrong (stacking: "place the green cube on the green cube"
+    under a plan that says "on the cyan cube").
+    """
+    lines = [line for line in (plan or "").splitlines() if line.strip()]
+    if not lines or not all(_NUMBER.match(line) for line in lines):
+        return None
+    return _NUMBER.sub("", lines[0]).strip() or None
+
+
+def _ended(kind: str, reply: ParsedReply) -> ParsedReply:
+    """`reply`, unless its token budget cut it: a text longer than every one the recipe trains on is
+    not an answer (a weak policy's run-on text), and is a failed call (the loop holds and backs off)."""
+    if reply.truncated:
+        raise ValueError(f"the policy's {kind} did not end within {TOKEN_BUDGETS[kind]} tokens "
+                         f"({str(reply.text)[:40]!r}...)")
+    return reply
+
+
+def _after_first(plan: str, finished: str) -> str | None:
+    """The plan without its first step when that step is `finished`, renumbered (None otherwise).
+
+    A plan lists the remaining steps (the recipe's plans, and the plan updates it trains on, do), so
+    finishing its first step leaves the rest: kept as written rather than copied out again by the
+    model, whose copy was where a small model went wrong (a finished step kept, a name changed).
+    """
+    steps = [line for line in plan.splitlines() if line.strip()]
+    if len(steps) < 2 or _step(steps[0]) != _step(finished):
+        return None
+    rest = [_NUMBER.sub("", line).strip() for line in steps[1:]]
+    return "\n".join(f"{i}. {line}" for i, line in enumerate(rest, 1))
