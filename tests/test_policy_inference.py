@@ -276,3 +276,35 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     longer = LanguageContext(task=task, subtask="place the red cube in the bin",
                              plan="1. place the red cube in the bin\n2. place the red cube in the bin")
     assert not high.update(HighLevelRequest("update", longer, obs, controller_done=True)).task_done
+
+
+def test_flow_noise_zero_acts_the_same_for_the_same_observation(checkpoint: Path, built: Any) -> None:
+    """The default `flow_noise` 0 integrates from the prior's mean: one chunk per observation, whatever
+    the generator; 1 samples; a checkpoint that predates the setting keeps sampling."""
+    import json
+
+    from steerable.policy.config import UNSAVED_BEFORE
+
+    runner = PolicyRunner(load_policy(checkpoint))
+    assert runner.cfg.flow_noise == 0.0
+    obs = _obs(built)
+    first = runner.act(["pick up the cube"], obs)
+    runner.generator.manual_seed(123)
+    assert np.array_equal(first, runner.act(["pick up the cube"], obs))
+    runner.model.cfg.flow_noise = 1.0
+    assert not np.allclose(runner.act(["pick up the cube"], obs), runner.act(["pick up the cube"], obs))
+    assert UNSAVED_BEFORE["flow_noise"] == 1.0
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert "flow_noise" in json.dumps(config)
+
+
+def test_run_flow_noise_replaces_the_checkpoints(checkpoint: Path) -> None:
+    from steerable.runtime.policy_adapter import load_low_level
+
+    low = load_low_level(checkpoint, flow_noise=0.5)
+    assert low.runner.cfg.flow_noise == 0.5
+    low.runner.model.cfg.flow_noise = 0.0  # the module's runners are shared: put the default back
+    bad = subprocess.run([sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--low_level", "policy",
+                          "--policy.path", str(checkpoint), "--policy.flow_noise", "-1", "--eval_episodes", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "flow_noise" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

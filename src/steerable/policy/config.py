@@ -24,7 +24,7 @@ AUTO_STATE_KEY = "auto"
 # rebuild and run those checkpoints' networks as they were trained.
 UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
-    "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False,
+    "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False, "flow_noise": 1.0,
 }
 
 
@@ -101,6 +101,11 @@ class PolicyConfig:
     expert_heads: int = 4
     freeze_vision: bool = False
     flow_steps: int = 10
+    # The scale of the noise an action chunk is integrated from at run time. 0, the default: the flow's
+    # path from the prior's mean, the same chunk for the same observation; 1: a sample. A sample's
+    # spread is what put a small policy's cube 1-2 cm beside its bin (docs/policy.md, "What made the
+    # low level act"). Training does not read it; a checkpoint's config carries it.
+    flow_noise: float = 0.0
     flow_samples: int = 4
     text_loss_weight: float = 1.0
     flow_loss_weight: float = 1.0
@@ -134,6 +139,8 @@ class PolicyConfig:
         for name in positive:
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"policy.{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.flow_noise <= 10.0:
+            raise ConfigError(f"policy.flow_noise must be between 0 and 10, got {self.flow_noise}")
         if self.n_action_steps > self.chunk_size:
             raise ConfigError(f"policy.n_action_steps ({self.n_action_steps}) cannot exceed "
                               f"policy.chunk_size ({self.chunk_size})")

@@ -285,7 +285,8 @@ class HierarchicalPolicy(nn.Module):
                        attention_mask: torch.Tensor, *, steps: int | None = None, noise: torch.Tensor | None = None,
                        generator: torch.Generator | None = None, guide: Any = None,
                        done: list[torch.Tensor] | None = None) -> torch.Tensor:
-        """A normalised (B, chunk_size, action_dim) chunk, integrated from noise in `steps` Euler steps.
+        """A normalised (B, chunk_size, action_dim) chunk, integrated in `steps` Euler steps from `noise`,
+        or else from noise drawn and scaled by `cfg.flow_noise` (0: from the prior's mean, zeros).
         `guide(x, t, velocity)`, when given, returns the velocity to step with from the expert's
         (`velocity(x)`): real-time chunking's guidance (`steerable.policy.rtc`). `done`, a list, gets
         the (B,) probability that each command is complete (policies with a done head)."""
@@ -295,7 +296,12 @@ class HierarchicalPolicy(nn.Module):
             done.append(torch.sigmoid(self.done_logits(ctx, valid).float()))
         batch = input_ids.shape[0]
         shape = (batch, self.cfg.chunk_size, self.cfg.action_dim)
-        x = noise if noise is not None else torch.randn(shape, generator=generator, device=input_ids.device)
+        if noise is not None:
+            x = noise
+        elif self.cfg.flow_noise > 0:
+            x = torch.randn(shape, generator=generator, device=input_ids.device) * self.cfg.flow_noise
+        else:  # the path from the prior's mean
+            x = torch.zeros(shape, device=input_ids.device)
         x = x.to(enc.last.dtype)
         n = steps or self.cfg.flow_steps
         dt = -1.0 / n

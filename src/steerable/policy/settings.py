@@ -59,6 +59,8 @@ _POLICY_HELP = {
     "expert_heads": "attention heads of the action expert",
     "freeze_vision": "true: do not train the vision encoder",
     "flow_steps": "Euler steps when sampling an action chunk",
+    "flow_noise": "scale of the noise an action chunk is integrated from at run time (0: from the prior's mean, "
+                  "the same chunk for the same observation; 1: a sample)",
     "flow_samples": "noise draws per action sample in the flow loss (they share one backbone pass)",
     "text_loss_weight": "weight of the text (subtask, plan, memory, speech) loss",
     "flow_loss_weight": "weight of the flow-matching action loss",

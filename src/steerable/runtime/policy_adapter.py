@@ -158,6 +158,13 @@ def low_level_reports_done(path: str | Path, device: str = "cpu") -> bool:
     return bool(getattr(_runner(path, device).cfg, "done_head", False))
 
 
-def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard") -> PolicyLowLevel:
-    """The policy at `path` as the low-level controller (`observation` as for `load_high_level`)."""
-    return PolicyLowLevel(_check_observation(_runner(path, device), observation))
+def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
+                   flow_noise: float | None = None) -> PolicyLowLevel:
+    """The policy at `path` as the low-level controller (`observation` as for `load_high_level`);
+    `flow_noise` replaces the checkpoint's scale of the noise its chunks are integrated from."""
+    runner = _check_observation(_runner(path, device), observation)
+    if flow_noise is not None:
+        if flow_noise < 0:
+            raise ConfigError(f"--policy.flow_noise must be >= 0, got {flow_noise}")
+        runner.model.cfg.flow_noise = float(flow_noise)
+    return PolicyLowLevel(runner)

@@ -41,6 +41,10 @@ class RunPolicySettings(Settings):
         True, description="--high_level policy: a step reported done that the policy's step check says did not take "
         "is done again (a policy trained with --policy.step_check; false: always go on)"
     )
+    flow_noise: float | None = Field(
+        None, ge=0, description="--low_level policy: scale of the noise its action chunks are integrated from (0: "
+        "the prior's mean; 1: a sample; default: the checkpoint's)"
+    )
 
 
 class RunRTCSettings(Settings):
@@ -283,7 +287,7 @@ class RunSettings(Settings):
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
             device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
             observation=self.observation, lerobot=self.lerobot.options(), policy_server=self.policy.server,
-            step_check=self.policy.step_check,
+            step_check=self.policy.step_check, flow_noise=self.policy.flow_noise,
         )
 
     def inference_options(self) -> InferenceOptions:

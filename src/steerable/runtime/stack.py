@@ -43,6 +43,7 @@ class StackSpec:
     observation: str = "standard"
     policy_server: str | None = None  # HOST:PORT of `steerable serve-policy`: the low level runs there
     step_check: bool = True  # a learned high level does again a step its policy's check says did not take
+    flow_noise: float | None = None  # a learned low level's noise scale, instead of its checkpoint's
 
     def __post_init__(self) -> None:
         if self.observation not in OBSERVATIONS:
@@ -124,5 +125,5 @@ def build_low(spec: StackSpec, env: Environment) -> LowLevelController:
         remote: LowLevelController = connect_policy(spec.policy_server, spec.observation)
         return remote
     controller: LowLevelController = _policy_runtime().load_low_level(
-        spec.policy_path, spec.device, spec.observation)
+        spec.policy_path, spec.device, spec.observation, flow_noise=spec.flow_noise)
     return controller
