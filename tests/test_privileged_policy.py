@@ -124,3 +124,42 @@ def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> 
     # On a robot (no privileged state) the policy cannot run: one line naming the flag.
     with pytest.raises(ConfigError, match="--observation privileged"):
         low.act(Observation(state=obs.state, images=obs.images), "pick up the red cube")
+
+
+def test_the_objects_the_state_names_are_name_slots_unless_groups_are_given(dataset: Path) -> None:
+    """Without --policy.name_slots, a state that tracks objects gives its names, grouped by kind."""
+    from steerable.policy.objects import object_name_groups
+    from steerable.policy.setup import dataset_policy_config
+
+    assert object_name_groups(["ee.x", "ee.y", "ee.z", "red_cube.x", "red_cube.y", "green_cube.x", "green_cube.y",
+                               "blue_bin.x", "blue_bin.y"]) == [["red cube", "green cube"]]  # one bin: no group
+    ds = open_dataset(dataset)
+    groups = dataset_policy_config(ds, {**TINY, "state_key": KEYS}).name_slots
+    assert [g[0] for g in groups] == ["red cube", "blue bin", "left zone"]
+    assert "cyan cube" in groups[0] and "grey bin" in groups[1] and groups[2] == ["left zone", "right zone"]
+    given = [["red cube", "green cube"]]
+    assert dataset_policy_config(ds, {**TINY, "state_key": KEYS, "name_slots": given}).name_slots == given
+    assert dataset_policy_config(ds, {**TINY, "state_key": KEYS, "object_name_slots": False}).name_slots == []
+    assert dataset_policy_config(ds, {**TINY, "state_key": "observation.state"}).name_slots == []  # no objects
+
+
+def test_fine_offsets_tell_a_gripper_beside_a_cube_from_one_above_it(dataset: Path) -> None:
+    """The object features the action expert reads: 2 cm off is a small change of the plain offset
+    (its normalisation spans the table) and a large one of the magnified features."""
+    ds = open_dataset(dataset)
+    built = build_fresh(ds, {**TINY, "state_key": KEYS}, eval_fraction=0.0, seed=0)
+    model, processor = built.model, built.processor
+    assert model.cfg.fine_offsets and model.object_in[0].in_features == 13
+    names = model.cfg.state_names
+    state = torch.zeros(2, len(names))
+    cube = names.index("red_cube.x")
+    state[:, names.index("ee.x")] = 0.30
+    state[0, cube], state[1, cube] = 0.30, 0.32  # above the cube, then 2 cm beside it
+    seen: list[torch.Tensor] = []
+    hook = model.object_in.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    ids = torch.tensor([[model.cfg.object_tokens[0][0]]])
+    model.named_objects(ids.expand(2, 1), processor.model_state(state))
+    hook.remove()
+    read = seen[0][:, 0]  # (2, 13): the red cube's features in both states
+    plain, fine = (read[1, 4] - read[0, 4]).abs(), (read[1, 7:] - read[0, 7:]).abs().max()
+    assert plain < 0.2 and fine > 0.5

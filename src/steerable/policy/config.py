@@ -25,6 +25,7 @@ AUTO_STATE_KEY = "auto"
 UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
     "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False, "flow_noise": 1.0,
+    "fine_offsets": False, "object_name_slots": False,
 }
 
 
@@ -77,6 +78,7 @@ class PolicyConfig:
     skip_pauses: bool = True
     motion_input: bool = True
     ground_objects: bool = True
+    fine_offsets: bool = True
     expert_reads_state: bool = True
     done_head: bool = True
     # A second output of the done head: whether a command reported done took (the object it moves is
@@ -87,6 +89,9 @@ class PolicyConfig:
     step_check: bool = True
     check_clearance: float = 0.05
     name_slots: list[list[str]] = field(default_factory=list)
+    # Without `name_slots`, the names of the objects the state describes, grouped by kind
+    # (`objects.object_name_groups`), are the name slots (filled in when the policy is built).
+    object_name_slots: bool = True
     # A state feature (the last of `state_key`) estimated from a camera instead of read
     # (`steerable.policy.locate`): `located` is its width, `locate_camera` the camera (default: the first).
     locate_key: str = ""

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AXES", "RELATION_WIDTH", "ObjectSlots", "command_objects", "command_relation", "end_effector_axes", "object_slots", "object_tokens"]
+__all__ = ["AXES", "RELATION_WIDTH", "ObjectSlots", "command_objects", "command_relation", "end_effector_axes",
+           "object_name_groups", "object_slots", "object_tokens"]
 
 AXES = ("x", "y", "z")
 _END_EFFECTOR = "ee"
@@ -62,6 +63,16 @@ def object_slots(names: Sequence[str]) -> list[ObjectSlots]:
         axes = (fields["x"], fields["y"], fields.get("z"))
         out.append(ObjectSlots(group.replace("_", " "), axes, fields.get("present")))
     return out
+
+
+def object_name_groups(names: Sequence[str]) -> list[list[str]]:
+    """The state's object names grouped by kind, the last word of a name ("red cube", "green cube" ->
+    cubes; "left zone", "right zone" -> zones), in state order: the name slots a dataset that tracks
+    its objects gives (`PolicyConfig.object_name_slots`). A kind with one object is no group."""
+    kinds: dict[str, list[str]] = {}
+    for slot in object_slots(names):
+        kinds.setdefault(slot.name.split()[-1], []).append(slot.name)
+    return [group for group in kinds.values() if len(group) >= 2]
 
 
 def object_tokens(names: Sequence[str], tokenizer: Any) -> list[list[int]]:

@@ -36,6 +36,8 @@ _POLICY_HELP = {
     "motion_input": "true: the last commanded motion joins the state",
     "ground_objects": "true: the action expert reads, at each word that names an object of the state (red_cube.x "
                       "...), that object's state",
+    "fine_offsets": "true: a named object's offset from the end effector is also read magnified (tanh of 4x and "
+                    "16x the normalised offset), so a gripper 2 cm beside a cube reads unlike one above it",
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
@@ -48,6 +50,8 @@ _POLICY_HELP = {
                   "'synthetic' (the simulator's cubes, places and directions): the plan, memory, interjection and "
                   "subtask prompts name them canonically, by order of appearance (docs/policy.md, \"Name slots\"; "
                   "default: none)",
+    "object_name_slots": "true: without --policy.name_slots, the names of the objects the state describes "
+                         "(red_cube.x ... -> red cube), grouped by their last word (cube, bin, zone), are the name slots",
     "locate_key": "a state feature the dataset records (e.g. observation.environment_state) that the policy learns "
                   "to estimate from a camera and then runs without (docs/policy.md, \"From cameras\"; default: none)",
     "locate_camera": "the camera --policy.locate_key is estimated from (default: the first camera)",
@@ -134,8 +138,8 @@ class TrainConfig(Settings):
     warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")
     grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
     ema_decay: float = Field(
-        0.0, ge=0, lt=1, description="checkpoints hold a moving average of the weights with this decay (0: the "
-        "weights themselves; a resumed run keeps its own)"
+        0.999, ge=0, lt=1, description="checkpoints hold a moving average of the weights with this decay, warmed up "
+        "as (1 + step) / (10 + step) (0: the weights themselves; a resumed run keeps its own)"
     )
     eval_every: int = Field(500, description="steps between held-out evaluations")
     eval_fraction: float = Field(0.1, description="share of episodes held out")

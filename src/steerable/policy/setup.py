@@ -17,7 +17,7 @@ from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_tra
 from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.data import fit_normalizer, split_episodes
 from steerable.policy.model import HierarchicalPolicy
-from steerable.policy.objects import object_tokens
+from steerable.policy.objects import object_name_groups, object_tokens
 from steerable.policy.processor import Processor
 from steerable.policy.tokenizer import build_tiny_tokenizer, corpus_from_dataset, load_tokenizer
 
@@ -89,9 +89,10 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     if names["state"] is None or names["action"] is None:
         logger.warning("the dataset does not name every state and action dimension: actions stay absolute "
                        "and no object is grounded")
+    slots = cfg.name_slots or (object_name_groups(names["state"] or []) if cfg.object_name_slots else [])
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
                         action_dim=dims["action"], state_names=names["state"] or [],
-                        action_names=names["action"] or [])
+                        action_names=names["action"] or [], name_slots=slots)
 
 
 def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int,
