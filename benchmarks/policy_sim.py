@@ -25,6 +25,10 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
 (docs/policy.md, "Name slots"). `--step_check` trains the `both` part with `--policy.step_check true`
 and evaluates its checkpoint as both levels with the check and without it (`run --policy.step_check
 false`), so the check's effect is read on one training (docs/policy.md, "Checking a step").
+`--ablations` evaluates the `both` checkpoint again with sampled chunks (`run --policy.flow_noise 1`)
+and with the optimizer's weights instead of their moving average (a copy, `unaveraged`), so the two
+run-time and checkpoint choices of stop 33 are read on one training (docs/policy.md, "What made the
+low level act").
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim_real --parts high \\
@@ -202,7 +206,45 @@ def part_both(args: argparse.Namespace, rep: Report) -> Path:
                        args, *priv, "--policy.step_check", "false")
     rep.evaluation("both_scripted_policy", "scripted high / policy low, privileged state", ckpt, "scripted", "policy",
                    args, *priv)
+    if args.ablations:
+        rep.evaluation("both_sampled", "  both levels, chunks sampled (--policy.flow_noise 1)", ckpt, "policy", "policy",
+                       args, *priv, "--policy.flow_noise", "1")
+        rep.evaluation("both_scripted_sampled", "  scripted high, chunks sampled (--policy.flow_noise 1)", ckpt,
+                       "scripted", "policy", args, *priv, "--policy.flow_noise", "1")
+        plain = unaveraged(ckpt, args.work / (ckpt.name + "_unaveraged"))
+        if plain is None:
+            rep.add("  without the weight average", "the checkpoint keeps no training weights (--ema_decay 0)")
+        else:
+            rep.evaluation("both_unaveraged", "  both levels, the optimizer's weights (no average)", plain, "policy",
+                           "policy", args, *priv)
+            rep.evaluation("both_scripted_unaveraged", "  scripted high, the optimizer's weights (no average)", plain,
+                           "scripted", "policy", args, *priv)
     return ckpt
+
+
+def unaveraged(trained: Path, out: Path) -> Path | None:
+    """A copy of `trained`'s latest checkpoint that runs with the optimizer's weights instead of their
+    moving average (`steerable.policy.averaging`); None when it kept no such weights."""
+    import torch
+    from safetensors.torch import load_file, save_model
+
+    from steerable.policy.averaging import TRAINING_WEIGHTS
+    from steerable.policy.checkpoint import latest_checkpoint, load_policy
+
+    where = latest_checkpoint(trained)
+    if where is None or not (where / TRAINING_WEIGHTS).is_file():
+        return None
+    if not (out / "model.safetensors").is_file():
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(where, out, ignore=shutil.ignore_patterns("optimizer*", "trainer_state.json", TRAINING_WEIGHTS))
+        loaded = load_policy(where)
+        weights = load_file(str(where / TRAINING_WEIGHTS))
+        with torch.no_grad():
+            for name, param in loaded.model.named_parameters():
+                if name in weights:
+                    param.copy_(weights[name])
+        save_model(loaded.model, str(out / "model.safetensors"))
+    return out
 
 
 def _annotated(args: argparse.Namespace, language: str) -> Path:
@@ -263,6 +305,9 @@ def main() -> None:
                         help="train with --policy.name_slots over the simulator's names")
     parser.add_argument("--step_check", action=argparse.BooleanOptionalAction, default=False,
                         help="train the both part with --policy.step_check, evaluate it with and without the check")
+    parser.add_argument("--ablations", action=argparse.BooleanOptionalAction, default=False,
+                        help="both part: the same checkpoint again with sampled chunks (--policy.flow_noise 1) and "
+                        "with the optimizer's weights instead of their average")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")

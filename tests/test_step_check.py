@@ -21,7 +21,7 @@ from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.data import PolicyDataset
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
-from steerable.policy.objects import command_objects
+from steerable.policy.objects import command_objects, end_effector_axes
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
 from steerable.runtime.policy_high_level import MAX_REDO, PolicyHighLevel
@@ -71,7 +71,13 @@ def test_a_counter_example_puts_the_object_beside_its_target_and_changes_nothing
         reach = max(abs(float(x) - tx), abs(float(y) - ty))
         assert near - 1e-6 <= reach <= near + 0.06 + 1e-6
         seen.append(reach)
-        untouched = [k for k in range(len(NAMES)) if k not in moved.axes]
+        # The gripper moved with the object (it let go over the spot it missed), nothing else changed.
+        ee = end_effector_axes(NAMES)
+        assert ee is not None
+        for a, k in zip(ee[:2], moved.axes[:2], strict=True):
+            assert k is not None
+            assert float(out[a] - state[a]) == pytest.approx(float(out[k] - state[k]), abs=1e-6)
+        untouched = [k for k in range(len(NAMES)) if k not in (*moved.axes, *ee[:2])]
         assert torch.equal(out[untouched], state[untouched])
     assert min(seen) < near + 0.01 and max(seen) > near + 0.05  # the whole band, near edges included
 
