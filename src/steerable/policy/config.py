@@ -25,7 +25,7 @@ AUTO_STATE_KEY = "auto"
 UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
     "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False, "flow_noise": 1.0,
-    "fine_offsets": False, "object_name_slots": False,
+    "fine_offsets": False, "object_name_slots": False, "check_context": True,
 }
 
 
@@ -88,6 +88,7 @@ class PolicyConfig:
     # `locate_key` (see `validate`).
     step_check: bool = True
     check_clearance: float = 0.05
+    check_context: bool = False
     name_slots: list[list[str]] = field(default_factory=list)
     # Without `name_slots`, the names of the objects the state describes, grouped by kind
     # (`objects.object_name_groups`), are the name slots (filled in when the policy is built).

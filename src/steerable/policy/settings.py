@@ -44,6 +44,8 @@ _POLICY_HELP = {
     "step_check": "true: the done head also learns whether a command reported done took, so the learned high "
                   "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\"; "
                   "off with --policy.locate_key)",
+    "check_context": "true: the step check also reads the done head's pooled context, not only where the moved "
+                     "object stands from its target",
     "check_clearance": "metres: --policy.step_check's counter-examples put the moved object at least this far "
                        "from its target's centre",
     "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]', or "
