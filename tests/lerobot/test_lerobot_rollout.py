@@ -179,9 +179,13 @@ def test_rtc_guides_a_chunk_onto_lerobots_leftover_and_ignores_its_padding(check
         assert out.shape == (1, 8, 6)
         return out[0]
 
-    plain = chunk()
-    guided = chunk(inference_delay=2, prev_chunk_left_over=padded)
-    torch.testing.assert_close(chunk(inference_delay=2, prev_chunk_left_over=left), guided)  # padding: not actions
-    far, near = ((c[:2] - left[:2]).abs().max().item() for c in (plain, guided))
-    assert near < 0.25 * far and near < 3.0, (near, far)  # the executed steps held onto the leftover
-    torch.testing.assert_close(chunk(inference_delay=0, prev_chunk_left_over=torch.zeros(6, 6)), plain)
+    # From a sample (flow_noise 1) and from the prior's mean (0, the default): the guidance starts a
+    # step further from the leftover in the second case, so its bound is a little looser.
+    for noise, bound in ((1.0, 0.25), (0.0, 0.3)):
+        policy.runner.model.cfg.flow_noise = noise
+        plain = chunk()
+        guided = chunk(inference_delay=2, prev_chunk_left_over=padded)
+        torch.testing.assert_close(chunk(inference_delay=2, prev_chunk_left_over=left), guided)  # padding: not actions
+        far, near = ((c[:2] - left[:2]).abs().max().item() for c in (plain, guided))
+        assert near < bound * far and near < 3.0, (noise, near, far)  # the executed steps held onto the leftover
+        torch.testing.assert_close(chunk(inference_delay=0, prev_chunk_left_over=torch.zeros(6, 6)), plain)
