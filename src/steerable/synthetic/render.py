@@ -110,9 +110,16 @@ def _mix(color: Color, weight: float, toward: int) -> Color:
     return (r, g, b)
 
 
+# Edges this near a half pixel round up. A held cube sits under the gripper and its edges project
+# to exact half pixels on odd-sized images, give or take the last bits of floating point, which
+# differ between machines (libm, BLAS): without the slack such an edge moved by a pixel from one
+# machine to the next, and so did a dataset's bytes.
+_TIE_SLACK = 1e-9  # pixels
+
+
 def _px(v: float) -> int:
     # Round half up: Python's round() is banker's rounding, which would shift some edges by a pixel.
-    return int(math.floor(v + 0.5))
+    return int(math.floor(v + 0.5 + _TIE_SLACK))
 
 
 def _cube_rect(x: float, y: float, size: float) -> Rect:
@@ -151,6 +158,7 @@ _PALETTE = np.vstack([_WOOD, _FLOOR]).view("V3").ravel()
 # step between two shades before its row is computed the direct way. The fast and the direct grain
 # differ by rounding only: about 1e-14 shades per radian (under 1e-12 in all on the table's cameras).
 _STEP_MARGIN = 1e-9
+_EDGE_SLACK = 1e-12  # metres
 
 
 def _table_texture(x: np.ndarray, y: np.ndarray, phase: float) -> np.ndarray:
@@ -172,8 +180,9 @@ def _table_texture(x: np.ndarray, y: np.ndarray, phase: float) -> np.ndarray:
     np.abs(level, out=level)
     for i in np.flatnonzero(level.max(axis=1) > 0.5 - margin):
         shade[i] = ((np.sin(a + b[i]) + 1.0) * 127.5).astype(np.intp)
-    shade[(y < 0) | (y > TABLE_DEPTH)] = _FLOOR_SHADE
-    shade[:, (x < 0) | (x > TABLE_WIDTH)] = _FLOOR_SHADE
+    # A pixel centred on the table's edge (a camera centred over it) is table, whatever the last bits.
+    shade[(y < -_EDGE_SLACK) | (y > TABLE_DEPTH + _EDGE_SLACK)] = _FLOOR_SHADE
+    shade[:, (x < -_EDGE_SLACK) | (x > TABLE_WIDTH + _EDGE_SLACK)] = _FLOOR_SHADE
     return _PALETTE.take(shade, mode="clip").view(np.uint8).reshape(*shade.shape, 3)
 
 
