@@ -91,7 +91,7 @@ def test_frames_and_boxes_are_byte_identical_to_the_pinned_renderer(
 
 @pytest.mark.parametrize("direction", [1, -1])
 def test_the_last_bit_of_a_state_changes_no_pixel(states: list[WorldState], direction: int) -> None:
-    # Positions differ in their last bits from one machine to another (libm, BLAS); a held cube's
+    # Positions can differ in their last bits from one machine to another; a held cube's
     # edges land on half pixels of an odd-sized wrist image, and a camera over the table's edge
     # centres a pixel on it: neither may move a pixel, or a dataset's bytes depend on the machine.
     def nudge(v: float) -> float:

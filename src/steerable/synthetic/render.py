@@ -112,8 +112,8 @@ def _mix(color: Color, weight: float, toward: int) -> Color:
 
 # Edges this near a half pixel round up. A held cube sits under the gripper and its edges project
 # to exact half pixels on odd-sized images, give or take the last bits of floating point, which
-# differ between machines (libm, BLAS): without the slack such an edge moved by a pixel from one
-# machine to the next, and so did a dataset's bytes.
+# can differ between machines: without the slack such an edge moved by a pixel from one machine to
+# the next (a pinned digest passed where it was made and failed elsewhere at the same commit).
 _TIE_SLACK = 1e-9  # pixels
 
 
