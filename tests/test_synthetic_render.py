@@ -64,6 +64,10 @@ PINNED = {
 }
 
 
+def _size(camera: str, shapes: str) -> render.CameraSize:
+    return ODD if shapes == "odd" else render.camera_sizes(shapes)[camera]
+
+
 @pytest.fixture(scope="module")
 def states() -> list[WorldState]:
     return _states()
@@ -83,7 +87,7 @@ def _digest(states: list[WorldState], camera: str, size: render.CameraSize) -> s
 def test_frames_and_boxes_are_byte_identical_to_the_pinned_renderer(
     states: list[WorldState], camera: str, shapes: str
 ) -> None:
-    size = ODD if shapes == "odd" else render.camera_sizes(shapes)[camera]
+    size = _size(camera, shapes)
     assert len(states) > 200
     assert any(s.held is not None for s in states) and any(s.positions[1][2] > 0 for s in states)
     assert _digest(states, camera, size) == PINNED[(camera, shapes)]
@@ -106,8 +110,7 @@ def test_the_last_bit_of_a_state_changes_no_pixel(states: list[WorldState], dire
         for s in states
     ]
     for camera, shapes in (("wrist", "odd"), ("top", "odd"), ("wrist", "equal")):
-        size = ODD if shapes == "odd" else render.camera_sizes(shapes)[camera]
-        assert _digest(nudged, camera, size) == PINNED[(camera, shapes)], (camera, shapes)
+        assert _digest(nudged, camera, _size(camera, shapes)) == PINNED[(camera, shapes)], (camera, shapes)
 
 
 def test_a_frame_is_a_fresh_array_each_call(states: list[WorldState]) -> None:

@@ -158,6 +158,7 @@ _PALETTE = np.vstack([_WOOD, _FLOOR]).view("V3").ravel()
 # step between two shades before its row is computed the direct way. The fast and the direct grain
 # differ by rounding only: about 1e-14 shades per radian (under 1e-12 in all on the table's cameras).
 _STEP_MARGIN = 1e-9
+# A pixel centred this near the table's edge (a camera centred over it) is table, whatever its last bits.
 _EDGE_SLACK = 1e-12  # metres
 
 
@@ -180,7 +181,6 @@ def _table_texture(x: np.ndarray, y: np.ndarray, phase: float) -> np.ndarray:
     np.abs(level, out=level)
     for i in np.flatnonzero(level.max(axis=1) > 0.5 - margin):
         shade[i] = ((np.sin(a + b[i]) + 1.0) * 127.5).astype(np.intp)
-    # A pixel centred on the table's edge (a camera centred over it) is table, whatever the last bits.
     shade[(y < -_EDGE_SLACK) | (y > TABLE_DEPTH + _EDGE_SLACK)] = _FLOOR_SHADE
     shade[:, (x < -_EDGE_SLACK) | (x > TABLE_WIDTH + _EDGE_SLACK)] = _FLOOR_SHADE
     return _PALETTE.take(shade, mode="clip").view(np.uint8).reshape(*shade.shape, 3)
