@@ -61,10 +61,11 @@ def annotate(
     # A staging URL is checked first (protocol known, its package installed): before any download.
     chosen = Staging(cfg.staging_dir) if cfg.staging_dir is not None else None
     ws = open_workspace(cfg)
-    episodes = _unreviewed(ws.target, _select(ws.target, cfg.only_episodes), cfg.include_reviewed)
     staging = chosen or Staging(ws.work_dir / "staging")
+    # Before anything is said about the episodes: a refused run prints its refusal alone.
     lock = RunLock.acquire(ws.work_dir, ws.out)  # before any check that contacts a model
     try:
+        episodes = _unreviewed(ws.target, _select(ws.target, cfg.only_episodes), cfg.include_reviewed)
         return asyncio.run(_annotate(cfg, ws, episodes, staging, started, debug, vlm, executor or LocalExecutor()))
     finally:
         lock.release(ws.work_dir)
