@@ -7,7 +7,8 @@ Every reader sees the folder wholly old or wholly new, whenever the writer is ki
    drops the lock, so recovery can tell a dead transaction from a running one.
 2. `.<name>.steerable-new-T/`: the new version. Files the transaction does not change are hard
    links to the base version (copies where linking is impossible, or where `share` says so);
-   changed files are written fresh, never through a link.
+   symbolic links stay symbolic links to the same target; changed files are written fresh, never
+   through a link of either kind.
 3. `.<name>.steerable-commit-T`: the journal (the new folder's inode number), written as
    `...-pending-T` and renamed: the commit point. Before it the old version wins, after it the new.
 4. The switch: one `renameat2(RENAME_EXCHANGE)` of new and live (Linux); elsewhere two renames,
@@ -33,7 +34,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from steerable.dataset.atomic import fsync_dir
@@ -72,6 +73,34 @@ def _ino(path: Path) -> int | None:
         return os.stat(path, follow_symlinks=False).st_ino
     except FileNotFoundError:
         return None
+
+
+def _place(dest: Path | str) -> Path:
+    """Where a commit of `dest` happens: `dest` itself, or where it points when it is a symbolic link
+    (the link is kept; the folder it names gets the new version)."""
+    path = Path(dest).absolute()
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copy2(source, target)
+
+
+def _shareable(source: Path, rel: PurePosixPath, share: Callable[[str], bool]) -> bool:
+    """Whether `share` allows sharing what the symbolic link `source` (at `rel`) points to: the file,
+    or every file under the folder."""
+    if not os.path.isdir(source):
+        return share(rel.as_posix())
+    for dirpath, _, filenames in os.walk(source):
+        here = rel / Path(dirpath).relative_to(source).as_posix()
+        if not all(share((here / name).as_posix()) for name in filenames):
+            return False
+    return True
 
 
 def _remove(path: Path) -> None:
@@ -161,7 +190,7 @@ def recover_folder(dest: Path | str) -> bool:
     Transactions still running (their lock is held) are left alone. Needs write access to the
     parent only when there is something to repair.
     """
-    dest = Path(dest).absolute()
+    dest = _place(dest)
     changed = False
     for token, kinds in sorted(_leftovers(dest).items()):
         try:
@@ -217,9 +246,11 @@ def _read_journal(path: Path) -> int | None:
 class FolderCommit:
     """One transaction: `root` is the new version being built; `commit()` switches it in.
 
-    `base` is the folder the new version starts from (hard links of all its files, except the
-    top-level names in `exclude`; files for which `share(relative path)` is False are copied).
-    Write every changed or new file at the path `file(rel)` returns: it never writes through a link.
+    `base` is the folder the new version starts from (hard links of all its files, its symbolic
+    links as they are, except the top-level names in `exclude`; files for which `share(relative
+    path)` is False are copied). Write every changed or new file at the path `file(rel)` returns: it
+    never writes through a link. A `dest` that is a symbolic link stays one: the folder it points to
+    gets the new version.
     """
 
     def __init__(
@@ -231,7 +262,7 @@ class FolderCommit:
         exclude: Sequence[str] = (),
         durable: bool = True,
     ) -> None:
-        self.dest = Path(dest).absolute()
+        self.dest = _place(dest)
         if os.path.ismount(self.dest):
             raise WriteError(
                 f"{self.dest} is a mount point, so a new version cannot be renamed into its place; "
@@ -274,42 +305,106 @@ class FolderCommit:
     def add_tree(
         self, src: Path, rel: str = "", *, share: Callable[[str], bool] | None = None, exclude: Sequence[str] = ()
     ) -> None:
-        """Put the files under `src` at `rel` in the new version: hard links, or copies."""
-        for dirpath, dirnames, filenames in os.walk(src):
-            here = Path(dirpath).relative_to(src)
-            if here == Path("."):
-                dirnames[:] = [d for d in dirnames if d not in exclude]
-                filenames = [f for f in filenames if f not in exclude]
-            target_dir = self.root / rel / here
-            if not target_dir.is_dir():
-                target_dir.mkdir(parents=True)
-                os.chmod(target_dir, stat.S_IMODE(os.stat(dirpath).st_mode))
-            for name in filenames:
-                source, target = Path(dirpath) / name, target_dir / name
-                relative = (Path(rel) / here / name).as_posix()
-                if os.path.islink(source) or (share is not None and not share(relative)):
-                    shutil.copy2(source, target, follow_symlinks=False)
+        """Put the entries under `src` at `rel` in the new version, each kept as it is: files as hard links
+        (or copies), folders with their modes, symbolic links as links (never followed, see `_add_link`)."""
+        self._add_folder(Path(src), PurePosixPath(rel), share, frozenset(exclude))
+
+    def _add_folder(
+        self, src: Path, rel: PurePosixPath, share: Callable[[str], bool] | None, exclude: frozenset[str]
+    ) -> None:
+        target_dir = self.root / rel
+        if not os.path.isdir(target_dir):
+            target_dir.mkdir(parents=True)
+            os.chmod(target_dir, stat.S_IMODE(os.stat(src).st_mode))
+        with os.scandir(src) as entries:
+            for entry in entries:
+                if entry.name in exclude:
                     continue
-                try:
-                    os.link(source, target)
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                        raise
+                source, target, relative = Path(entry.path), target_dir / entry.name, rel / entry.name
+                if entry.is_symlink():
+                    self._add_link(source, target, relative, share)
+                elif entry.is_dir(follow_symlinks=False):
+                    self._add_folder(source, relative, share, frozenset())
+                elif share is not None and not share(relative.as_posix()):
                     shutil.copy2(source, target)
+                else:
+                    _link_or_copy(source, target)
+
+    def _add_link(
+        self, source: Path, target: Path, rel: PurePosixPath, share: Callable[[str], bool] | None
+    ) -> None:
+        """A symbolic link of the base: the same link in the new version, its target left alone.
+
+        A relative link keeps its text when it sits where it sat (an in-place commit); moved (a new
+        folder elsewhere) it is rewritten to reach the same target. A link to what `share` says must
+        not be shared (a folder: any file under it) is replaced by a copy of what it points to.
+        """
+        text = os.readlink(source)
+        if share is not None and os.path.exists(source) and not _shareable(source, rel, share):
+            if os.path.isdir(source):
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target)
+            return
+        here, there = Path(os.path.realpath(source.parent)), Path(os.path.realpath(self.dest)) / rel.parent
+        if not os.path.isabs(text) and here != there:
+            text = os.path.relpath(os.path.normpath(os.path.join(here, text)), there)
+        os.symlink(text, target)
+
+    def _own_folders(self, rel: str | Path) -> None:
+        """Make every folder on the way to `rel` a real folder of the new version.
+
+        A symbolic link to a folder met on the way is replaced by a folder holding what it pointed to
+        (hard links, or copies), so that what is written or removed there never reaches the link's
+        target, which another dataset may share.
+        """
+        parts = PurePosixPath(Path(rel).as_posix()).parts[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = PurePosixPath(*parts[:depth])
+            path = self.root / folder
+            if not os.path.islink(path):
+                continue
+            text = os.readlink(path)
+            pointed = Path(os.path.realpath(path))
+            log.warning("%s is a symbolic link (to %s): this write gives %s a folder of its own, holding what the "
+                        "link pointed to; %s is left as it is", self.dest / folder, text, self.dest.name, text)
+            os.unlink(path)
+            if pointed.is_dir():
+                self._add_folder(pointed, folder, None, frozenset())
+            else:
+                path.mkdir()
 
     def file(self, rel: str | Path) -> Path:
-        """The path to write `rel` of the new version at: a fresh file keeping the replaced file's mode."""
+        """The path to write `rel` of the new version at: a fresh file keeping the replaced file's mode.
+
+        It never writes through a link: a hard link to the base (the old version shares the inode) is
+        removed first, a symbolic link is replaced by a file of its own, and a symbolically linked
+        folder on the way becomes a real folder (`_own_folders`).
+        """
+        self._own_folders(rel)
         path = self.root / rel
+        mode: int | None
         try:
             mode = os.stat(path, follow_symlinks=False).st_mode
         except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-        else:
+            return path
+        if stat.S_ISLNK(mode):
+            text = os.readlink(path)
+            log.warning("%s is a symbolic link (to %s): this write replaces it by a file of its own; %s is "
+                        "left as it is", self.dest / rel, text, text)
+            try:
+                mode = os.stat(path).st_mode  # the mode a reader of the link saw
+            except OSError:
+                mode = None  # a dangling link: the new file gets the default mode
+        if mode is not None:
             self._modes[path] = stat.S_IMODE(mode)
-            path.unlink()  # never write through a hard link: the old version shares the inode
+        path.unlink()
         return path
 
     def remove(self, rel: str | Path) -> None:
+        """Drop `rel` from the new version (a symbolic link itself, never what it points to)."""
+        self._own_folders(rel)
         _remove(self.root / rel)
 
     # -- ending ---------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def _record_path(root: Path, rev: int) -> Path:
 
 
 def snapshot_path(root: Path | str, rev: int, side: str, rel: str) -> Path:
-    """Where revision `rev` keeps file `rel` as it was `side` ("before" or "after") the revision."""
+    """Where revision `rev` keeps file `rel` as it was `side` ("before" or "after") the revision
+    (relative to the dataset when `root` is "")."""
     return _dir(Path(root)) / "files" / f"{rev:04d}.{side}.{quote(rel, safe='')}"
 
 
@@ -166,18 +167,20 @@ def record_revision(
     `files`: the relative paths the transaction changed; their live bytes become `before`, the new
     ones `after`. Call it last, once every changed file is written into `tx`.
     """
-    live = tx.dest
+    live, real = tx.dest, Path(os.path.realpath(tx.dest))
     rev = latest_revision(tx.root) + 1
     rels = sorted(set(files))
     created = []
-    for rel in rels:
-        after = snapshot_path(tx.root, rev, "after", rel)
-        after.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tx.root / rel, after)  # one link each: the commit syncs both
-        if (live / rel).is_file():
-            _link(live / rel, snapshot_path(tx.root, rev, "before", rel))
-        else:
+    for rel in rels:  # every path through `tx.file`: it never writes through a symbolically linked folder
+        shutil.copyfile(tx.root / rel, tx.file(snapshot_path("", rev, "after", rel)))  # the commit syncs it
+        before = live / rel
+        if not before.is_file():
             created.append(rel)
+        elif Path(os.path.realpath(before)) != real / rel:  # reached through a symbolic link: the file it
+            # names stays live (another dataset may share it), so the snapshot is a copy
+            shutil.copyfile(before, tx.file(snapshot_path("", rev, "before", rel)))
+        else:
+            _link(before, tx.file(snapshot_path("", rev, "before", rel)))
     record = Revision(
         id=rev,
         time=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -191,7 +194,7 @@ def record_revision(
         created=created,
         restored_from=restored_from,
     )
-    atomic_write_json(_record_path(tx.root, rev), record.to_json(), durable=False)  # the commit syncs it
+    atomic_write_json(tx.file(_record_path(Path(), rev)), record.to_json(), durable=False)  # the commit syncs it
     return record
 
 
@@ -236,15 +239,7 @@ def checkout(root: Path | str, rev: int) -> Iterator[Path]:
     dest = holder / root.name
     try:
         changed = set(revision_files(root))
-        for dirpath, dirnames, filenames in os.walk(root):
-            here = Path(dirpath).relative_to(root)
-            if here == Path("."):
-                dirnames[:] = [d for d in dirnames if d != WORK_DIR_NAME]
-            (dest / here).mkdir(parents=True, exist_ok=True)
-            for name in filenames:
-                rel = (here / name).as_posix()
-                if rel not in changed:
-                    _link(Path(dirpath) / name, dest / rel)
+        _mirror(root, dest, "", changed)
         for rel in changed:
             src = file_at(root, rev, rel)
             if src is not None:
@@ -252,3 +247,26 @@ def checkout(root: Path | str, rev: int) -> Iterator[Path]:
         yield dest
     finally:
         shutil.rmtree(holder, ignore_errors=True)
+
+
+def _mirror(src: Path, dst: Path, rel: str, changed: set[str]) -> None:
+    """The files of `src` not in `changed` at `dst` (hard links where possible), without the work folder.
+
+    A symbolic link becomes an absolute one to the same target (the copy lives elsewhere, where a
+    relative one would point somewhere else); a linked folder holding a changed file is copied
+    instead, so that the revision's bytes never land in the link's target.
+    """
+    dst.mkdir(parents=True, exist_ok=True)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            here = f"{rel}{entry.name}"
+            source, target = Path(entry.path), dst / entry.name
+            if here == WORK_DIR_NAME or here in changed:
+                continue
+            holds_changed = any(c.startswith(here + "/") for c in changed)
+            if entry.is_symlink() and not holds_changed:
+                os.symlink(os.path.realpath(source), target)
+            elif entry.is_dir():  # follows a link only when it holds a changed file
+                _mirror(source, target, here + "/", changed)
+            else:
+                _link(source, target)
