@@ -228,4 +228,6 @@ class Processor:
         return ids, mask
 
     def decode(self, ids: Sequence[int]) -> str:
-        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        """The text of `ids`, whole characters only: a byte-level tokenizer shows bytes that form no whole
+        UTF-8 character (a weak model stops inside one, or emits a stray one) as U+FFFD, left out here."""
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True)).replace("\ufffd", "")
