@@ -49,7 +49,8 @@ class SlowFake:
         pass
 
 
-PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1])).serve_forever(on_ready=lambda url: print("ready", url, flush=True))
+# A fixed token: the restarted server must take the client's connection again.
+PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1]), token="a-test-token").serve_forever(on_ready=lambda url: print("ready", url, flush=True))
 '''
 
 
@@ -96,7 +97,7 @@ def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_re
     port = _free_port()
     server = _start_server(script, port)
     try:
-        low = connect_policy(f"127.0.0.1:{port}")
+        low = connect_policy(f"127.0.0.1:{port}", token="a-test-token")
         assert low.name == f"slow fake policy (served at 127.0.0.1:{port})" and not low.wants_images
         env = Env()
         rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=HZ, chunk_hz=HZ), realtime=True,
@@ -159,7 +160,7 @@ def test_a_guided_policy_gets_the_prefix_over_the_wire_and_resets_travel_with_th
     fake = GuidedFake()
     server = PolicyServer(fake, "127.0.0.1", 0).start()  # type: ignore[arg-type]
     try:
-        low = connect_policy(f"127.0.0.1:{server.port}")
+        low = connect_policy(f"127.0.0.1:{server.port}", token=server.token)
         assert isinstance(low, RemoteGuidedPolicy) and low.wants_images
         obs = Observation(state=np.ones(2, np.float32), images={"cam": np.zeros((4, 6, 3), np.uint8)})
         prefix = ChunkPrefix(np.arange(6, dtype=np.float32).reshape(3, 2), np.array([1, 0.5, 0.1], np.float32), 1, 3.0)

@@ -4,17 +4,29 @@ has no GPU (`steerable run --policy.server HOST:PORT` is the client, `steerable.
 One connection carries the observations and the chunks (`steerable.runtime.policy_wire`). Each
 connection is served on its own thread; the controller runs one call at a time (a lock), so two
 clients share one model. A call that raises is answered as a chunk with an `error` (the robot holds
-still and the operator is told); the server goes on. The server is unauthenticated: serve it on a
-trusted network, or reach it through an SSH tunnel.
+still and the operator is told); the server goes on.
+
+Who may connect: the server listens on loopback unless told otherwise (`--host`), and the opening
+handshake is refused before any message is read when it carries an `Origin` (a browser: the server
+has no page of its own, so any page that connects is another site's), names another host than
+loopback while the server listens there (DNS rebinding), or lacks the server's token. A message is
+at most `max_message_mb` (the connection is closed with 1009 past it, before the rest is read), and
+an `act` whose fields, dtypes or shapes do not fit the served policy (`policy_wire.act_from_message`)
+is answered with an `error` message: that client is told why, and every client goes on being served.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
@@ -22,16 +34,20 @@ from pydantic import ConfigDict, Field, model_validator
 from steerable.control import ActionChunk, ContinuesChunks, LowLevelController
 from steerable.errors import ConfigError
 from steerable.runtime.policy_wire import (
+    MAX_MESSAGE_MB,
     PROTOCOL,
+    ServedFeatures,
+    act_from_message,
     chunk_message,
-    observation_from_message,
+    error_message,
     pack,
-    prefix_from_message,
     unpack,
 )
 from steerable.settings import Settings
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 
-__all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "served_state_keys"]
+__all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "is_loopback", "served_features",
+           "served_state_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +58,8 @@ class ServedPolicySettings(Settings):
     model_config = ConfigDict(extra="forbid")
     section: ClassVar[str] = "policy"
 
-    path: str | None = Field(None, description="the trained policy checkpoint to serve (a `steerable train` output; "
-                             "required)")
+    path: str | None = Field(None, description="the trained policy checkpoint to serve (a `steerable train` output, "
+                             "one of its checkpoints, or its checkpoints/latest; required)")
     device: str = Field("cpu", description="device for the policy (cuda on the GPU machine)")
 
 
@@ -54,8 +70,11 @@ class ServePolicySettings(Settings):
     doc: ClassVar[str | None] = "docs/run.md"
 
     policy: ServedPolicySettings = Field(default_factory=ServedPolicySettings)
-    host: str = Field("0.0.0.0", description="address to listen on (0.0.0.0: every interface)")
+    host: str = Field("127.0.0.1", description="address to listen on (127.0.0.1: this machine only, reached from "
+                      "the robot through an SSH tunnel; 0.0.0.0: every interface)")
     port: int = Field(8765, ge=1, le=65535, description="port to listen on")
+    max_message_mb: float = Field(MAX_MESSAGE_MB, gt=0, le=1024, description="the largest message a client may "
+                                  "send (MB): raise it for many or large camera frames")
 
     @model_validator(mode="after")
     def _checkpoint(self) -> ServePolicySettings:
@@ -69,32 +88,93 @@ class ServePolicySettings(Settings):
         return self.policy.path
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or name, maybe with brackets) is this machine only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def _host_name(host: str) -> str:
+    """The name of a `Host` header (without its port); "" when it is not one."""
+    try:
+        return urlsplit(f"//{host}").hostname or ""
+    except ValueError:
+        return ""
+
+
 def served_state_keys(controller: object) -> list[str]:
     """The state features a served policy reads (so the client can check its observation), else []."""
     cfg = getattr(getattr(controller, "runner", None), "cfg", None)
-    return [str(k) for k in getattr(cfg, "state_keys", None) or []]
+    return [str(k) for k in getattr(cfg, "read_state_keys", None) or getattr(cfg, "state_keys", None) or []]
+
+
+def served_features(controller: object) -> ServedFeatures:
+    """What a request to `controller` must hold (all unknown for a controller without a policy config)."""
+    cfg = getattr(getattr(controller, "runner", None), "cfg", None)
+    if cfg is None:
+        return ServedFeatures()
+    located = int(getattr(cfg, "located", 0) or 0) if getattr(cfg, "locate_key", "") else 0
+    state_dim = int(getattr(cfg, "state_dim", 0) or 0)
+    action_dim = int(getattr(cfg, "action_dim", 0) or 0)
+    return ServedFeatures(
+        state_size=state_dim - located if state_dim else None,
+        environment_state=ENVIRONMENT_STATE_FEATURE in served_state_keys(controller),
+        cameras=tuple(str(c) for c in getattr(cfg, "cameras", None) or ()),
+        action_dim=action_dim or None,
+    )
+
+
+class _OneLine(logging.Filter):
+    """The websockets library's records for this server as one warning line each: a port scanner's junk
+    handshake or a client's broken connection is noted, never printed as the library's traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg, record.args = f"{record.getMessage()} ({type(exc).__name__}: {exc})", ()
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _library_logger() -> logging.Logger:
+    library = logging.getLogger(f"{__name__}.websockets")
+    if not any(isinstance(f, _OneLine) for f in library.filters):
+        library.addFilter(_OneLine())
+    return library
 
 
 class PolicyServer:
-    """Serves `controller` on `host:port` (port 0: any free port, see `port` once started)."""
+    """Serves `controller` on `host:port` (port 0: any free port, see `port` once started) to clients
+    holding `token` (default: a random one, see `token`)."""
 
-    def __init__(self, controller: LowLevelController, host: str = "0.0.0.0", port: int = 8765) -> None:
+    def __init__(self, controller: LowLevelController, host: str = "127.0.0.1", port: int = 8765, *,
+                 token: str | None = None, max_message_mb: float = MAX_MESSAGE_MB) -> None:
         self.controller = controller
         self.host = host
         self.port = port
+        self.token = token or secrets.token_urlsafe(18)
+        self.max_size = int(max_message_mb * 1024 * 1024)
+        self.features = served_features(controller)
+        self._loopback = is_loopback(host)
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
     def hello(self) -> dict[str, Any]:
         c = self.controller
+        cameras = self.features.cameras
         return {"type": "hello", "protocol": PROTOCOL, "name": c.name, "wants_images": bool(getattr(c, "wants_images",
-                True)), "guides": isinstance(c, ContinuesChunks), "state_keys": served_state_keys(c)}
+                True)), "guides": isinstance(c, ContinuesChunks), "state_keys": served_state_keys(c),
+                "cameras": None if cameras is None else list(cameras), "max_size": self.max_size}
 
     def _open(self) -> None:
         from websockets.sync.server import serve
 
-        self._server = serve(self._handle, self.host, self.port, max_size=None, compression=None)
+        self._server = serve(self._handle, self.host, self.port, max_size=self.max_size, compression=None,
+                             process_request=self._check_handshake, logger=_library_logger())
         self.port = int(self._server.socket.getsockname()[1])
 
     def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
@@ -120,44 +200,80 @@ class PolicyServer:
         if self._thread is not None:
             self._thread.join(5)
 
+    # -- who may connect --------------------------------------------------------------------------
+    def _check_handshake(self, connection: Any, request: Any) -> Any:
+        """None to accept the handshake, else the HTTP refusal (see the module docstring)."""
+        headers = request.headers
+        origins = headers.get_all("Origin")
+        if origins:
+            return self._refuse(connection, HTTPStatus.FORBIDDEN, f"a browser's connection (Origin {origins[0]}) "
+                                "is refused: the policy server has no page")
+        hosts = headers.get_all("Host")
+        if self._loopback and (len(hosts) != 1 or not is_loopback(_host_name(hosts[0]))):
+            return self._refuse(connection, HTTPStatus.FORBIDDEN,
+                                f"this server answers for this machine only, not for host {', '.join(hosts)!r}")
+        given = headers.get_all("Authorization")
+        scheme, _, token = given[0].partition(" ") if len(given) == 1 else ("", "", "")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.token.encode()):
+            why = "a wrong token" if given else "no token"
+            return self._refuse(connection, HTTPStatus.UNAUTHORIZED,
+                                f"{why}: pass the token `steerable serve-policy` printed (--policy.token)")
+        return None
+
+    @staticmethod
+    def _refuse(connection: Any, status: HTTPStatus, why: str) -> Any:
+        logger.warning("refused a connection from %s: %s", getattr(connection, "remote_address", "?"), why)
+        return connection.respond(status, why + "\n")
+
+    # -- serving ------------------------------------------------------------------------------------
     def _handle(self, ws: Any) -> None:
         from websockets.exceptions import ConnectionClosed
 
         peer = getattr(ws, "remote_address", None)
         try:
-            first = unpack(ws.recv())
-            if first["type"] != "hello":
-                ws.close(1002, "the first message must be hello")
+            try:
+                first = unpack(ws.recv())
+            except ValueError as exc:
+                first = {"type": f"malformed ({exc})"}
+            if first["type"] != "hello" or first.get("protocol") != PROTOCOL:
+                why = (f"this server speaks protocol {PROTOCOL} (steerable on both machines must match)"
+                       if first["type"] == "hello" else "the first message must be hello")
+                ws.send(pack(error_message(why)))
+                ws.close(1002, why[:100])
+                logger.warning("client %s: %s", peer, why)
                 return
             ws.send(pack(self.hello()))
             logger.info("client %s connected", peer)
             for data in ws:
-                ws.send(pack(self._reply(unpack(data))))
-        except ConnectionClosed:
-            pass
-        except ValueError as exc:  # not our protocol
-            logger.warning("client %s: %s", peer, exc)
-            ws.close(1002, str(exc)[:100])
+                ws.send(pack(self._answer(data, peer)))
+        except ConnectionClosed as exc:
+            if exc.rcvd is None and exc.sent is not None and exc.sent.code == 1009:
+                logger.warning("client %s: a message over %d bytes (--max_message_mb): connection closed", peer,
+                               self.max_size)
         logger.info("client %s left", peer)
 
-    def _reply(self, message: dict[str, Any]) -> dict[str, Any]:
-        if message["type"] != "act":
-            return chunk_message(ActionChunk(np.zeros((0, 0), np.float32), error=f"unknown request {message['type']!r}"),
-                                 0.0)
+    def _answer(self, data: bytes | str, peer: Any) -> dict[str, Any]:
+        """The reply to one message: a chunk, or an `error` naming what is wrong with the request."""
+        try:
+            message = unpack(data)
+            if message["type"] != "act":
+                raise ValueError(f"unknown request {message['type'][:40]!r} (this server answers act)")
+            request = act_from_message(message, self.features)
+        except ValueError as exc:
+            logger.warning("client %s: a malformed request: %s", peer, exc)
+            return error_message(f"malformed request: {exc}")
         c = self.controller
         started = time.perf_counter()
         with self._lock:
-            if message.get("reset"):
+            if request.reset:
                 c.reset()
-            obs, command = observation_from_message(message["observation"]), str(message["command"])
-            prefix = prefix_from_message(message.get("prefix"))
             try:
-                if prefix is not None and isinstance(c, ContinuesChunks):
-                    chunk = c.act_continuing(obs, command, prefix)
+                if request.prefix is not None and isinstance(c, ContinuesChunks):
+                    chunk = c.act_continuing(request.observation, request.command, request.prefix)
                 else:
-                    chunk = c.act(obs, command)
+                    chunk = c.act(request.observation, request.command)
             except Exception as exc:  # the client holds still and tells its operator; we go on
-                logger.warning("%s failed on %r: %s", c.name, command, exc)
+                logger.warning("%s failed on %r: %s", c.name, request.command, exc)
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 chunk = ActionChunk(np.zeros((0, 0), np.float32), error=f"the policy server's {c.name} failed: {error}")
         return chunk_message(chunk, time.perf_counter() - started)

@@ -8,19 +8,26 @@ runtime holds the robot still, says so once, and asks again (each call reconnect
 server is back. Every round trip is timed (`round_trips`); the runtime measures each chunk's delay
 itself and starts the next one early by that much (`steerable.runtime.chunks`). A server whose
 policy can continue a chunk under way (`guides`) gets the prefix and runs real-time chunking itself
-(`RemoteGuidedPolicy`); otherwise the runtime blends.
+(`RemoteGuidedPolicy`); otherwise the runtime blends. Every connection carries the server's token
+(`--policy.token`, else the environment variable `STEERABLE_POLICY_TOKEN`); only the camera frames
+the served policy reads are sent.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import Any
+
+import numpy as np
 
 from steerable.control import ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError, ControllerUnavailableError
 from steerable.runtime.policy_wire import (
     PROTOCOL,
+    TOKEN_ENV,
+    auth_header,
     chunk_from_message,
     observation_message,
     pack,
@@ -51,15 +58,19 @@ def _reason(exc: BaseException) -> str:
 class RemotePolicy:
     """`LowLevelController` whose chunks come from a policy server (see the module docstring)."""
 
-    def __init__(self, address: str, hello: dict[str, Any], ws: Any, *, timeout_s: float = 10.0,
+    def __init__(self, address: str, hello: dict[str, Any], ws: Any, *, token: str = "", timeout_s: float = 10.0,
                  connect_timeout_s: float = 2.0) -> None:
         self.address = address
         self.uri = server_uri(address)
+        self.token = token
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.name = f"{hello.get('name', 'policy')} (served at {address})"
         self.wants_images = bool(hello.get("wants_images", True))
         self.guides = bool(hello.get("guides", False))
+        cameras = hello.get("cameras")
+        self.cameras = None if cameras is None else tuple(str(c) for c in cameras)  # None: send every frame
+        self.max_size = int(hello.get("max_size") or 0)  # the server's bound of one message (0: none said)
         self.round_trips: deque[float] = deque(maxlen=64)  # seconds per chunk, network included
         self.server_seconds: deque[float] = deque(maxlen=64)  # the server's own inference seconds
         self._ws: Any = ws
@@ -83,10 +94,16 @@ class RemotePolicy:
         world = observation.privileged
         message = {"type": "act", "command": command, "reset": self._reset, "prefix": prefix_message(prefix),
                    "observation": observation_message(
-                       observation, environment_state(world) if isinstance(world, WorldState) else None)}
+                       observation, environment_state(world) if isinstance(world, WorldState) else None,
+                       self.cameras)}
+        data = pack(message)
+        if self.max_size and len(data) > self.max_size:  # the server would close the connection on it
+            return ActionChunk(np.zeros((0, 0), np.float32), error=(
+                f"an observation of {len(data) / 2**20:.1f} MB is over the policy server's bound of "
+                f"{self.max_size / 2**20:.1f} MB (its --max_message_mb)"))
         started = time.perf_counter()
         try:
-            ws.send(pack(message))
+            ws.send(data)
             reply = unpack(ws.recv(timeout=self.timeout_s))
         except (ConnectionClosed, OSError, TimeoutError, ValueError) as exc:
             self.close()
@@ -99,7 +116,7 @@ class RemotePolicy:
 
     def _reconnect(self) -> Any:
         try:
-            ws, _ = _open(self.uri, self.connect_timeout_s)
+            ws, _ = _open(self.uri, self.connect_timeout_s, self.token)
         except (OSError, TimeoutError, ValueError) as exc:
             raise ControllerUnavailableError(f"policy server {self.address} unreachable ({_reason(exc)})") from exc
         self._ws = ws
@@ -114,7 +131,16 @@ class RemoteGuidedPolicy(RemotePolicy):
         return self._request(observation, command, prefix)
 
 
-def _open(uri: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+def _refusal(exc: BaseException) -> str:
+    """Why the server refused the handshake, in its own words (printable characters only)."""
+    response = getattr(exc, "response", None)
+    body = bytes(getattr(response, "body", b"") or b"").decode("utf-8", "replace").strip()[:200]
+    body = "".join(c if c.isprintable() else "?" for c in body)
+    status = getattr(response, "status_code", None)
+    return f"refused (HTTP {status}: {body})" if status is not None and body else _reason(exc)
+
+
+def _open(uri: str, timeout_s: float, token: str) -> tuple[Any, dict[str, Any]]:
     """A connection that has said hello, and the server's hello."""
     from websockets.exceptions import InvalidHandshake, InvalidURI
     from websockets.sync.client import connect
@@ -122,9 +148,10 @@ def _open(uri: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
     try:
         # Entered as a context manager (websockets >= 17 asks for it); the connection outlives this
         # call and is closed by `RemotePolicy.close`.
-        ws = connect(uri, open_timeout=timeout_s, close_timeout=1.0, max_size=None, compression=None).__enter__()
+        ws = connect(uri, open_timeout=timeout_s, close_timeout=1.0, max_size=None, compression=None,
+                     additional_headers=auth_header(token)).__enter__()
     except (InvalidURI, InvalidHandshake) as exc:
-        raise ValueError(_reason(exc)) from exc
+        raise ValueError(_refusal(exc)) from exc
     try:
         ws.send(pack({"type": "hello", "protocol": PROTOCOL}))
         hello = unpack(ws.recv(timeout=timeout_s))
@@ -133,17 +160,32 @@ def _open(uri: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
         raise
     if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
         ws.close()
-        raise ValueError(f"not a steerable policy server of protocol {PROTOCOL} (it said {hello.get('type')!r})")
+        said = hello.get("error") or f"it said {hello.get('type')!r}"
+        raise ValueError(f"not a steerable policy server of protocol {PROTOCOL} ({said})")
     return ws, hello
 
 
-def connect_policy(address: str, observation: str = "standard", *, timeout_s: float = 10.0,
-                   connect_timeout_s: float = 5.0) -> RemotePolicy:
+def connect_policy(address: str, observation: str = "standard", *, token: str | None = None,
+                   timeout_s: float = 10.0, connect_timeout_s: float = 5.0) -> RemotePolicy:
     """The policy served at `address` (HOST:PORT), after its hello; ConfigError when it does not
-    answer or reads state this run cannot give (`observation`: the run's --observation)."""
+    answer, refuses the token (`token`, default: the environment's `STEERABLE_POLICY_TOKEN`) or reads
+    state this run cannot give (`observation`: the run's --observation)."""
+    from websockets.exceptions import InvalidStatus
+
     uri = server_uri(address)
+    token = token or os.environ.get(TOKEN_ENV, "")
     try:
-        ws, hello = _open(uri, connect_timeout_s)
+        ws, hello = _open(uri, connect_timeout_s, token)
+    except ValueError as exc:
+        refused = exc.__cause__ if isinstance(exc.__cause__, InvalidStatus) else None
+        if refused is not None and refused.response.status_code == 401:
+            given = "refused the token given" if token else "needs its token"
+            raise ConfigError(f"--policy.server {address}: the policy server {given}: pass the token `steerable "
+                              f"serve-policy` printed, with --policy.token TOKEN or {TOKEN_ENV}=TOKEN") from exc
+        if refused is not None:
+            raise ConfigError(f"--policy.server {address}: the server {exc}") from exc
+        raise ConfigError(f"--policy.server {address}: no steerable policy server answers there ({exc}); "
+                          f"start one with `steerable serve-policy --policy.path CKPT --port PORT`") from exc
     except Exception as exc:
         raise ConfigError(f"--policy.server {address}: no steerable policy server answers there ({_reason(exc)}); "
                           f"start one with `steerable serve-policy --policy.path CKPT --port PORT`") from exc
@@ -153,4 +195,4 @@ def connect_policy(address: str, observation: str = "standard", *, timeout_s: fl
         raise ConfigError(f"the served policy reads {ENVIRONMENT_STATE_FEATURE} (object positions): run it in the "
                           "simulator with --observation privileged")
     cls = RemoteGuidedPolicy if hello.get("guides") else RemotePolicy
-    return cls(address, hello, ws, timeout_s=timeout_s)
+    return cls(address, hello, ws, token=token, timeout_s=timeout_s)

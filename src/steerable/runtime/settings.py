@@ -37,6 +37,10 @@ class RunPolicySettings(Settings):
         None, description="HOST:PORT of a `steerable serve-policy`: the low level runs there (implies --low_level "
         "policy)"
     )
+    token: str | None = Field(
+        None, description="the token `steerable serve-policy` printed (default: the environment variable "
+        "STEERABLE_POLICY_TOKEN)"
+    )
     step_check: bool = Field(
         True, description="--high_level policy: a step reported done that the policy's step check says did not take "
         "is done again (a policy trained with --policy.step_check; false: always go on)"
@@ -229,6 +233,8 @@ class RunSettings(Settings):
     @model_validator(mode="after")
     def _combinations(self) -> RunSettings:
         evaluating = self.eval_episodes is not None
+        if self.policy.token is not None and self.policy.server is None:
+            raise ConfigError("--policy.token is the token of a policy server: add --policy.server HOST:PORT")
         if self.policy.server is not None:
             if "low_level" in self.model_fields_set and self.low_level != "policy":
                 raise ConfigError(f"--policy.server serves the low level: it does not combine with --low_level "
@@ -287,6 +293,7 @@ class RunSettings(Settings):
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
             device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
             observation=self.observation, lerobot=self.lerobot.options(), policy_server=self.policy.server,
+            policy_token=self.policy.token,
             step_check=self.policy.step_check, flow_noise=self.policy.flow_noise,
         )
 

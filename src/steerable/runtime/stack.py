@@ -42,6 +42,7 @@ class StackSpec:
     # "privileged": a policy may read the simulator's object positions (its environment state).
     observation: str = "standard"
     policy_server: str | None = None  # HOST:PORT of `steerable serve-policy`: the low level runs there
+    policy_token: str | None = field(default=None, repr=False)  # its token (None: STEERABLE_POLICY_TOKEN)
     step_check: bool = True  # a learned high level does again a step its policy's check says did not take
     flow_noise: float | None = None  # a learned low level's noise scale, instead of its checkpoint's
 
@@ -122,7 +123,8 @@ def build_low(spec: StackSpec, env: Environment) -> LowLevelController:
     if spec.policy_server is not None:
         from steerable.runtime.remote_policy import connect_policy
 
-        remote: LowLevelController = connect_policy(spec.policy_server, spec.observation)
+        remote: LowLevelController = connect_policy(spec.policy_server, spec.observation,
+                                                        token=spec.policy_token)
         return remote
     controller: LowLevelController = _policy_runtime().load_low_level(
         spec.policy_path, spec.device, spec.observation, flow_noise=spec.flow_noise)
