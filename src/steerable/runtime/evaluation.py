@@ -11,9 +11,13 @@ bin."); an env that does not is refused before any episode runs.
 
 What an evaluation costs: the loop bounds the model calls per simulated second by the rates
 (`--chunk_hz`, `--high_level_hz`; see `steerable.runtime.loop`), `--max_seconds` bounds the
-simulated seconds of an episode, and each worker runs torch on one thread (episodes are the
-parallelism: more threads per worker only oversubscribe the cores). While episodes run, `on_time`
-hears each one's simulated seconds, so a long episode shows progress before it ends.
+simulated seconds of an episode, and each worker runs steerable's policies on one torch thread
+(episodes are the parallelism: more threads per worker only oversubscribe the cores). A LeRobot
+policy (`--low_level lerobot`) keeps torch's thread count: the thread count changes the last bits of
+its sums, and its actions must be the numbers `steerable run` and LeRobot's own path give (one
+thread moved PushT's pixel-scale actions by up to 6.1e-5); `OMP_NUM_THREADS` sets it for all three
+alike. While episodes run, `on_time` hears each one's simulated seconds, so a long episode shows
+progress before it ends.
 """
 
 from __future__ import annotations
@@ -194,9 +198,13 @@ def _share_sim_seconds(shared: Any) -> None:
 def _one_torch_thread(spec: StackSpec) -> Iterator[None]:
     """Torch on one thread while an episode runs (restored after). Episodes are the parallelism, one
     worker per core: two workers with two threads each on two cores ran the tiny policy's chunk
-    inference 3-12x slower than with one thread each (and its ops are too small to split anyway)."""
+    inference 3-12x slower than with one thread each (and its ops are too small to split anyway).
+    Not with a LeRobot low level: its actions stay those of LeRobot's own path (module docstring)."""
+    if spec.low_level == "lerobot":
+        yield
+        return
     torch = sys.modules.get("torch")
-    if torch is None and ("policy" in (spec.high_level, spec.low_level) or spec.low_level == "lerobot"):
+    if torch is None and "policy" in (spec.high_level, spec.low_level):
         try:
             import torch
         except ImportError:  # reported by the stack, with the extra to install
