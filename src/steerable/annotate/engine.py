@@ -4,6 +4,10 @@ There are no global phase barriers: each episode runs its modules as a small dep
 other episodes run theirs, so the VLM server always has work. A failure stays inside its module:
 the episode keeps every other module's output, and only the modules that read the failed one's
 output (its dependants) fail with it.
+
+A failure is either retryable (the model, the network, a full disk: a re-run may succeed) or
+permanent (`EpisodeResult.permanent`: the episode's video is missing or corrupt, a feature it needs is
+absent, or the code crashed on it), which a re-run of the same command repeats.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from steerable.annotate.context import EpisodeContext
 from steerable.annotate.module import AnnotationModule, ModuleOutput
 from steerable.annotate.staging import StagedOutput, Staging, fingerprint_hash
 from steerable.dataset import EpisodeMeta, LeRobotDataset
-from steerable.errors import SteerableError
+from steerable.errors import ConfigError, DatasetError, SteerableError, VideoError, VideoNotFoundError
 from steerable.vlm.limiter import call_priority
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ class EpisodeResult:
     outputs: dict[str, StagedOutput] = field(default_factory=dict)  # modules that succeeded
     reused: list[str] = field(default_factory=list)  # modules taken from staging (resume)
     failures: dict[str, str] = field(default_factory=dict)  # module -> why it failed
+    permanent: dict[str, str] = field(default_factory=dict)  # failed module -> why a re-run fails it again
     seconds: float = 0.0
 
     @property
@@ -186,10 +191,14 @@ async def _run_episode(
             await attempt(module)
         except (SteerableError, OSError, ValueError) as exc:
             result.failures[module.name] = str(exc)
+            cause = _permanent_cause(exc)
+            if cause is not None:
+                result.permanent[module.name] = cause
             # Listed at the end; --debug adds the traceback here, and the run goes on all the same.
             log.info("episode %d: %s failed: %s", ep.episode_index, module.name, exc, exc_info=debug)
         except Exception as exc:  # a bug: keep the run going, but keep the evidence
             result.failures[module.name] = f"internal error {type(exc).__name__}: {exc}"
+            result.permanent[module.name] = "an internal error"
             log.error("episode %d crashed in %s:\n%s", ep.episode_index, module.name, traceback.format_exc())
         finally:
             finished[module.name].set()
@@ -200,7 +209,10 @@ async def _run_episode(
                 await finished[dep].wait()
         lost = [dep for dep in module.requires if dep in result.failures]
         if lost:
-            raise _DependencyFailed(f"needs the {', '.join(lost)} output, which failed")
+            # As lasting as the failures it inherits: permanent only when every one of them is.
+            causes = [result.permanent.get(dep) for dep in lost]
+            cause = None if None in causes else causes[0]
+            raise _DependencyFailed(f"needs the {', '.join(lost)} output, which failed", cause)
         if not force and staging.is_current(ep.episode_index, module.name, hashes[module.name]):
             staged = staging.load(ep.episode_index, module.name)
             result.reused.append(module.name)
@@ -227,11 +239,33 @@ async def _run_episode(
         if shared and shared[0].frames is not None:
             shared[0].frames.release()
     result.failures = {m.name: result.failures[m.name] for m in modules if m.name in result.failures}
+    result.permanent = {m.name: result.permanent[m.name] for m in modules if m.name in result.permanent}
     result.outputs = {m.name: outputs[m.name] for m in modules if m.name in outputs}
     result.reused = [m.name for m in modules if m.name in result.reused]
     result.seconds = time.monotonic() - started
     return result
 
 
+def _permanent_cause(exc: BaseException) -> str | None:
+    """Why a module that raised `exc` would fail again on a re-run of the same command (a few words),
+    or None when a re-run may succeed: the model, the network or the disk failed, not the episode."""
+    if isinstance(exc, _DependencyFailed):
+        return exc.cause
+    if isinstance(exc, VideoNotFoundError):
+        return "missing video"
+    if isinstance(exc, VideoError):
+        return "undecodable video"
+    if isinstance(exc, DatasetError):
+        return "unreadable data"
+    if isinstance(exc, ConfigError):  # raised while running: the episode lacks what the module needs
+        return "a missing feature"
+    return None
+
+
 class _DependencyFailed(SteerableError):
-    """A module did not run because a module whose output it reads failed."""
+    """A module did not run because a module whose output it reads failed; `cause`: why that is
+    permanent (None: retryable)."""
+
+    def __init__(self, message: str, cause: str | None) -> None:
+        super().__init__(message)
+        self.cause = cause

@@ -90,8 +90,10 @@ async def _annotate(
     camera = _camera(cfg, ws.target, needs_video=any("video" in s.inputs for s in runnable))
     for stage in stages:  # every enabled module, also one a run without a model skips: a typo is a typo
         stage.check(ws.target, camera=camera)
-    job = EpisodeJob(cfg, ws.target.root, staging.root, camera, debug)
-    async with executor.open(job, ws.target, injected) as session:
+    # The modules read the source: an existing --output_dir copy differs from it only in language,
+    # and a failure (a missing video) then names the file the user can restore.
+    job = EpisodeJob(cfg, ws.source.root, staging.root, camera, debug)
+    async with executor.open(job, ws.source, injected) as session:
         names, notes = session.modules, session.notes
         progress = Progress()
         pipeline_started = time.monotonic()
@@ -254,7 +256,7 @@ def _summary(
     model_of: dict[str, str | None],
 ) -> RunSummary:
     failures = [
-        EpisodeFailure(r.episode_index, r.failure or "", dict(r.failures), list(r.outputs))
+        EpisodeFailure(r.episode_index, r.failure or "", dict(r.failures), list(r.outputs), dict(r.permanent))
         for r in results
         if r.failures
     ]

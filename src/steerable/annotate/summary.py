@@ -39,6 +39,7 @@ class EpisodeFailure:
     reason: str  # one line: "module: reason; module: reason"
     failed_modules: dict[str, str] = field(default_factory=dict)
     written_modules: list[str] = field(default_factory=list)  # their rows are in the dataset
+    permanent: dict[str, str] = field(default_factory=dict)  # failed module -> why a re-run fails it again
 
 
 @dataclass

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from steerable.annotate.summary import RunSummary
+    from steerable.annotate.summary import EpisodeFailure, RunSummary
 
 __all__ = ["PARTIAL_EXIT", "register"]
 
@@ -49,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
         executor = RayExecutor(cfg.executor)
     summary = annotate(cfg, debug=getattr(args, "debug", False), executor=executor)
-    _report(summary)
+    _report(summary, cfg.only_episodes)
     return 0 if summary.complete or cfg.allow_failures else PARTIAL_EXIT
 
 
-def _report(summary: RunSummary) -> None:
+def _report(summary: RunSummary, only: list[int] | None) -> None:
     out = sys.stdout
     runs = summary.episodes_selected * len(summary.modules)
     whole = f"{summary.episodes_resumed} whole episode{'' if summary.episodes_resumed == 1 else 's'}"
@@ -78,9 +78,34 @@ def _report(summary: RunSummary) -> None:
     for failure in summary.failures:
         kept = f" (kept: {', '.join(failure.written_modules)})" if failure.written_modules else ""
         print(f"failed: episode {failure.episode_index}: {failure.reason}{kept}", file=out)
-    if summary.failures:
+    retryable = [f for f in summary.failures if not f.permanent]
+    if retryable:
         print(
-            f"{len(summary.failures)} of {summary.episodes_selected} episodes are not fully annotated; "
-            "re-run the same command to retry them (finished work is resumed)",
+            f"{len(retryable)} of {summary.episodes_selected} episodes are not fully annotated for a reason "
+            "a re-run may not meet again (the VLM server, the network, the disk); re-run the same command "
+            "to retry them (finished work is resumed)",
             file=out,
         )
+    lasting = [f for f in summary.failures if f.permanent]
+    if lasting:  # the very last line: what a re-run cannot fix, and what to do instead
+        print(_cannot_succeed(summary, lasting, only), file=out)
+
+
+def _cannot_succeed(summary: RunSummary, lasting: list[EpisodeFailure], only: list[int] | None) -> str:
+    """The episodes a re-run fails again, grouped by cause, and the two ways on: leave them out, or
+    accept them (exit 0 with the rows they got)."""
+    from steerable.dataset import LeRobotDataset
+    from steerable.dataset.summary import index_ranges
+
+    by_cause: dict[str, list[int]] = {}
+    for failure in lasting:  # an episode under the first of its causes, in module order
+        by_cause.setdefault(next(iter(failure.permanent.values())), []).append(failure.episode_index)
+    causes = "; ".join(f"{cause}: {index_ranges(eps)}" for cause, eps in by_cause.items())
+    chosen = only if only is not None else [e.episode_index for e in LeRobotDataset(summary.dataset).episodes]
+    keep = sorted(set(chosen) - {f.episode_index for f in lasting})
+    leave_out = f"leave them out with --episodes {index_ranges(keep).replace(' ', '')}, " if keep else ""
+    return (
+        f"{len(lasting)} of {summary.episodes_selected} episodes cannot succeed as {summary.dataset} is "
+        f"({causes}), so a re-run fails them again: {leave_out}"
+        "or accept them as they are with --allow_failures (exit 0)"
+    )
