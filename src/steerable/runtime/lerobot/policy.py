@@ -1,7 +1,8 @@
 """A LeRobot policy as steerable's low level: `steerable run --low_level lerobot --lerobot.policy_path DIR`.
 
-The policy is loaded as LeRobot's own deployment loads it: its config and class from LeRobot's
-registry (`get_policy_class`), its weights by `from_pretrained`, and its pre- and postprocessor
+The policy is loaded as LeRobot's own deployment loads it: the installed LeRobot plugins
+(`lerobot_policy_*` distributions) imported first, as LeRobot's scripts import them, so a plugin's
+policy type is known; its config and class from LeRobot's registry (`get_policy_class`), its weights by `from_pretrained`, and its pre- and postprocessor
 pipelines from the same folder (`make_pre_post_processors`, the device overridden). Each control
 tick goes through LeRobot's inference path: the environment's observation becomes the frame a
 LeRobot robot would give (state in the policy's order, camera frames under its keys), then
@@ -20,6 +21,7 @@ actions queued for the old command are never executed, as the runtime discards s
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ import numpy as np
 
 from steerable.control import ActionChunk, Environment, Observation
 from steerable.errors import ConfigError, MissingExtraError
+from steerable.policy.lerobot_format import LEROBOT_TYPE
 from steerable.runtime.lerobot.policy_features import (
     ENVIRONMENT_STATE,
     STATE,
@@ -38,15 +41,21 @@ from steerable.runtime.lerobot.policy_features import (
 
 __all__ = ["LeRobotPolicyController", "load_lerobot_policy"]
 
+_CONFIG = "config.json"
 _TRAIN_CONFIG = "train_config.json"  # what LeRobot's trainer writes beside a checkpoint's config.json
+_PLUGIN_PREFIX = "lerobot_policy_"  # LeRobot imports the installed distributions named so
 
 
 def _lerobot() -> Any:
     try:
         import lerobot.policies
         import torch  # noqa: F401  (lerobot brings it)
+        from lerobot.utils.import_utils import register_third_party_plugins
     except ImportError as exc:
         raise MissingExtraError("lerobot", "lerobot") from exc
+    # A plugin's policy type exists only once its distribution is imported (each call: one installed
+    # since counts too; importing one twice is free).
+    register_third_party_plugins()
     return lerobot.policies
 
 
@@ -131,15 +140,35 @@ def _source(policy_path: str) -> tuple[str, Path | None]:
     return policy_path, None
 
 
-def _train_config(source: str, local: Path | None) -> Path | None:
+def _checkpoint_file(source: str, local: Path | None, name: str) -> Path | None:
+    """The checkpoint's file `name` (downloaded for a Hub id), or None where it has none."""
     if local is not None:
-        return local / _TRAIN_CONFIG
+        return local / name
     try:
         from huggingface_hub import hf_hub_download
 
-        return Path(hf_hub_download(source, _TRAIN_CONFIG))
-    except Exception:  # noqa: BLE001  (a checkpoint without one: its names are looked up elsewhere)
+        return Path(hf_hub_download(source, name))
+    except Exception:  # noqa: BLE001  (none, or offline: the caller does without it)
         return None
+
+
+def _check_type(policy_path: str, config: Path | None) -> None:
+    """A policy type LeRobot's registry lacks is one line naming the type and the distribution that
+    likely provides it (LeRobot's own error lists its whole registry)."""
+    from lerobot.configs.policies import PreTrainedConfig
+
+    try:
+        kind = json.loads(config.read_text(encoding="utf-8")).get("type") if config is not None else None
+    except (OSError, ValueError, AttributeError):
+        return  # LeRobot's loader says what is wrong with the file
+    if not isinstance(kind, str) or kind in PreTrainedConfig.get_known_choices():
+        return
+    if kind == LEROBOT_TYPE:
+        raise ConfigError(f"--lerobot.policy_path {policy_path}: a steerable checkpoint: run it with --low_level "
+                          "policy --policy.path, or install steerable's LeRobot plugin "
+                          "(pip install -e plugins/lerobot_policy_steerable)")
+    raise ConfigError(f"--lerobot.policy_path {policy_path}: LeRobot knows no policy type {kind!r}: install the "
+                      f"LeRobot plugin that provides it (likely pip install {_PLUGIN_PREFIX}{kind})")
 
 
 def load_lerobot_policy(
@@ -155,6 +184,7 @@ def load_lerobot_policy(
     from lerobot.configs.policies import PreTrainedConfig
 
     source, local = _source(policy_path)
+    _check_type(policy_path, _checkpoint_file(source, local, _CONFIG))
     try:
         cfg = PreTrainedConfig.from_pretrained(source)
     except Exception as exc:  # noqa: BLE001  (LeRobot's and the Hub's errors: one line)
@@ -164,7 +194,7 @@ def load_lerobot_policy(
                           f"{_one_line(exc)}{hint}") from exc
     if getattr(cfg, "use_peft", False):
         raise ConfigError(f"--lerobot.policy_path {policy_path}: a PEFT adapter; merge it into the policy first")
-    names = trained_names(dataset=dataset, train_config=_train_config(source, local),
+    names = trained_names(dataset=dataset, train_config=_checkpoint_file(source, local, _TRAIN_CONFIG),
                           config_action_names=getattr(cfg, "action_feature_names", None))
     fm = match_features(_features(cfg.input_features), _features(cfg.output_features), env, names,
                         observation=observation)
