@@ -269,10 +269,10 @@ def test_connection_resets_print_no_traceback(viewer_ds: Path) -> None:
     rel = "/files/videos/observation.images.top/chunk-000/file-000.mp4"
     try:
         half = socket.create_connection(srv)  # a request cut off mid-headers
-        half.sendall(b"GET " + rel.encode() + b" HTTP/1.1\r\nHost: x\r\n")
+        half.sendall(b"GET " + rel.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         reset(half)
         idle = socket.create_connection(srv)  # a kept-alive connection reset after its reply
-        idle.sendall(f"GET {rel} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-99\r\n\r\n".encode())
+        idle.sendall(f"GET {rel} HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=0-99\r\n\r\n".encode())
         assert idle.recv(12).startswith(b"HTTP/1.1 206")
         reset(idle)
         assert request(srv, "/api/dataset")[0] == 200  # still serving

@@ -4,14 +4,16 @@
   the one `annotate` takes) from start to stop; a second writer is refused with one line.
 - Every write is a POST carrying the session's token (`X-Steerable-Token`, printed in the URL's
   fragment, which browsers never send): a page of another site cannot read it, so cannot write. A
-  write whose `Origin` is another site, or whose `Host` is not this server's loopback name while it
-  listens on loopback (DNS rebinding), is refused too.
+  write whose `Origin` is another site, or whose `Host` does not name this server (DNS rebinding),
+  never gets here: `steerable.viewer.hosts` refuses it, as it refuses such reads.
 - Bodies are JSON, at most `MAX_BODY` bytes (refused before reading more), and checked against a
   schema (unknown keys refused) before the rows go to the validator `annotate` uses
   (`steerable.language.validate`): every problem comes back, one message each, and nothing is
   written unless all rows are valid.
 - Writes go through `steerable.dataset.review` (the folder commit: a kill mid-save leaves the old or
-  the new dataset; each save a revision), one at a time.
+  the new dataset; each save a revision), one at a time. A save the disk refuses (full, read-only,
+  no permission) answers its reason as JSON (507 for a full disk, else 503) and logs it as a warning
+  in the terminal.
 
 Routes: `POST /api/episodes/N/language` (rows, review status, the edit operations made),
 `POST /api/episodes/N/status`, `POST /api/revisions/N/restore`.
@@ -19,24 +21,25 @@ Routes: `POST /api/episodes/N/language` (rows, review status, the edit operation
 
 from __future__ import annotations
 
+import errno
 import hmac
-import ipaddress
 import logging
 import secrets
 import threading
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from steerable.dataset.commit import recover_folder
 from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.dataset.lock import RunLock
 from steerable.dataset.review import language_problems, restore_revision, save_episode
-from steerable.errors import LanguageSchemaError
+from steerable.dataset.revisions import latest_revision
+from steerable.errors import LanguageSchemaError, explain_os_error, os_cause
 from steerable.viewer.site import ViewerData
 
 if TYPE_CHECKING:
@@ -82,13 +85,6 @@ class RestoreBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 def _refuse(status: int, error: str, **extra: Any) -> Response:
     from steerable.viewer.server import json_response
 
@@ -98,12 +94,10 @@ def _refuse(status: int, error: str, **extra: Any) -> Response:
 class EditSession:
     """The token, the writer lock and the write routes of one `--edit` run on `data`."""
 
-    def __init__(self, data: ViewerData, host: str, port: int) -> None:
+    def __init__(self, data: ViewerData) -> None:
         self.data = data
         self.ds = data.ds
         self.token = secrets.token_urlsafe(24)
-        self.port = port
-        self.loopback = _loopback(host)
         self._lock = RunLock.acquire(self.ds.root / WORK_DIR_NAME, self.ds.root, WRITER)
         self._write = threading.Lock()
         self._closed = False
@@ -123,17 +117,10 @@ class EditSession:
 
     # -- checks ---------------------------------------------------------------------------------
     def _forbidden(self, request: Request) -> Response | None:
-        """Why this write request is refused (403), or None."""
+        """Why this write request is refused (403 or 415), or None (Host and Origin: `viewer.hosts`)."""
         given = request.headers.get(TOKEN_HEADER, "")
         if not hmac.compare_digest(given.encode(), self.token.encode()):
             return _refuse(HTTPStatus.FORBIDDEN, "this write needs the session's token (open the URL `steerable view --edit` printed)")
-        host = request.headers.get("host", "")
-        name = urlsplit(f"//{host}").hostname or ""
-        if self.loopback and not _loopback(name):
-            return _refuse(HTTPStatus.FORBIDDEN, f"writes are answered for this machine only, not for host {host!r}")
-        origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != host:
-            return _refuse(HTTPStatus.FORBIDDEN, f"writes from another site ({origin}) are refused")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "a write sends JSON (Content-Type: application/json)")
         return None
@@ -207,12 +194,15 @@ class EditSession:
                     return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY,
                                    f"{len(lines)} problem(s) in the rows (first: {lines[0]}); nothing was saved",
                                    problems=lines)
+            before = latest_revision(self.ds.root)
             try:
                 revision = save_episode(self.ds, index, persistent, evs, status=body.status, ops=ops, by=WRITER,
                                         message=body.message)
             except LanguageSchemaError as exc:
                 lines = str(exc).splitlines()
                 return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, lines[0], problems=[ln.strip() for ln in lines[1:]])
+            except OSError as exc:  # WriteError too: a full or read-only disk, no permission
+                return self._not_written(f"episode {index}", before, exc)
             self.data.invalidate(index)
             return {"revision": revision.to_json() if revision else None,
                     "episode": self.data.episode(index, self.server.video_source)}
@@ -236,11 +226,33 @@ class EditSession:
             return _refuse(HTTPStatus.NOT_FOUND, "no such revision")
         return await self.server.call(self._restore_now, int(text))
 
-    def _restore_now(self, rev: int) -> dict[str, Any]:
+    def _restore_now(self, rev: int) -> Response | dict[str, Any]:
         with self._write:
-            revision = restore_revision(self.ds, rev, by=WRITER)
+            before = latest_revision(self.ds.root)
+            try:
+                revision = restore_revision(self.ds, rev, by=WRITER)
+            except OSError as exc:
+                return self._not_written(f"going back to revision {rev}", before, exc)
             self.data.invalidate()
             return {"revision": revision.to_json() if revision else None}
+
+    def _not_written(self, what: str, before: int, exc: OSError) -> Response:
+        """The reply to a write the file system refused, logged in the terminal too."""
+        cause = os_cause(exc)
+        try:  # a commit whose switch failed after its commit point is finished here, and then it is saved
+            recover_folder(self.ds.root)
+            saved = latest_revision(self.ds.root) != before
+        except OSError:
+            saved = False
+        if saved:
+            self.data.invalidate()
+        if saved or cause is None:  # then the error says it all (a WriteError of the commit)
+            message = f"{what}: {exc}"
+        else:
+            message = f"{what}: could not write {self.ds.root}: {explain_os_error(cause, paths=False)}; nothing was saved"
+        logger.warning("steerable view --edit: %s", message)
+        full = cause is not None and cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        return _refuse(HTTPStatus.INSUFFICIENT_STORAGE if full else HTTPStatus.SERVICE_UNAVAILABLE, message)
 
 
 def stored_rows(session: EditSession, index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:

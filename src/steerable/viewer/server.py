@@ -4,7 +4,9 @@ Routes (GET and HEAD): `/` the app; `/assets/*` its scripts and styles (package 
 `/api/episodes/N`, `/api/render?recipe=R&episode=N&frame=F`, `/api/uncertainty`, `/api/revisions`,
 `/api/revisions/N` JSON; `/files/REL` dataset files with byte ranges; `/clips/N/CAMERA.mp4` H.264 clips
 of videos a browser cannot play as stored. With an edit session (`steerable view --edit`) the write
-routes of `steerable.viewer.edit` are added (POST only, each checked for the session's token).
+routes of `steerable.viewer.edit` are added (POST only, each checked for the session's token). Every
+request, read or write, first passes `steerable.viewer.hosts` (its `Host` must name this server, and
+an API request's `Origin` must be its own: DNS rebinding).
 
 `/files/` paths are resolved from the raw request target (decoded once, by `resolve_under`), so an
 encoded `..` is refused as a plain one is. Work that blocks (reading parquet, cutting clips, saving)
@@ -37,10 +39,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from steerable.dataset import EpisodeMeta
-from steerable.errors import ConfigError, SteerableError
+from steerable.errors import ConfigError, SteerableError, explain_os_error
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import file_response, resolve_under
+from steerable.viewer.hosts import HostCheck, HostGuard
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
@@ -79,10 +82,11 @@ class ViewerServer:
     """The viewer bound to a socket: `serve_forever` runs it, `shutdown` (another thread) stops it.
 
     Holds the dataset's `ViewerData`, a cache folder for transcoded clips and, with `--edit`, the
-    `EditSession` (its token and the dataset's writer lock).
+    `EditSession` (its token and the dataset's writer lock). `host` is the address the user asked
+    for (a name is answered as `Host` too).
     """
 
-    def __init__(self, sock: socket.socket, data: ViewerData, edit: Any = None) -> None:
+    def __init__(self, sock: socket.socket, data: ViewerData, edit: Any = None, *, host: str = "127.0.0.1") -> None:
         self.data = data
         self.root = data.ds.root
         self.socket = sock
@@ -91,7 +95,7 @@ class ViewerServer:
         self._clip_lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
-        self.app = _Guard(self._build_app())
+        self.app = _Guard(HostGuard(self._build_app(), HostCheck(host, self.server_address[0])))
         import uvicorn
 
         config = uvicorn.Config(
@@ -319,7 +323,8 @@ def _protocol() -> type[asyncio.Protocol]:
 
 class _Guard:
     """Outermost ASGI layer: an error no handler caught is logged with its traceback and answered 500
-    (or the connection closed, once a reply has started), instead of reaching uvicorn's log."""
+    (or the connection closed, once a reply has started), instead of reaching uvicorn's log; an
+    OSError before the reply (a disk failing under a read) is one warning line and a 500 saying why."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -335,10 +340,18 @@ class _Guard:
 
         try:
             await self.app(scope, receive, tracked)
-        except (asyncio.CancelledError, OSError) as exc:  # the client went away mid-reply
-            logger.debug("%s %s: %s", scope.get("method"), scope.get("path"), exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
+        except asyncio.CancelledError:
+            logger.debug("%s %s: cancelled", scope.get("method"), scope.get("path"))
+            raise
+        except OSError as exc:
+            if started:  # the client went away mid-reply
+                logger.debug("%s %s: %s", scope.get("method"), scope.get("path"), exc)
+                return
+            # Before any reply the client is still there: a file system error (a disk failing) it is told.
+            reason = explain_os_error(exc)
+            logger.warning("%s %s: %s", scope.get("method"), scope.get("path"), reason)
+            if scope.get("type") == "http":
+                await _text(f"{reason}\n", HTTPStatus.INTERNAL_SERVER_ERROR)(scope, receive, send)
         except Exception:
             logger.error("error while serving %s %s", scope.get("method"), scope.get("path"), exc_info=True)
             if not started and scope.get("type") == "http":
@@ -377,12 +390,12 @@ def make_server(data: ViewerData, host: str = "127.0.0.1", port: int = 8000, *, 
         from steerable.viewer.edit import EditSession
 
         try:
-            session = EditSession(data, host, sock.getsockname()[1])
+            session = EditSession(data)
         except BaseException:
             sock.close()
             raise
     try:
-        return ViewerServer(sock, data, session)
+        return ViewerServer(sock, data, session, host=host)
     except BaseException:
         if session is not None:
             session.close()
