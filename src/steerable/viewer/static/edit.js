@@ -59,7 +59,7 @@
       });
       return Object.keys(by).map(Number).sort(function (a, b) { return a - b; }).map(function (f) { return by[f]; });
     }
-    function producer(style) { return ((S.dataset && S.dataset.producers) || {})[style] || null; }
+    function producer(style) { return ((S.ep && S.ep.producers) || {})[style] || null; }
     // Rows that move and go together: an interjection with the say rows of its frame, a VQA question
     // with its answer on the same camera.
     function partners(j) {
@@ -105,7 +105,7 @@
       });
       out.forEach(function (t) {
         t.producer = producer(t.style);
-        t.heuristic = !!(t.producer && t.producer.indexOf("heuristic:") === 0);
+        t.heuristic = ((S.ep && S.ep.heuristic) || []).indexOf(t.style) >= 0;
       });
       return out;
     }
@@ -507,7 +507,13 @@
         headers: { "Content-Type": "application/json", "X-Steerable-Token": V.token || "" },
         body: JSON.stringify(body)
       }).then(function (r) {
-        return r.json().then(function (b) { b._status = r.status; return b; });
+        // A refusal that is not JSON (a proxy, a 403 from the host check) still shows its text.
+        return r.text().then(function (text) {
+          var b;
+          try { b = JSON.parse(text); } catch (e) { b = { error: text.trim() || r.statusText }; }
+          b._status = r.status;
+          return b;
+        });
       });
     }
     function save() {
@@ -537,7 +543,7 @@
         E.dirty = false;
         var msg = b.revision ? "went back to revision " + rev + " (saved as revision " + b.revision.id + ")" : "already as revision " + rev;
         return V.openEpisode(S.ep.episode_index).then(function () { $("edit-state").textContent = msg; V.reloadDataset(); });
-      });
+      }).catch(function (e) { $("edit-state").textContent = "could not go back: " + String(e.message || e); });
     }
     function showProblems(problems) {
       var ul = $("edit-problems");
