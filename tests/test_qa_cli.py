@@ -10,10 +10,7 @@ from annotate_helpers import steerable
 def test_a_typo_in_a_flag_names_the_command_and_the_flag_meant(tmp_path: Path) -> None:
     made = steerable("make-dataset", "synthetic", "--out", str(tmp_path / "x"), "--episodse", "2")
     assert made.returncode == 2
-    last = made.stderr.strip().splitlines()[-1]
-    assert last.startswith("steerable make-dataset: error: unrecognized arguments: --episodse 2"), last
-    assert "did you mean --episodes?" in last
-    assert "usage: steerable make-dataset" in made.stderr
+    assert made.stderr.strip() == "steerable: error: unknown option --episodse (did you mean --episodes?)", made.stderr
     assert not (tmp_path / "x").exists()
     # A flag the command lacks is not "corrected" to an unrelated one.
     info = steerable("info", str(tmp_path), "--episodes", "2")
