@@ -5,7 +5,13 @@ the names of its dimensions: those are in the dataset the policy was trained on 
 `names` of `observation.state` and `action`). They are looked up in the dataset `--lerobot.dataset`
 names, else in the dataset of the checkpoint's `train_config.json` (LeRobot's trainer writes it
 beside the weights: its `root`, or its `repo_id` under LeRobot's local dataset home), else in the
-config's own `action_feature_names` (pi0-family configs keep them). With names, the policy's state
+config's own `action_feature_names` (pi0-family configs keep them). A relative `root` is relative to
+the folder training ran in, which the config does not record: it is found again from the
+checkpoint's own path, which ends with the config's relative `output_dir` (then
+`checkpoints/<step>/pretrained_model`), then tried against each folder above the checkpoint, then
+against the present folder. A `root` found nowhere, with no other source of names, is refused in
+one line naming `--lerobot.dataset`: the checkpoint says which dataset named its dimensions, and
+guessing them could send an action to the wrong joint. With names, the policy's state
 is gathered from the environment's state by name and each action dimension goes to the
 environment's action of the same name; a name one side lacks is refused. Without names, only the
 dimensions can be checked, and the environment's order is assumed (as LeRobot's own rollout does),
@@ -97,18 +103,43 @@ def _lerobot_home() -> Path:
     return hf_home / "lerobot"
 
 
-def _train_config_dataset(train_config: Path) -> list[Path]:
-    """The dataset folders a LeRobot `train_config.json` points at (its root, its repo id locally)."""
+def _training_folders(checkpoint: Path, output_dir: Any) -> list[Path]:
+    """The folder training ran in, as far as the checkpoint's path tells: the part before the config's
+    relative `output_dir` (none when it is absolute or not on the path), then every folder above the
+    checkpoint, nearest first; both as given and with links resolved."""
+    out_parts = Path(output_dir).parts if isinstance(output_dir, str) and output_dir else ()
+    if out_parts and Path(output_dir).is_absolute():
+        out_parts = ()
+    ran_in: list[Path] = []
+    above: list[Path] = []
+    for path in dict.fromkeys((checkpoint.absolute(), checkpoint.resolve())):
+        for folder in (path, *path.parents):
+            if out_parts and len(folder.parts) > len(out_parts) and folder.parts[-len(out_parts):] == out_parts:
+                ran_in.append(Path(*folder.parts[: -len(out_parts)]))
+            above.append(folder)
+    return list(dict.fromkeys([*ran_in, *above]))
+
+
+def _train_config_dataset(train_config: Path) -> tuple[list[Path], str | None]:
+    """(the dataset folders a LeRobot `train_config.json` points at: its root, resolved as the module
+    docstring says, and its repo id locally; the root as written, None when it names none)."""
     try:
-        dataset = json.loads(train_config.read_text()).get("dataset") or {}
+        config = json.loads(train_config.read_text())
+        dataset = config.get("dataset") or {}
+        root = dataset.get("root")
     except (OSError, ValueError, AttributeError):
-        return []
+        return [], None
     out = []
-    if isinstance(root := dataset.get("root"), str) and root:
+    if not isinstance(root, str) or not root:
+        root = None
+    elif Path(root).expanduser().is_absolute():
         out.append(Path(root).expanduser())
+    else:
+        out += [folder / root for folder in _training_folders(train_config.parent, config.get("output_dir"))]
+        out.append(Path.cwd() / root)
     if isinstance(repo_id := dataset.get("repo_id"), str) and repo_id and not repo_id.startswith("["):
         out.append(_lerobot_home() / repo_id)
-    return out
+    return out, root
 
 
 def trained_names(
@@ -122,12 +153,18 @@ def trained_names(
             raise ConfigError(f"--lerobot.dataset {dataset}: {info} is missing or names no action features; "
                               "point it at the LeRobot dataset the policy was trained on")
         return names
+    lost_root = None
     if train_config is not None and train_config.is_file():
-        for root in _train_config_dataset(train_config):
+        roots, lost_root = _train_config_dataset(train_config)
+        for root in roots:
             if (names := _info_names(root / "meta" / "info.json")) is not None:
                 return names
     if config_action_names:
         return Names({ACTION: tuple(config_action_names)}, "the policy config's action_feature_names")
+    if lost_root is not None:
+        raise ConfigError(f"the policy was trained on the dataset at {lost_root} ({train_config}), which is not "
+                          "found from here nor beside the checkpoint: pass --lerobot.dataset DIR (that dataset, "
+                          "whose meta/info.json names the state and action dimensions)")
     return None
 
 
