@@ -24,7 +24,6 @@ import json
 import logging
 import mimetypes
 import socket
-import tempfile
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
@@ -44,6 +43,7 @@ from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import file_response, resolve_under
 from steerable.viewer.hosts import HostCheck, HostGuard
+from steerable.viewer.scratch import ScratchFolder
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
@@ -91,7 +91,7 @@ class ViewerServer:
         self.root = data.ds.root
         self.socket = sock
         self.edit = edit
-        self._clip_dir = tempfile.TemporaryDirectory(prefix="steerable-view-")
+        self._clip_dir = ScratchFolder()  # removes those of viewers killed with SIGKILL first
         self._clip_lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
@@ -176,7 +176,7 @@ class ViewerServer:
         ep = self.data.ds.episode(episode_index)
         if camera not in self.data.ds.camera_keys or camera not in ep.videos:
             raise ConfigError(f"episode {episode_index} has no camera {camera!r}")
-        dst = Path(self._clip_dir.name) / f"{episode_index}-{quote(camera, safe='')}.mp4"
+        dst = self._clip_dir.path / f"{episode_index}-{quote(camera, safe='')}.mp4"
         with self._clip_lock:
             if self._closing.is_set():
                 raise ClipStopped("the viewer is stopping")
