@@ -11,6 +11,7 @@ the model, live VLM counters) and a list of results in episode order.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -174,4 +175,8 @@ def merge_stats(snapshots: Iterable[dict[str, Any]]) -> VLMStats:
         total.max_in_flight = max(total.max_in_flight, int(snap.get("max_in_flight", 0)))
         for kind, count in dict(snap.get("reasons", {})).items():
             total.reasons[kind] = total.reasons.get(kind, 0) + int(count)
+        for url, seconds in dict(snap.get("no_reply_s", {})).items():  # the longest silence of any worker
+            since = time.monotonic() - float(seconds)
+            total.silent_since[url] = min(total.silent_since.get(url, since), since)
+            total.waiting[url] = total.waiting.get(url, 0) + 1  # workers waiting on it, enough for `no_reply`
     return total

@@ -2,6 +2,8 @@
 
 Without a terminal (CI, `nohup`, a Ray worker) the same counters go to stderr as one plain line
 every `every_s` seconds (episodes done/failed, calls/s, ETA), so a log shows the run is alive.
+Both say when a VLM server has left the requests waiting on it unanswered for `QUIET_AFTER_S` or
+more ("no reply from http://... for 120 s"), so a stuck server is not mistaken for a slow run.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from steerable.annotate.engine import Progress
 from steerable.progress import eta_seconds, format_eta
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
     from steerable.vlm.protocol import VLMStats
 
-__all__ = ["ProgressDisplay", "Snapshot", "StatsSource", "vlm_counters"]
+__all__ = ["QUIET_AFTER_S", "ProgressDisplay", "Snapshot", "StatsSource", "vlm_counters"]
+
+QUIET_AFTER_S = 30.0  # a healthy server answers some request every few seconds, even under load
 
 
 class StatsSource(Protocol):
@@ -55,6 +59,7 @@ class Snapshot:
     calls_per_s: float
     tokens_per_s: float
     retries: int
+    no_reply: tuple[tuple[str, float], ...] = ()  # (server URL, seconds) silent for QUIET_AFTER_S or more
 
     @classmethod
     def of(cls, p: Progress, vlm: StatsSource | None) -> Snapshot:
@@ -62,6 +67,8 @@ class Snapshot:
         finished = p.done + p.failed
         c = vlm_counters(vlm)
         calls = int(c.get("calls", 0))
+        stats = None if vlm is None else vlm.stats
+        silent = {} if stats is None else stats.no_reply()
         return cls(
             finished=finished,
             total=p.total,
@@ -76,11 +83,17 @@ class Snapshot:
             calls_per_s=calls / elapsed,
             tokens_per_s=(c.get("completion_tokens", 0) + c.get("prompt_tokens", 0)) / elapsed,
             retries=int(c.get("retries", 0)),
+            no_reply=tuple(sorted((url, s) for url, s in silent.items() if s >= QUIET_AFTER_S)),
         )
 
     @property
     def eta(self) -> str:
         return format_eta(self.eta_s)
+
+    @property
+    def stalls(self) -> list[str]:
+        """`no reply from URL for N s`, one per server that has kept requests waiting that long."""
+        return [f"no reply from {url} for {seconds:.0f} s" for url, seconds in self.no_reply]
 
     def line(self) -> str:
         """One plain log line."""
@@ -90,7 +103,7 @@ class Snapshot:
         )
         if self.calls is not None:
             text += f", VLM calls {self.calls} ({self.calls_per_s:.1f} calls/s, {self.in_flight} in flight)"
-        return text + f", ETA {self.eta}"
+        return "; ".join([text + f", ETA {self.eta}", *self.stalls])
 
 
 class ProgressDisplay:
@@ -116,8 +129,10 @@ class ProgressDisplay:
     def snapshot(self) -> Snapshot:
         return Snapshot.of(self.progress, self.vlm)
 
-    def _table(self) -> Table:
+    def _table(self) -> RenderableType:
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
         s = self.snapshot()
         table = Table.grid(padding=(0, 2))
@@ -138,7 +153,9 @@ class ProgressDisplay:
                 f"retries {s.retries}",
                 "",
             )
-        return table
+        if not s.stalls:
+            return table
+        return Group(table, *(Text(stall, style="bold") for stall in s.stalls))  # below: not one wide column
 
     def _print_line(self) -> None:
         print(self.snapshot().line(), file=self.stream, flush=True)

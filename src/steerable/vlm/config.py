@@ -37,7 +37,11 @@ class VLMConfig(Settings):
     )
     api_key: SecretStr | None = Field(None, description="API key (default: env OPENAI_API_KEY)")
     client_concurrency: int = Field(16, ge=1, description="VLM requests in flight at once, all episodes")
-    request_timeout_s: float = Field(120.0, gt=0, description="seconds before one request is abandoned")
+    # With the defaults a call that gets no reply ends within 4 x 60 s + backoff (about 4 min), and a
+    # server that answers nothing is given up after 2 x 60 s (docs/vlm.md, "When a server hangs").
+    request_timeout_s: float = Field(
+        60.0, gt=0, description="seconds before one request is abandoned (a server silent for twice this is given up)"
+    )
     max_retries: int = Field(3, ge=0, description="extra attempts per call (errors, bad or invalid JSON)")
     backoff_base_s: float = Field(0.5, ge=0, description="first retry delay; doubles on each retry")
     max_new_tokens: int = Field(512, ge=1, description="reply token budget per call")

@@ -31,6 +31,8 @@ class Endpoint(Generic[C]):
     in_flight: int = 0
     down_until: float = 0.0
     consecutive_failures: int = 0
+    timeouts: int = 0  # requests timed out since its last reply
+    given_up: str | None = None  # why it is never picked again (it stopped answering), None while in use
 
 
 class EndpointPool(Generic[C]):
@@ -57,12 +59,12 @@ class EndpointPool(Generic[C]):
         return endpoint.down_until <= self._clock()
 
     def pick(self, affinity: str | None = None, *, exclude: Sequence[Endpoint[C]] = ()) -> Endpoint[C] | None:
-        """The endpoint for the next request, or None when every endpoint is excluded.
+        """The endpoint for the next request, or None when every endpoint is excluded or given up.
 
         When all remaining endpoints are down, the one whose cooldown ends first is returned, so the
         request doubles as a probe instead of failing without trying.
         """
-        candidates = [e for e in self.endpoints if e not in exclude]
+        candidates = [e for e in self.endpoints if e not in exclude and e.given_up is None]
         if not candidates:
             return None
         if affinity is not None:

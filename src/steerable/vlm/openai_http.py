@@ -4,6 +4,10 @@ This module is the one gateway between steerable and such servers: it maps every
 retryable `AttemptError` or a typed `VLMError` whose message says what to do. Requests ask for
 schema-constrained decoding (`response_format` json_schema); a server that refuses it is asked
 again with the schema in the prompt, and remembered as prompt-only.
+
+A server that takes connections but stops answering (a stuck engine) is given up for the rest of the
+run once it has said nothing for twice `request_timeout_s` and let several requests time out: every
+call to it then fails at once with the reason, instead of each call spending all its attempts on it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ __all__ = ["OpenAIHTTPVLM"]
 log = logging.getLogger(__name__)
 
 _CHECK_TIMEOUT_S = 10.0
+# A server is given up when it has answered nothing for this many request timeouts, during which at
+# least _TIMEOUTS_BEFORE_GIVING_UP requests to it timed out (one slow request is not a stuck server).
+_SILENT_TIMEOUTS = 2
+_TIMEOUTS_BEFORE_GIVING_UP = 3
 _SILENT: list[str] = ["<listening but silent>"]  # a sentinel, compared by identity
 
 
@@ -186,6 +194,10 @@ class OpenAIHTTPVLM:
         while True:
             endpoint = self.pool.pick(affinity, exclude=tried)
             if endpoint is None:
+                given_up = [e.given_up for e in self.pool.endpoints if e.given_up is not None]
+                if len(given_up) == len(self.pool.endpoints):  # no retry can help: fail the call now
+                    self._stats.note_reason("no_reply")
+                    raise VLMUnavailableError("; ".join(given_up))
                 urls = ", ".join(e.url for e in tried)
                 raise AttemptError(
                     f"cannot reach the VLM server at {urls}; start it or pass --vlm.base_url", "connection"
@@ -195,7 +207,7 @@ class OpenAIHTTPVLM:
                 reply = await self._request(endpoint, conversation, schema, purpose)
             except AttemptError as exc:
                 self.pool.mark_failed(endpoint, hard=exc.kind == "connection")
-                if exc.kind == "connection":
+                if exc.kind in ("connection", "no_reply"):
                     continue
                 raise
             self.pool.mark_ok(endpoint)
@@ -257,19 +269,13 @@ class OpenAIHTTPVLM:
             body["chat_template_kwargs"] = self.config.chat_template_kwargs
         url = endpoint.url
         async with self._limit:
+            if endpoint.given_up is not None:  # it stopped answering while this call waited for a slot
+                raise AttemptError(endpoint.given_up, "no_reply")
             self._stats.in_flight += 1
             self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
             endpoint.in_flight += 1
             try:
-                # The SDK's raw `post` (its documented escape hatch) skips the typed request
-                # transform and response models, which cost more CPU than the HTTP exchange itself.
-                response = await endpoint.client.post(
-                    "/chat/completions", cast_to=self._response_cls, body=body
-                )
-            except openai.APITimeoutError as exc:
-                raise AttemptError(
-                    f"no reply from {url} within {self.config.request_timeout_s:g}s", "timeout"
-                ) from exc
+                response = await self._exchange(endpoint, body)
             except openai.APIConnectionError as exc:
                 raise AttemptError(
                     f"cannot reach the VLM server at {url}: {exc.__cause__ or exc}; start it or pass --vlm.base_url",
@@ -301,6 +307,50 @@ class OpenAIHTTPVLM:
             return _parse_completion(response.json(), self._stats)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise AttemptError(f"malformed chat completion from {url}: {exc!r}", "server_error") from exc
+
+    async def _exchange(self, endpoint: Endpoint[Any], body: dict[str, Any]) -> Any:
+        """One request on the wire, noting whether the server answered: any reply, an HTTP error
+        too, shows it alive; a timeout may show it stuck (then it is given up)."""
+        openai = self._openai
+        answered = False
+        self._stats.request_sent(endpoint.url)
+        try:
+            # The SDK's raw `post` (its documented escape hatch) skips the typed request
+            # transform and response models, which cost more CPU than the HTTP exchange itself.
+            response = await endpoint.client.post("/chat/completions", cast_to=self._response_cls, body=body)
+            answered = True
+            return response
+        except openai.APIStatusError:
+            answered = True
+            raise
+        except openai.APITimeoutError as exc:
+            raise self._timed_out(endpoint) from exc
+        finally:
+            self._stats.request_ended(endpoint.url)
+            if answered:
+                self._stats.reply_received(endpoint.url)
+                endpoint.timeouts = 0
+
+    def _timed_out(self, endpoint: Endpoint[Any]) -> AttemptError:
+        """The error of a request that got no reply in time; gives the server up when it has been
+        silent for long (see the module's docstring)."""
+        timeout = self.config.request_timeout_s
+        endpoint.timeouts += 1
+        silent = self._stats.silent_for(endpoint.url)
+        if (
+            endpoint.given_up is None
+            and endpoint.timeouts >= _TIMEOUTS_BEFORE_GIVING_UP
+            and silent >= _SILENT_TIMEOUTS * timeout
+        ):
+            endpoint.given_up = (
+                f"no reply from {endpoint.url} for {silent:.0f} s ({endpoint.timeouts} requests timed out "
+                f"after {timeout:g} s each): the server takes connections but does not answer; check or "
+                "restart it, or raise --vlm.request_timeout_s if it is only slow"
+            )
+            log.warning("%s; not asking it again in this run", endpoint.given_up)
+        if endpoint.given_up is not None:
+            return AttemptError(endpoint.given_up, "no_reply")
+        return AttemptError(f"no reply from {endpoint.url} within {timeout:g}s", "timeout")
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""

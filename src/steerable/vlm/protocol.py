@@ -6,6 +6,7 @@ transport, never in how replies are parsed, validated and retried (see `steerabl
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,10 +31,37 @@ class VLMStats:
     completion_tokens: int = 0
     request_bytes: int = 0  # HTTP request bodies sent, retries included
     reasons: dict[str, int] = field(default_factory=dict)  # retry/failure reason kind -> count
+    # Per server URL (HTTP backends): requests on the wire now, and since when (time.monotonic) it has
+    # said nothing: the first request sent after its last reply. A reply clears it.
+    waiting: dict[str, int] = field(default_factory=dict)
+    silent_since: dict[str, float] = field(default_factory=dict)
 
     def note_reason(self, kind: str) -> None:
         """Count one retry or failure cause (e.g. 'timeout', 'invalid_json', 'schema')."""
         self.reasons[kind] = self.reasons.get(kind, 0) + 1
+
+    def request_sent(self, url: str) -> None:
+        self.waiting[url] = self.waiting.get(url, 0) + 1
+        self.silent_since.setdefault(url, time.monotonic())
+
+    def reply_received(self, url: str) -> None:
+        """Any answer (an HTTP error too: the server is alive). Requests still on the wire wait from now."""
+        if self.waiting.get(url, 0) > 1:
+            self.silent_since[url] = time.monotonic()
+        else:
+            self.silent_since.pop(url, None)
+
+    def request_ended(self, url: str) -> None:
+        self.waiting[url] = max(0, self.waiting.get(url, 0) - 1)
+
+    def silent_for(self, url: str) -> float:
+        """Seconds since `url` last answered while asked (0 when it has answered every request)."""
+        since = self.silent_since.get(url)
+        return 0.0 if since is None else time.monotonic() - since
+
+    def no_reply(self) -> dict[str, float]:
+        """URL -> seconds without a reply, for each server that requests are waiting on now."""
+        return {url: self.silent_for(url) for url, n in self.waiting.items() if n > 0 and url in self.silent_since}
 
     def snapshot(self) -> dict[str, Any]:
         """A plain dict copy, for JSON run summaries."""
@@ -48,6 +76,7 @@ class VLMStats:
             "completion_tokens": self.completion_tokens,
             "request_bytes": self.request_bytes,
             "reasons": dict(self.reasons),
+            "no_reply_s": {url: round(s, 1) for url, s in self.no_reply().items()},
         }
 
 
