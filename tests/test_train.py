@@ -107,8 +107,8 @@ def test_items_carry_the_sample_the_frames_its_image_blocks_name_and_state_actio
     ).to_pylist()[0]
     assert item["index"] == row["index"] and item["timestamp"] == pytest.approx(row["timestamp"])
     for name in ("observation.state", "action"):
-        assert item[name].dtype == torch.float32
-        assert item[name].tolist() == pytest.approx(row[name])
+        assert item["features"][name].dtype == torch.float32
+        assert item["features"][name].tolist() == pytest.approx(row[name])
 
 
 def test_frames_without_a_sample_are_none_or_the_task_fallback(ds: LeRobotDataset, annotated: Annotated) -> None:
@@ -128,7 +128,7 @@ def test_positions_map_onto_episodes_in_order(ds: LeRobotDataset) -> None:
                         (len(data) - 1, (2, ds.episode(2).length - 1))):
         item = data[i]
         assert item is not None and (item["episode_index"], item["frame_index"]) == expected and item["index"] == i
-        assert "images" not in item and "action" not in item
+        assert "images" not in item and "features" not in item
     assert data[-1] == data[len(data) - 1]
     with pytest.raises(IndexError):
         data[len(data)]
@@ -163,7 +163,7 @@ def test_dataloader_with_workers_batches_and_drops_none(ds: LeRobotDataset) -> N
     assert sum(len(b["messages"]) for b in batches) == 6  # one VQA pair per camera per episode
     for b in batches:
         n = len(b["messages"])
-        assert b["index"].shape == (n,) and b["observation.state"].shape == (n, 4)
+        assert b["index"].shape == (n,) and b["features"]["observation.state"].shape == (n, 4)
         assert all(isinstance(m, list) and m[0]["role"] == "user" for m in b["messages"])
         for camera, frames in b["images"].items():
             assert len(frames) == n
@@ -184,8 +184,10 @@ def test_collate_stacks_a_camera_every_sample_has_and_rejects_mixed_keys(
     assert batch["message_streams"] == [a["message_streams"], b["message_streams"]]
     assert collate([None, None]) is None
     assert a is not None
-    with pytest.raises(ValueError, match=r"Inconsistent batch: 1/2 samples carry 'action'"):
-        collate([a, {k: v for k, v in a.items() if k != "action"}])
+    with pytest.raises(ValueError, match=r"Inconsistent batch: 1/2 samples carry 'index'"):
+        collate([a, {k: v for k, v in a.items() if k != "index"}])
+    with pytest.raises(ValueError, match=r"Inconsistent batch: 1/2 samples carry features\.'action'"):
+        collate([a, {**a, "features": {k: v for k, v in a["features"].items() if k != "action"}}])
 
 
 # --- ChatTokenizer --------------------------------------------------------------------------------------
@@ -311,7 +313,7 @@ def test_batches_from_the_dataloader_tokenize_and_pad(ds: LeRobotDataset, tok: A
     assert batch is not None
     ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     assert ids.dtype == torch.long and ids.shape == mask.shape == labels.shape and ids.shape[0] == 16
-    assert "messages" not in batch and batch["observation.state"].shape == (16, 4)
+    assert "messages" not in batch and batch["features"]["observation.state"].shape == (16, 4)
     lengths = mask.sum(1)
     for row in range(16):
         n = int(lengths[row])

@@ -7,7 +7,15 @@ import pyarrow as pa
 
 from steerable.errors import DatasetError
 
-__all__ = ["feature_matrix", "vector_names"]
+__all__ = ["ACTION_KEYS", "STATE_KEYS", "feature_matrix", "float_vectors", "is_float_vector", "pick_feature",
+           "vector_names"]
+
+# The names datasets give the robot's state and its commands, in order of preference (LeRobot's
+# recorder writes the first, other tools the second): what annotate's motion module and `steerable
+# train` read when no feature is named.
+STATE_KEYS = ("observation.state", "state")
+ACTION_KEYS = ("action", "actions")
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 
 
 def feature_matrix(table: pa.Table, name: str) -> np.ndarray:
@@ -43,3 +51,18 @@ def vector_names(feature: dict, width: int) -> list[str]:
     if isinstance(names, list) and len(names) == width and all(isinstance(n, str) for n in names):
         return list(names)
     return [f"dim_{i}" for i in range(width)]
+
+
+def is_float_vector(feature: dict) -> bool:
+    """A float feature of one dimension (a state or action vector), not a scalar column or an image."""
+    return feature.get("dtype") in FLOAT_DTYPES and len(feature.get("shape") or []) == 1
+
+
+def float_vectors(features: dict[str, dict]) -> list[str]:
+    """The float vector features' names, sorted (what an error offers in place of a missing name)."""
+    return sorted(k for k, f in features.items() if is_float_vector(f))
+
+
+def pick_feature(features: dict[str, dict], candidates: tuple[str, ...]) -> str | None:
+    """The first of `candidates` that `features` holds as a float vector, or None."""
+    return next((k for k in candidates if k in features and is_float_vector(features[k])), None)

@@ -12,15 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from steerable.dataset.frames import vector_names
+from steerable.dataset.frames import (
+    ACTION_KEYS,
+    STATE_KEYS,
+    float_vectors,
+    is_float_vector,
+    pick_feature,
+    vector_names,
+)
 from steerable.errors import ConfigError
 from steerable.motion.params import DimRef, MotionParams
 
 __all__ = ["DimSelection", "Gripper", "find_dims", "joint_group", "name_tokens"]
 
-FLOAT_DTYPES = {"float16", "float32", "float64"}
-STATE_KEYS = ("observation.state", "state")
-ACTION_KEYS = ("action", "actions")
 # A name with one of these tokens is a gripper whatever else it says.
 STRONG_GRIPPER = frozenset(["gripper", "grip", "grasp", "claw", "pincer", "jaw"])
 # Hands and fingers are grippers only when a side has at most two such dims; more is a dexterous hand.
@@ -171,24 +175,19 @@ def _width(feature: dict) -> int:
     return int(shape[0]) if len(shape) == 1 else 0
 
 
-def _is_float_vector(feature: dict) -> bool:
-    return feature.get("dtype") in FLOAT_DTYPES and len(feature.get("shape") or []) == 1
-
-
 def _pick_feature(features: dict[str, dict], params: MotionParams) -> str | None:
     for explicit, label in ((params.state_key, "state_key"), (params.action_key, "action_key")):
         if explicit is not None:
-            if explicit not in features or not _is_float_vector(features[explicit]):
-                vectors = sorted(k for k, f in features.items() if _is_float_vector(f))
+            if explicit not in features or not is_float_vector(features[explicit]):
                 raise ConfigError(
-                    f"--motion.{label}: {explicit!r} is not a float vector feature (have {vectors})"
+                    f"--motion.{label}: {explicit!r} is not a float vector feature (have {float_vectors(features)})"
                 )
             return explicit
-    for key in (*STATE_KEYS, *ACTION_KEYS):
-        if key in features and _is_float_vector(features[key]):
-            return key
+    key = pick_feature(features, (*STATE_KEYS, *ACTION_KEYS))
+    if key is not None:
+        return key
     skip = {"timestamp"}
-    return next((k for k, f in features.items() if k not in skip and _is_float_vector(f)), None)
+    return next((k for k, f in features.items() if k not in skip and is_float_vector(f)), None)
 
 
 def _resolve(refs: Sequence[DimRef], names: list[str], key: str, label: str) -> list[int]:

@@ -11,10 +11,13 @@ save finishes or drops what a killed one left. Training checkpoints add the opti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +68,7 @@ def save_checkpoint(
     root = Path(output_dir) / CHECKPOINTS
     final = root / f"step_{step:08d}"
     _recover_killed_saves(root)
-    with commit_folder(final) as tx:
+    with commit_folder(final) as tx, _os_errors_of_safetensors():
         write_policy_files(tx.root, model, processor, recipe_text, checkpoint_config(model.cfg, trained_on),
                            file=tx.file)
         if optimizer is not None:
@@ -79,6 +82,23 @@ def save_checkpoint(
     _prune(root, keep)
     logger.info("checkpoint %s written", final)
     return final
+
+
+@contextlib.contextmanager
+def _os_errors_of_safetensors() -> Iterator[None]:
+    """safetensors reports a failed write (a full disk) as a SafetensorError whose message ends in
+    `(os error N)`, no OSError: raised as the OSError it is, the folder commit names the checkpoint
+    and keeps the previous one, and the command says what to do in one line."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except SafetensorError as exc:
+        found = re.search(r"\(os error (\d+)\)", str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code)) from exc
 
 
 def write_policy_files(folder: Path, model: HierarchicalPolicy, processor: Processor, recipe_text: str,

@@ -13,12 +13,14 @@ from typing import Any, Literal
 from steerable.errors import ConfigError
 from steerable.policy.names import NameSlots
 
-__all__ = ["AUTO_STATE_KEY", "UNSAVED_BEFORE", "ActionMode", "PolicyConfig", "StateMode"]
+__all__ = ["AUTO_ACTION_KEY", "AUTO_STATE_KEY", "UNSAVED_BEFORE", "ActionMode", "PolicyConfig", "StateMode"]
 
 StateMode = Literal["bins", "projector", "none"]
 ActionMode = Literal["relative", "absolute"]
 # State keys that mean "the dataset's robot state, plus the privileged environment state when it has one".
 AUTO_STATE_KEY = "auto"
+# The action key that means "the dataset's action feature, found by its name" (`action`, `actions`).
+AUTO_ACTION_KEY = "auto"
 # Settings that checkpoints written before they existed do not name (the names, object tokens and
 # relative actions came with the low level that acts, see docs/policy.md), and the values that
 # rebuild and run those checkpoints' networks as they were trained.

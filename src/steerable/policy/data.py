@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import feature_matrix
-from steerable.errors import ConfigError
+from steerable.errors import ConfigError, DatasetError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.episodes import EpisodeActions, EpisodeSubtasks, episode_actions, episode_subtasks
@@ -37,6 +36,8 @@ from steerable.policy.objects import RELATION_WIDTH, command_objects, command_re
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
+from steerable.train.images import resized_frames
+from steerable.train.torch_dataset import FEATURES
 
 __all__ = ["PolicyDataset", "action_components", "event_components", "fit_normalizer", "split_episodes"]
 
@@ -75,6 +76,11 @@ def fit_normalizer(dataset: LeRobotDataset, cfg: PolicyConfig, episodes: Sequenc
         table = dataset.read_episode(e, [*cfg.state_keys, cfg.action_key])
         state = np.concatenate([feature_matrix(table, k) for k in cfg.state_keys], axis=1)
         acts = EpisodeActions(feature_matrix(table, cfg.action_key).astype(np.float32), cfg)
+        for what, values in (("state", state), ("action", acts.actions)):
+            bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+            if bad.size:  # it would make every loss nan
+                raise DatasetError(f"episode {e}: the {what} holds values that are not finite (nan or inf) on "
+                                   f"{bad.size} frame(s), the first {int(bad[0])}: leave the episode out (--episodes)")
         states.append(state)
         for row in acts.kept.tolist():
             chunk, mask = acts.chunk(row)
@@ -109,7 +115,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
                  component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES) -> None:
-        features = (*cfg.state_keys, cfg.action_key)
+        # The action chunks come from `episode_actions`; the items read the state features alone.
+        features = tuple(cfg.state_keys)
         # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
         # from all episodes at random, and rebuilding a timeline per draw was most of a training step's
         # time (8 cached of 54 episodes; 256 of 500 made a step 30x slower).
@@ -205,8 +212,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             item["done"] = torch.tensor(-1.0 if undone else 1.0 if done_command is not None else label)
         if self.cfg.motion_dim:
             item["motion"] = torch.from_numpy(actions.motion(row))
-        # The state keys concatenated in their configured order (one key: its vector as it is).
-        item["state"] = torch.cat([item.pop(k).reshape(-1) for k in self.cfg.state_keys])
+        # The state keys concatenated in their configured order (one key: its vector as it is). The
+        # dataset's features arrive in their own mapping: a feature named like a key set here
+        # (`actions`, `state`, `motion`...) cannot replace it.
+        features = item.pop(FEATURES)
+        item["state"] = torch.cat([features[k].reshape(-1) for k in self.cfg.state_keys])
         if undone and done_command is not None:
             item["state"] = moved_away(item["state"], done_command, self.cfg, np.random.default_rng(i))
         if self.cfg.step_check:
@@ -217,7 +227,6 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
-        item.pop(self.cfg.action_key, None)
         if self.cfg.cameras:
             frames = self._episode_images(episode)
             item["images"] = {cam: frames[cam][row] for cam in self.cfg.cameras}
@@ -243,12 +252,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             self._images.move_to_end(episode)
             return cached
         timestamps = [float(t) for t in self.dataset.episode_timestamps(episode)]
-        frames = {}
-        for cam in self.cfg.cameras:
-            decoded = torch.from_numpy(np.stack(self.dataset.decode_frames(episode, cam, timestamps)))
-            x = decoded.permute(0, 3, 1, 2).float()
-            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", antialias=True)
-            frames[cam] = x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+        frames = {cam: resized_frames(self.dataset, episode, cam, timestamps, self.image_size)
+                  for cam in self.cfg.cameras}
         self._images[episode] = frames
         self._image_bytes += _nbytes(frames)
         while len(self._images) > 1 and self._image_bytes > self.image_cache_bytes:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
+from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.names import NAME_SLOT_PRESETS
 from steerable.settings import Settings
 
@@ -25,8 +25,8 @@ _POLICY_HELP = {
     "backbone": "'tiny' (built in code, random weights) or a local folder with a SmolVLM/Idefics3 model",
     "cameras": "comma-separated camera keys (default: every camera of the dataset; none: no camera)",
     "state_key": "state feature, or several comma-separated, concatenated in that order (auto: observation.state, "
-                 "plus observation.environment_state when the dataset has it)",
-    "action_key": "action feature",
+                 "else state, as annotate picks it; plus observation.environment_state when the dataset has it)",
+    "action_key": "action feature (auto: action, else actions, as annotate picks it)",
     "chunk_size": "actions predicted per chunk",
     "n_action_steps": "actions of a chunk executed before the next inference (at most chunk_size)",
     "image_size": "side in pixels the camera images are resized to",
@@ -89,7 +89,7 @@ class PolicySettings(Settings):
 
     # One field per PolicyConfig setting, with its default (see the module docstring).
     _hints = typing.get_type_hints(PolicyConfig)
-    _defaults = PolicyConfig(state_key=AUTO_STATE_KEY)
+    _defaults = PolicyConfig(state_key=AUTO_STATE_KEY, action_key=AUTO_ACTION_KEY)
     for _f in dataclasses.fields(PolicyConfig):
         if _f.name not in FROM_DATASET:
             __annotations__[_f.name] = _hints[_f.name]

@@ -11,10 +11,11 @@ from typing import Any
 import torch
 
 from steerable.dataset import LeRobotDataset
+from steerable.dataset.frames import ACTION_KEYS, STATE_KEYS, float_vectors, pick_feature
 from steerable.errors import ConfigError
 from steerable.policy.backbone import backbone_folder, build_backbone
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
-from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
+from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.data import fit_normalizer, split_episodes
 from steerable.policy.model import HierarchicalPolicy
 from steerable.policy.objects import object_name_groups, object_tokens
@@ -42,12 +43,15 @@ class Built:
 
 def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) -> PolicyConfig:
     """The policy config for `dataset`: its cameras, state and action sizes and names, then the user's
-    overrides. `state_key` auto: `observation.state`, and the privileged environment state after it
-    when the dataset has one (a policy that then needs `--observation privileged` to run)."""
+    overrides. `state_key` auto: `observation.state` (else `state`), and the privileged environment
+    state after it when the dataset has one (a policy that then needs `--observation privileged` to
+    run); `action_key` auto: `action` (else `actions`). The names are annotate's (`dataset.frames`)."""
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if overrides.get("state_key", AUTO_STATE_KEY).strip() == AUTO_STATE_KEY:
-        keys = ["observation.state"] + [k for k in (ENVIRONMENT_STATE_KEY,) if k in dataset.features]
+        keys = [_found(dataset, STATE_KEYS, "state")] + [k for k in (ENVIRONMENT_STATE_KEY,) if k in dataset.features]
         overrides["state_key"] = ",".join(keys)
+    if overrides.get("action_key", AUTO_ACTION_KEY).strip() == AUTO_ACTION_KEY:
+        overrides["action_key"] = _found(dataset, ACTION_KEYS, "action")
     located = str(overrides.get("locate_key") or "").strip()
     if located:
         keys = [k.strip() for k in overrides["state_key"].split(",") if k.strip() and k.strip() != located]
@@ -93,6 +97,15 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
                         action_dim=dims["action"], state_names=names["state"] or [],
                         action_names=names["action"] or [], name_slots=slots)
+
+
+def _found(dataset: LeRobotDataset, names: tuple[str, ...], role: str) -> str:
+    """The dataset's `role` feature, picked by name as annotate picks it (`dataset.frames.pick_feature`)."""
+    key = pick_feature(dataset.features, names)
+    if key is None:
+        raise ConfigError(f"the dataset has no {role} feature named {' or '.join(names)} (its float vectors: "
+                          f"{float_vectors(dataset.features) or 'none'}): pass --policy.{role}_key NAME")
+    return key
 
 
 def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fraction: float, seed: int,

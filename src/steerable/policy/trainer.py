@@ -23,11 +23,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from steerable.dataset import open_dataset
-from steerable.errors import ConfigError
+from steerable.errors import ConfigError, WriteError, explain_os_error, os_cause
 from steerable.policy.averaging import TRAINING_WEIGHTS, WeightAverage
 from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
+from steerable.policy.loss_checks import LossChecks
+from steerable.policy.preflight import check_dataset, check_language, check_recipe, teaches_text
 from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
 from steerable.progress import ProgressLine, eta_seconds, format_eta
@@ -57,6 +59,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
     dataset = open_dataset(cfg.dataset)
     recipe = load_recipe(cfg.recipe)
+    check_language(dataset, recipe, cfg.recipe)  # at once: nothing else is worth building then
     recipe_text = Path(recipe.origin).read_text(encoding="utf-8")
     output = Path(cfg.output_dir).expanduser()
     output.mkdir(parents=True, exist_ok=True)
@@ -64,6 +67,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.action_batch_size:  # the done head learns its positives from the low-level batch alone
         overrides["done_head"] = False
     built = resume_from(output) or build_fresh(dataset, overrides, cfg.eval_fraction, cfg.seed, cfg.episodes)
+    # Before any frame is decoded: features and video files (a missing one used to fail a minute in).
+    check_dataset(dataset, built.model.cfg, [*built.train_episodes, *built.eval_episodes],
+                  resumed=built.checkpoint is not None)
     if built.checkpoint is not None:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
     model, processor = built.model.to(cfg.device), built.processor
@@ -84,6 +90,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                                 component=components[0]) if components else None
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
+    check_recipe(train_data, recipe, cfg.recipe)
+    checks = LossChecks(teaches_text(recipe))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
@@ -116,13 +124,19 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     while step < cfg.steps:
         (epoch, index), batch = next(batches)
         with autocast:
-            out = model(processor.training_batch(batch, cfg.device), generator=noise)
+            inputs = processor.training_batch(batch, cfg.device)
+            out = model(inputs, generator=noise)
             loss = out["loss"]
+            samples, asked = len(inputs["predict_actions"]), int(inputs["predict_actions"].sum())
             extra = _action_batch(action_data, action_batch, cfg.seed, step)
             if extra is not None:
-                more = model(processor.training_batch(extra, cfg.device), generator=noise)
+                inputs = processor.training_batch(extra, cfg.device)
+                more = model(inputs, generator=noise)
                 loss = loss + more["loss"]
                 out = _joined(out, more)
+                samples, asked = samples + len(inputs["predict_actions"]), asked + int(inputs["predict_actions"].sum())
+        # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.
+        checks.step(step + 1, {**out, "loss": loss.detach()}, samples, asked, last=step + 1 == cfg.steps)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
@@ -151,6 +165,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             with _averaged(average):
                 metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step)
             _log(log_path, metrics)
+            checks.heldout(metrics)
             if bar is not None:
                 bar.write(_eval_line(metrics))
         if step % cfg.save_every == 0 or step == cfg.steps:
@@ -158,13 +173,26 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                          eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
                          event_repeat=event_repeat, action_batch_size=action_batch, ema_decay=ema_decay)
             with _averaged(average):
-                last = save_checkpoint(output, step, model, processor, recipe_text, optimizer=optimizer,
-                                       trainer_state=state, trained_on=provenance,
-                                       training_weights=average.save_training_weights if average else None)
+                last = _save(output, step, last, model, processor, recipe_text, optimizer=optimizer,
+                             trainer_state=state, trained_on=provenance,
+                             training_weights=average.save_training_weights if average else None)
     if bar is not None:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
             "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None}
+
+
+def _save(output: Path, step: int, previous: Path | None, *args: Any, **kwargs: Any) -> Path:
+    """`save_checkpoint`, a failed write one line naming the output folder and the checkpoint that stays
+    (a full disk used to end the run with a safetensors traceback)."""
+    try:
+        return save_checkpoint(output, step, *args, **kwargs)
+    except OSError as exc:  # our WriteError (the folder commit's) or the `latest` pointer's own
+        cause = os_cause(exc)
+        reason = explain_os_error(cause, paths=False) if cause is not None else str(exc)
+        kept = (f"checkpoints/latest still names {previous.name}, intact: rerun the same command to resume from it"
+                if previous is not None else "no checkpoint was written")
+        raise WriteError(f"could not save the step {step} checkpoint in {output}: {reason}; {kept}") from cause
 
 
 def _averaged(average: WeightAverage | None) -> Any:

@@ -1,8 +1,9 @@
 """Batch RecipeDataset items: drop frames with nothing to train on, keep chat messages as lists.
 
 Message lists differ in length and structure from sample to sample, so they stay plain Python
-lists (one entry per sample); numbers and arrays go through torch's `default_collate`. Camera
-frames are stacked per camera when every sample carries that camera at the same size.
+lists (one entry per sample); numbers and arrays go through torch's `default_collate`, the dataset
+features in their own mapping (`features`, by feature name). Camera frames are stacked per camera
+when every sample carries that camera at the same size.
 """
 
 from __future__ import annotations
@@ -32,13 +33,10 @@ def collate(batch: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     if not samples:
         return None
     keys = list(samples[0])
-    for key in dict.fromkeys(k for s in samples for k in s):
-        count = sum(key in s for s in samples)
-        if count != len(samples):
-            raise ValueError(
-                f"Inconsistent batch: {count}/{len(samples)} samples carry {key!r}; every sample in a batch "
-                "must agree (build every sample with the same dataset settings)"
-            )
+    _check_keys(samples)
+    for key in keys:
+        if key not in LIST_KEYS and key != _IMAGES and isinstance(samples[0][key], Mapping):
+            _check_keys([s[key] for s in samples], f"{key}.")  # `features`: by dataset feature name
     out: dict[str, Any] = {}
     plain = [k for k in keys if k not in LIST_KEYS and k != _IMAGES]
     if plain:
@@ -49,6 +47,16 @@ def collate(batch: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
         elif key == _IMAGES:
             out[key] = _collate_images([s[key] for s in samples])
     return out
+
+
+def _check_keys(samples: Sequence[Mapping[str, Any]], prefix: str = "") -> None:
+    for key in dict.fromkeys(k for s in samples for k in s):
+        count = sum(key in s for s in samples)
+        if count != len(samples):
+            raise ValueError(
+                f"Inconsistent batch: {count}/{len(samples)} samples carry {prefix}{key!r}; every sample in a batch "
+                "must agree (build every sample with the same dataset settings)"
+            )
 
 
 def _collate_images(per_sample: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -1,18 +1,22 @@
-"""The camera frames a rendered sample's image blocks name: which ones, their file names, their JPEG bytes."""
+"""The camera frames a rendered sample's image blocks name: which ones, their file names, their JPEG bytes;
+and an episode's frames resized for a model (`resized_frames`, the policy's training images)."""
 
 from __future__ import annotations
 
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
 from steerable.dataset import LeRobotDataset
 
-__all__ = ["camera_slug", "frame_jpegs", "image_features", "image_name"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["DECODE_WINDOW", "camera_slug", "frame_jpegs", "image_features", "image_name", "resized_frames"]
 
 _CAMERA_PREFIX = "observation.images."
 
@@ -59,3 +63,30 @@ def _jpeg(array: np.ndarray, quality: int) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(array).save(buffer, format="JPEG", quality=quality)
     return buffer.getvalue()
+
+
+# Frames decoded per call of `resized_frames`: one sequential pass per window, so an episode's
+# full-size frames are never all in memory (a minute at 640x480 is 1.6 GB), at the cost of one
+# seek per window (under a GOP of decoding, from the keyframe before it).
+DECODE_WINDOW = 256
+
+
+def resized_frames(dataset: LeRobotDataset, episode_index: int, camera: str, timestamps: Sequence[float],
+                   size: int) -> torch.Tensor:
+    """One camera's frames at episode times `timestamps`, resized to `size` x `size`: a (N, size, size, 3)
+    uint8 torch tensor (antialiased bilinear, rounded).
+
+    Each frame is resized on its own as it is decoded. The same resize over a whole episode at once
+    gives the same pixels but works on a float copy of every full-size frame: 15 ms a frame at
+    640x480 against 1 ms (benchmarks/README.md, "policy.py")."""
+    import torch  # here, not at the top: the rest of this module serves the torch-free export
+    import torch.nn.functional as F
+
+    out = torch.empty((len(timestamps), size, size, 3), dtype=torch.uint8)
+    for start in range(0, len(timestamps), DECODE_WINDOW):
+        window = dataset.decode_frames(episode_index, camera, list(timestamps[start:start + DECODE_WINDOW]))
+        for k, frame in enumerate(window):
+            x = torch.from_numpy(frame).permute(2, 0, 1)[None].float()
+            x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True)
+            out[start + k] = x[0].round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0)
+    return out

@@ -28,11 +28,13 @@ from steerable.recipes.render import RenderOptions, render_sample
 from steerable.train.images import image_features
 from steerable.train.samples import TASK_FALLBACK, DatasetRenderer, Fallback
 
-__all__ = ["DEFAULT_FEATURES", "RecipeDataset"]
+__all__ = ["DEFAULT_FEATURES", "FEATURES", "RecipeDataset"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_FEATURES: tuple[str, ...] = ("observation.state", "action")
+# The item key holding the requested features, by their dataset names.
+FEATURES = "features"
 _FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
 
 
@@ -50,9 +52,11 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
 
     An item is a dict with `index`, `episode_index`, `frame_index`, `timestamp`, `task`,
     `messages`, `message_streams`, `target_message_indices`, `images` (camera key -> uint8
-    H x W x 3 tensor, for every image block; absent with `decode_images=False`) and each requested
-    feature as a float32 tensor. It is None when nothing renders and `fallback="none"`;
-    `fallback="task"` gives such frames the plain-task low-level sample.
+    H x W x 3 tensor, for every image block; absent with `decode_images=False`) and `features`
+    (each requested feature's name -> float32 tensor; absent when none is requested). Features sit
+    in their own mapping, so no dataset's feature name (`index`, `task`, `actions`...) can replace
+    a key of the item or of what is built on it. It is None when nothing renders and
+    `fallback="none"`; `fallback="task"` gives such frames the plain-task low-level sample.
     """
 
     def __init__(
@@ -142,8 +146,8 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
                 cam: torch.from_numpy(self.dataset.decode_frames(episode_index, cam, [t])[0])
                 for cam in image_features(sample.messages)
             }
-        for feature, values in ep.features.items():
-            item[feature] = torch.from_numpy(values[row].copy())
+        if self.features:
+            item[FEATURES] = {feature: torch.from_numpy(values[row].copy()) for feature, values in ep.features.items()}
         return item, name
 
     def component_recipe(self, name: str) -> Recipe:
