@@ -154,18 +154,18 @@ def test_a_cli_run_in_a_pipe_logs_progress_to_stderr(ds: Path) -> None:
 # -- A.7: provenance where the data goes -----------------------------------------------------------
 
 
-def test_producers_are_recorded_in_info_json_the_card_and_info(ds: Path) -> None:
+def test_producers_are_recorded_in_the_provenance_file_the_card_and_info(ds: Path) -> None:
     result = steerable("annotate", "--root", str(ds))
     assert result.returncode == 0, result.stderr
-    info = json.loads((ds / "meta" / "info.json").read_text())
-    assert info["steerable"]["producers"] == {"motion": "heuristic:motion", "subtask": "heuristic:motion"}
+    block = json.loads((ds / "meta" / "steerable_provenance.json").read_text())
+    assert block["producers"] == {"motion": "heuristic:motion", "subtask": "heuristic:motion"}
     assert "| subtask | heuristic:motion |" in dataset_card(ds)
     shown = steerable("info", str(ds))
     assert any("subtask" in line and "heuristic:motion" in line for line in shown.stdout.splitlines())
     assert json.loads(steerable("info", str(ds), "--json").stdout)["producers"]["motion"] == "heuristic:motion"
     # A model run names the model for the styles it wrote and keeps the motion producer.
     annotate(_cfg(ds), vlm=ScriptedVLM(_failing("nothing"), record=False))
-    producers = json.loads((ds / "meta" / "info.json").read_text())["steerable"]["producers"]
+    producers = json.loads((ds / "meta" / "steerable_provenance.json").read_text())["producers"]
     assert producers["subtask"] == producers["vqa"] == "scripted-test-double"
     assert producers["motion"] == "heuristic:motion"
 

@@ -50,7 +50,7 @@ def test_motion_run_keeps_the_oracle_plan_memory_and_speech(oracle: Path, tmp_pa
     for kept in ("plan", "memory", "interjection", "tool_call"):
         assert after[kept] == before[kept], f"{kept} rows were not kept: {before} -> {after}"
     assert after["motion"] > 0 and after["subtask"] > 0
-    producers = json.loads((out / "meta/info.json").read_text())["steerable"]["producers"]
+    producers = json.loads((out / "meta/steerable_provenance.json").read_text())["producers"]
     assert producers["motion"] == producers["subtask"] == "heuristic:motion"
     assert producers["plan"] == "synthetic:oracle", "make-dataset --with_language names its rows' producer"
     # Running it again replaces the motion rows instead of adding a second copy.

@@ -1,8 +1,8 @@
-"""steerable's metadata that LeRobot's dataset tools drop: the one-line notice, the provenance file that
-stands in for the dropped info.json key, and `steerable restore` (tests/lerobot/ runs the real tools).
+"""steerable's metadata that LeRobot's dataset tools drop: the one-line notice, the provenance file
+(where steerable keeps it, never in info.json), and `steerable restore` (tests/lerobot/ runs the real tools).
 
-Here the drops are made by hand, as LeRobot 0.6.1 makes them: `tools` and `steerable` leave
-meta/info.json, and meta/steerable_ground_truth.json and meta/steerable_provenance.json are not copied.
+Here the drops are made by hand, as LeRobot 0.6.1 makes them: `tools` leaves meta/info.json, and
+meta/steerable_ground_truth.json and meta/steerable_provenance.json are not copied.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate_synthetic(root, episodes=3, cameras=("top",), fps=5, with_language=True, interjection_rate=1.0)
 
 
-def dropped(source: Path, dest: Path, *, keys: tuple[str, ...] = ("tools", "steerable"),
+def dropped(source: Path, dest: Path, *, keys: tuple[str, ...] = ("tools",),
             files: tuple[str, ...] = (GROUND_TRUTH, PROVENANCE)) -> Path:
     shutil.copytree(source, dest)
     info = json.loads((dest / "meta/info.json").read_text())
@@ -38,12 +38,12 @@ def dropped(source: Path, dest: Path, *, keys: tuple[str, ...] = ("tools", "stee
     return dest
 
 
-def test_the_provenance_is_also_a_file_that_stands_in_for_the_dropped_key(source: Path, tmp_path: Path) -> None:
-    info = json.loads((source / "meta/info.json").read_text())
-    assert json.loads((source / PROVENANCE).read_text()) == info["steerable"]
-    copy = dropped(source, tmp_path / "copy", keys=("steerable",), files=())  # a LeRobot rewrite of info.json
+def test_the_provenance_is_a_file_and_not_in_info_json(source: Path, tmp_path: Path) -> None:
+    assert "steerable" not in json.loads((source / "meta/info.json").read_text())  # LeRobot would warn about it
+    block = json.loads((source / PROVENANCE).read_text())
+    copy = dropped(source, tmp_path / "copy", keys=(), files=())  # a LeRobot rewrite of info.json
     shown = steerable("info", str(copy), "--json")
-    assert json.loads(shown.stdout)["producers"] == info["steerable"]["producers"]
+    assert json.loads(shown.stdout)["producers"] == block["producers"]
     assert json.loads(shown.stdout)["missing_metadata"] == []
 
 
@@ -53,14 +53,14 @@ def test_info_names_what_is_missing_in_one_line(source: Path, tmp_path: Path) ->
     assert human.returncode == 0, human.stderr
     notes = [line for line in human.stdout.splitlines() if line.startswith("note:")]
     assert notes == [
-        f'note: {copy} lacks tool catalogue (info.json "tools") and provenance (info.json "steerable"), which '
+        f'note: {copy} lacks tool catalogue (info.json "tools") and provenance ({PROVENANCE}), which '
         f"LeRobot's dataset tools drop: `steerable restore {copy} --from SOURCE` copies them back from the "
         "dataset it was made from"
     ]
     assert "not recorded" in human.stdout and " ? " not in human.stdout
     assert "Tools: say (not declared: steerable's default catalogue)" in human.stdout
     missing = json.loads(steerable("info", str(copy), "--json").stdout)["missing_metadata"]
-    assert missing == ['tool catalogue (info.json "tools")', 'provenance (info.json "steerable")']
+    assert missing == ['tool catalogue (info.json "tools")', f"provenance ({PROVENANCE})"]
 
 
 def test_a_missing_tool_catalogue_alone_is_derived(source: Path, tmp_path: Path) -> None:
@@ -109,8 +109,7 @@ def test_annotate_notes_the_rows_it_found_without_a_producer(source: Path, tmp_p
     out = tmp_path / "annotated"
     done = steerable("annotate", "--root", str(copy), "--output_dir", str(out))
     assert done.returncode == 0, done.stderr
-    assert (f'note: {out} lacks provenance of the language rows it already had (info.json "steerable"), which '
+    assert (f"note: {out} lacks provenance of the language rows it already had ({PROVENANCE}), which "
             f"LeRobot's dataset tools drop: `steerable restore {out} --from SOURCE`") in done.stdout
-    producers = json.loads((out / "meta/info.json").read_text())["steerable"]["producers"]
-    assert json.loads((out / PROVENANCE).read_text())["producers"] == producers == {
+    assert json.loads((out / PROVENANCE).read_text())["producers"] == {
         "motion": "heuristic:motion", "subtask": "heuristic:motion"}

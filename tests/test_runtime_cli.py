@@ -153,7 +153,7 @@ def test_a_recording_says_who_wrote_its_language(tmp_path: Path) -> None:
     commands.write_text("/task put the red cube in the left bin\n@2.5s no, the right bin\n")
     record = tmp_path / "rec"
     assert main(["run", "--env", "sim", "--seed", "7", "--commands", str(commands), "--record", str(record)]) == 0
-    producers = json.loads((record / "meta" / "info.json").read_text())["steerable"]["producers"]
+    producers = json.loads((record / "meta" / "steerable_provenance.json").read_text())["producers"]
     assert producers["interjection"] == "operator" and producers["task_aug"] == "operator"
     for style in ("subtask", "plan", "memory", "tool_call"):
         assert producers[style] == "steerable run: scripted planner (test double)", producers

@@ -52,7 +52,7 @@ def test_without_stats_the_episode_range_scales_and_still_dims_are_flat(tmp_path
 
 
 def test_heuristic_tracks_are_marked_as_info_shows_them(viewer_ds: Path) -> None:
-    producers = json.loads((viewer_ds / "meta" / "info.json").read_text())["steerable"]["producers"]
+    producers = json.loads((viewer_ds / "meta" / "steerable_provenance.json").read_text())["producers"]
     assert producers["subtask"] == "heuristic:motion"  # `annotate` without a model: the motion heuristics
     data = ViewerData(LeRobotDataset(viewer_ds))
     assert data.summary()["producers"] == producers

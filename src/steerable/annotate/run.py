@@ -22,6 +22,7 @@ from steerable.annotate.summary import (
     RunSummary,
     Timings,
     WriteSummary,
+    episode_producers,
     group_notes,
     module_counts,
     producers,
@@ -29,9 +30,10 @@ from steerable.annotate.summary import (
 from steerable.annotate.workspace import Workspace, open_workspace
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.atomic import atomic_write_json
+from steerable.dataset.layout import PROVENANCE_PATH
 from steerable.dataset.lineage import missing_notice
 from steerable.dataset.lock import RunLock
-from steerable.dataset.provenance import provenance_block
+from steerable.dataset.provenance import is_heuristic, provenance_block
 from steerable.dataset.summary import index_ranges
 from steerable.errors import ConfigError
 
@@ -114,7 +116,7 @@ async def _annotate(
     standins = {s.name: s.styles - replaces[s.name] for s in stages if s.name in names}
     for result in results:
         _drop_standins(result, standins, replaces)
-    report = _validate_and_write(ws, results, checks, replaces, producers(model_of, results))
+    report = _validate_and_write(ws, results, checks, replaces, model_of)
     summary = _summary(ws, results, names, [*notes, *_unrecorded_producers(ws)], report, stats, model_of)
     summary.timings = Timings(
         total_s=round(time.monotonic() - started, 3),
@@ -195,13 +197,14 @@ def _validate_and_write(
     results: list[EpisodeResult],
     checks: list[ModuleCheck],
     replaces: dict[str, frozenset[str | None]],
-    producers: dict[str, str],
+    model_of: dict[str, str | None],
 ) -> WriteReport | None:
     """Check every episode's surviving rows; write those without problems (problems are logged, all
     of them, and the episode is marked failed with its first problem).
 
     `replaces`: module -> the stored styles its rows replace. An episode keeps its stored rows of
-    every style no module that succeeded on it writes."""
+    every style no module that succeeded on it writes. Who wrote each style is recorded per episode
+    (`model_of`: module -> its model id, None for a heuristic)."""
     from steerable.dataset.writer import EpisodeLanguage
 
     modules = list(replaces)
@@ -234,7 +237,9 @@ def _validate_and_write(
         )
     if not updates:
         return None
-    return ws.write(updates, producers=producers)
+    written = [r for r in results if r.episode_index in updates]
+    return ws.write(updates, producers=producers(model_of, written),
+                    episode_producers=episode_producers(model_of, written))
 
 
 def _unrecorded_producers(ws: Workspace) -> list[str]:
@@ -243,7 +248,7 @@ def _unrecorded_producers(ws: Workspace) -> list[str]:
     source = ws.source
     if not source.has_language or provenance_block(source.root, source.info) is not None:
         return []
-    return [missing_notice(ws.out, ['provenance of the language rows it already had (info.json "steerable")']) or ""]
+    return [missing_notice(ws.out, [f"provenance of the language rows it already had ({PROVENANCE_PATH})"]) or ""]
 
 
 def _summary(
@@ -262,6 +267,11 @@ def _summary(
     ]
     written = [r for r in results if r.outputs]
     wrote = producers(model_of, written)
+    heuristic: dict[str, list[int]] = {}
+    for episode, by_style in sorted(episode_producers(model_of, written).items()):
+        for style, who in by_style.items():
+            if is_heuristic(who):
+                heuristic.setdefault(style, []).append(episode)
     return RunSummary(
         dataset=str(ws.source.root),
         output=str(ws.out),
@@ -278,6 +288,7 @@ def _summary(
         vlm=stats,
         timings=Timings(),
         module_runs_resumed=sum(len(r.reused) for r in results),
+        heuristic_episodes=dict(sorted(heuristic.items())),
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "Timings",
     "WriteSummary",
     "group_notes",
+    "episode_producers",
     "module_counts",
     "producers",
 ]
@@ -88,6 +89,8 @@ class RunSummary:
     vlm: VLMStats | None
     timings: Timings
     module_runs_resumed: int = 0  # (episode, module) outputs taken from staging, of episodes x modules
+    # style -> the episodes whose rows of it a heuristic wrote (no model), e.g. subtasks without video
+    heuristic_episodes: dict[str, list[int]] = field(default_factory=dict)
     summary_path: str | None = None
     push: dict[str, str] | None = None
 
@@ -109,12 +112,29 @@ def producers(modules: Mapping[str, str | None], results: Sequence[EpisodeResult
     style written by two (the model's subtasks, motion's where an episode has no video) names both.
     """
     found: dict[str, set[str]] = {}
+    for by_style in episode_producers(modules, results).values():
+        for style, producer in by_style.items():
+            found.setdefault(style, set()).update(producer.split(" + "))
+    return {style: _joined(names) for style, names in sorted(found.items())}
+
+
+def episode_producers(modules: Mapping[str, str | None], results: Sequence[EpisodeResult]) -> dict[int, dict[str, str]]:
+    """episode -> style -> who wrote its rows there (as `producers`), for the episodes with rows: the
+    provenance file records it per episode, so a heuristic's stand-in rows are told from a model's."""
+    out: dict[int, dict[str, str]] = {}
     for r in results:
+        found: dict[str, set[str]] = {}
         for name, staged in r.outputs.items():
             producer = modules.get(name) or f"heuristic:{name}"
             for row in staged.rows:
                 found.setdefault(str(row.get("style") or "tool_call"), set()).add(producer)
-    return {style: " + ".join(sorted(names, key=_model_first)) for style, names in sorted(found.items())}
+        if found:
+            out[r.episode_index] = {style: _joined(names) for style, names in sorted(found.items())}
+    return out
+
+
+def _joined(names: set[str]) -> str:
+    return " + ".join(sorted(names, key=_model_first))
 
 
 def _model_first(producer: str) -> tuple[bool, str]:

@@ -47,17 +47,22 @@ class Workspace:
         return _pending_work_dir(self.out) if self.pending else self.out / WORK_DIR_NAME
 
     def write(
-        self, updates: Mapping[int, EpisodeLanguage], *, producers: Mapping[str, str] | None = None
+        self,
+        updates: Mapping[int, EpisodeLanguage],
+        *,
+        producers: Mapping[str, str] | None = None,
+        episode_producers: Mapping[int, Mapping[str, str]] | None = None,
     ) -> WriteReport:
         """Commit the language `updates`: in place, or as the new dataset `out` with the work folder.
 
-        `producers` (style -> model id or heuristic) is recorded in meta/info.json.
+        `producers` (style -> model id or heuristic) and `episode_producers` (episode -> style -> the
+        same, for that episode's rows) are recorded in meta/steerable_provenance.json.
         """
         from steerable.dataset.commit import commit_folder
         from steerable.dataset.writer import write_language
 
         if not self.pending:
-            return write_language(self.target, updates, producers=producers)
+            return write_language(self.target, updates, producers=producers, episode_producers=episode_producers)
         work = self.work_dir
         # Videos are linked (nobody edits an mp4 in place); parquet and metadata are real copies, so
         # a tool that later edits the output in place cannot reach the source through a shared inode.
@@ -66,7 +71,9 @@ class Workspace:
         ) as tx:
             if work.is_dir():
                 tx.add_tree(work, WORK_DIR_NAME)
-            report = write_language(self.source, updates, into=tx, producers=producers)
+            report = write_language(
+                self.source, updates, into=tx, producers=producers, episode_producers=episode_producers
+            )
         self.pending = False
         self.target = LeRobotDataset(self.out)
         shutil.rmtree(work, ignore_errors=True)

@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also export samples without a text target (low-level turns only: they train actions, not "
         "the VLM); skipped and counted by default, kept by default with --fallback task",
     )
+    parser.add_argument(
+        "--heuristic_rows",
+        choices=["drop", "keep"],
+        default="drop",
+        help="drop (default): leave out the rows a heuristic wrote instead of a model (e.g. the subtasks of "
+        "episodes without video; the provenance file records them per episode); keep: export them too",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
     parser.set_defaults(func=run)
 
@@ -69,23 +76,39 @@ def run(args: argparse.Namespace) -> int:
             episodes=episodes,
             fallback=args.fallback,
             keep_untargeted=args.keep_untargeted,
+            heuristic_rows=args.heuristic_rows,
             options=render_options(args),
             overwrite=args.overwrite,
             progress=advance,
         )
+    heuristic = _heuristic(report.heuristic)
     if report.samples == 0 and report.untargeted:
         print(f"steerable: none of the {report.untargeted} samples the recipe rendered on {ds.root} has a text "
-              "target: nothing was exported; --keep_untargeted exports them", file=sys.stderr)
+              f"target: nothing was exported; --keep_untargeted exports them{heuristic}", file=sys.stderr)
         return NOTHING_EXPORTED
     if report.samples == 0:
         hint = "" if args.fallback == "task" else "; --fallback task exports plain-task samples for them"
         print(f"steerable: the recipe rendered no sample on the {report.skipped} frames of {ds.root}: "
-              f"nothing was exported{hint}", file=sys.stderr)
+              f"nothing was exported{hint}{heuristic}", file=sys.stderr)
         return NOTHING_EXPORTED
     untargeted = f", {report.untargeted} samples without a text target skipped" if report.untargeted else ""
     print(f"exported {report.samples} samples ({report.images} images, {report.skipped} empty frames skipped"
-          f"{untargeted}) as {report.format} to {report.path}")
+          f"{untargeted}{heuristic}) as {report.format} to {report.path}")
     return 0
+
+
+def _heuristic(left_out: dict[int, list[str]]) -> str:
+    """'; heuristic rows left out: subtask of episode(s) 3-9 (--heuristic_rows keep exports them)', or ''."""
+    from steerable.dataset.summary import index_ranges
+
+    if not left_out:
+        return ""
+    by_style: dict[str, list[int]] = {}
+    for episode, styles in sorted(left_out.items()):
+        for style in styles:
+            by_style.setdefault(style, []).append(episode)
+    what = ", ".join(f"{style} of episode(s) {index_ranges(eps)}" for style, eps in sorted(by_style.items()))
+    return f"; heuristic rows left out: {what} (--heuristic_rows keep exports them)"
 
 
 @contextmanager

@@ -35,12 +35,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="none",
         help="task: frames the recipe leaves empty get the plain-task low-level sample (as in training)",
     )
+    parser.add_argument(
+        "--heuristic_rows",
+        choices=["keep", "drop"],
+        default="keep",
+        help="keep (default, as training renders): render the rows a heuristic wrote instead of a model too; "
+        "drop: leave them out, as `steerable export` does by default",
+    )
     parser.add_argument("--max_frames", type=int, default=None, help="stop after this many frames")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from steerable.dataset import open_dataset
+    from steerable.dataset.provenance import read_provenance
     from steerable.recipes import load_recipe
     from steerable.train.samples import DatasetRenderer
 
@@ -49,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     episodes = parse_episodes(args.episodes)
     ds = open_dataset(args.dataset)
     recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
-    renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback)
+    leave_out = read_provenance(ds.root, ds.info).heuristic_styles if args.heuristic_rows == "drop" else None
+    renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback, leave_out=leave_out)
     if args.episode is not None:
         frames = [args.frame] if args.frame is not None else None
         samples = renderer.episode_samples(ds.episode(args.episode).episode_index, frames)
@@ -58,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     samples = itertools.islice(samples, args.max_frames)
     if args.json:
         _write_json(samples)
-        print(json.dumps({"stats": renderer.stats.as_dict()}), file=sys.stderr)
+        stats: dict[str, Any] = {"stats": renderer.stats.as_dict()}
+        if renderer.left_out:  # only with --heuristic_rows drop: episode -> styles whose rows were left out
+            stats["heuristic_left_out"] = {str(e): styles for e, styles in sorted(renderer.left_out.items())}
+        print(json.dumps(stats), file=sys.stderr)
         return 0
     from rich.console import Console  # the human view only: --json output needs no rich
 
@@ -66,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     for sample in samples:
         _print_sample(console, sample)
     _print_stats(console, renderer.stats.as_dict())
+    for episode, styles in sorted(renderer.left_out.items()):
+        console.print(f"episode {episode}: heuristic rows left out ({', '.join(styles)})")
     return 0
 
 

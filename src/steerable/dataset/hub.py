@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from steerable.dataset.layout import CODEBASE_VERSION, PROVENANCE_KEY, WORK_DIR_NAME
+from steerable.dataset.layout import CODEBASE_VERSION, PROVENANCE_PATH, WORK_DIR_NAME
 from steerable.errors import HubError
 
 __all__ = [
@@ -121,7 +121,7 @@ def dataset_card(root: Path) -> str:
     producers += "".join(f"\n| {style} | {_with_human('', eps)} |" for style, eps in sorted(s.human.items())
                          if style not in s.producers)
     provenance = (
-        f"\nWho wrote each style (`meta/info.json` key `{PROVENANCE_KEY}`):\n\n| style | producer |\n|---|---|\n{producers}\n"
+        f"\nWho wrote each style (`{PROVENANCE_PATH}`):\n\n| style | producer |\n|---|---|\n{producers}\n"
         if producers
         else ""
     )

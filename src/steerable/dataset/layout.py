@@ -33,11 +33,12 @@ DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_inde
 DEFAULT_CHUNK_SIZE = 1000
 # Our working folder inside a dataset (staging, run summaries): LeRobot ignores it, Hub pushes skip it.
 WORK_DIR_NAME = ".steerable"
-# Our key in meta/info.json (LeRobot ignores unknown keys): {"producers": {style: model id or heuristic}}.
-PROVENANCE_KEY = "steerable"
-# The same block as a file of its own: LeRobot drops unknown info.json keys whenever it rewrites
-# info.json, but keeps unknown files under meta/ where it keeps the dataset folder.
+# Who wrote each style, per episode too, and a person's review records (`steerable.dataset.provenance`):
+# a file of our own, as LeRobot warns about unknown info.json keys on every load and drops them
+# whenever it rewrites info.json, but keeps unknown files under meta/ where it keeps the folder.
 PROVENANCE_PATH = "meta/steerable_provenance.json"
+# The info.json key older steerable versions wrote the same block under: still read, never written.
+PROVENANCE_KEY = "steerable"
 # Our own sidecar (LeRobot ignores unknown files under meta/).
 GROUND_TRUTH_PATH = "meta/steerable_ground_truth.json"
 

@@ -3,15 +3,16 @@
 LeRobot's `lerobot-edit-dataset` keeps the language columns (they are data columns) but not all of
 steerable's metadata. LeRobot 0.6.1:
 
-| operation | tool catalogue (`info.json` tools) | provenance and review records (`info.json` steerable) | ground truth file | revisions (`.steerable/`) |
+| operation | tool catalogue (`info.json` tools) | provenance and review records (`meta/steerable_provenance.json`) | ground truth file | revisions (`.steerable/`) |
 |---|---|---|---|---|
 | delete_episodes, split, merge, remove_feature (a new dataset) | dropped | dropped | dropped | not copied |
-| modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | dropped from info.json | kept | kept |
+| modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | kept | kept | kept |
 
-The provenance file (`meta/steerable_provenance.json`) survives where the folder does. What is
-left to restore comes from the dataset it was made from: `match_episodes` finds each episode there
+(An older steerable's provenance key in info.json is dropped by every operation; its file copy stays
+where the folder does.) What is left to restore comes from the dataset it was made from: `match_episodes` finds each episode there
 by its frames (LeRobot renumbers episodes), and `restore_info` writes the catalogue and provenance
-back, the review records (`steerable.dataset.review`) under the new episode indices. The tool
+back, the review records (`steerable.dataset.review`) and the per-episode producers under the new
+episode indices. The tool
 catalogue can also be derived: steerable's default one covers every `say` call. Revisions are not
 restored: they are the history of the source's files, which the source keeps.
 """
@@ -31,7 +32,13 @@ import pyarrow as pa
 from steerable.dataset.atomic import atomic_write_json
 from steerable.dataset.layout import GROUND_TRUTH_PATH, INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
-from steerable.dataset.provenance import provenance_block, write_provenance_file
+from steerable.dataset.provenance import (
+    EPISODES,
+    Provenance,
+    provenance_block,
+    with_episode_producers,
+    write_provenance_file,
+)
 from steerable.dataset.review import block_human, block_review, episode_rows, rows_fingerprint, with_records
 from steerable.language.tools import DEFAULT_TOOLS, merge_tools, tool_name
 
@@ -48,7 +55,7 @@ __all__ = [
 ]
 
 TOOL_CATALOGUE = 'tool catalogue (info.json "tools")'
-PROVENANCE = 'provenance (info.json "steerable")'  # the whole block: producers and review records
+PROVENANCE = f"provenance ({PROVENANCE_PATH})"  # the whole block: producers and review records
 # Columns LeRobot renumbers when it writes a new dataset; every other numeric column is the frames'.
 _RENUMBERED = frozenset({"episode_index", "index", "task_index"})
 _NUMERIC = ("float", "int", "uint", "bool")
@@ -72,7 +79,7 @@ def missing_metadata(ds: LeRobotDataset, styles: Iterable[str] = ()) -> list[str
     if block is None:
         missing.append(PROVENANCE)
     elif unrecorded:
-        missing.append(f'provenance of {", ".join(unrecorded)} (info.json "steerable")')
+        missing.append(f"provenance of {', '.join(unrecorded)} ({PROVENANCE_PATH})")
     return missing
 
 
@@ -190,23 +197,41 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
             info["tools"] = tools
     blocks = [b for b in (provenance_block(s.root, s.info) for s in used) if b is not None]
     rewrite = bool(done.tools)
+    legacy = info.pop(PROVENANCE_KEY, None) is not None  # an older steerable's key: moved to the file
+    mine = provenance_block(target.root, target.info) or {}
+    block = mine
     if blocks:
-        mine = provenance_block(target.root, target.info) or {}
         human, review, done.review_differs = _carried_reviews(target, sources, match, mine)
-        block = with_records(_merged(blocks, mine), human, review)
-        stored = info.get(PROVENANCE_KEY) if isinstance(info.get(PROVENANCE_KEY), dict) else {}
-        if block != stored:
-            if with_records(block, {}, {}) != with_records(stored, {}, {}):
-                done.provenance = f"{', '.join(sorted(block.get('producers', {})))} from {_names(used)}"
-            if (human, review) != (block_human(stored), block_review(stored)):
-                done.reviews = _describe_reviews(human, review, used)
-            info[PROVENANCE_KEY] = block
-            write_provenance_file(target.root / PROVENANCE_PATH, block)
-            rewrite = True
-    if rewrite:
+        carried = with_episode_producers(mine, _carried_producers(sources, match, mine), {})
+        block = with_records(_merged(blocks, carried), human, review)
+        if with_records(block, {}, {}) != with_records(mine, {}, {}):
+            done.provenance = f"{', '.join(sorted(block.get('producers', {})))} from {_names(used)}"
+        if (human, review) != (block_human(mine), block_review(mine)):
+            done.reviews = _describe_reviews(human, review, used)
+    if block and (block != mine or legacy):
+        write_provenance_file(target.root / PROVENANCE_PATH, block)
+    if rewrite or legacy:
         atomic_write_json(target.root / INFO_PATH, info)
         target.info = type(target.info).from_dict(info)
     return done
+
+
+def _carried_producers(
+    sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: Mapping[str, Any]
+) -> dict[int, dict[str, str]]:
+    """target episode -> style -> producer, from the per-episode records of the source episode it
+    came from, for the styles the target does not record for that episode itself."""
+    own = Provenance.of({EPISODES: mine.get(EPISODES)})
+    out: dict[int, dict[str, str]] = {}
+    for number, source in enumerate(sources):
+        block = provenance_block(source.root, source.info) or {}
+        theirs = Provenance.of({EPISODES: block.get(EPISODES)})  # runs only: no dataset-level fallback
+        for t, e in sorted(match.from_source(number).items()):
+            recorded = own.episode_producers(t)
+            found = {s: who for s, who in theirs.episode_producers(e).items() if s not in recorded}
+            if found:
+                out[t] = found
+    return out
 
 
 def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dict[str, Any]:

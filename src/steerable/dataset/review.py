@@ -1,13 +1,12 @@
 """A person's review of a dataset's language: corrected rows saved as revisions, and a status per episode.
 
-What a person did is kept in meta/info.json under our key (`PROVENANCE_KEY`, beside "producers"):
+What a person did is kept in the provenance file (`meta/steerable_provenance.json`, beside "producers"):
 `"human": {style: [episode, ...]}` names, per style, the episodes whose rows of that style a person
 edited (style-less tool-call rows such as `say` count as "tool_call", as `steerable info` counts
 them), and `"review": {"<episode>": "reviewed" | "needs work"}` the status set per episode (absent:
 unreviewed). A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise; when
 it is told to redo them, its rows are a model's or a heuristic's again: `without_person` takes the
-person's marks of what it rewrote off the block. The block is mirrored in `meta/steerable_provenance.json`
-(`steerable.dataset.provenance`), which stands in where LeRobot rewrote info.json without it.
+person's marks of what it rewrote off the block (`steerable.dataset.provenance` reads and writes it).
 
 `save_episode` is the one write path of the viewer's editor: the rows are checked by the validator
 `annotate` uses, written through the folder commit (a kill mid-save leaves the old or the new
@@ -28,9 +27,9 @@ import numpy as np
 
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import load_info
-from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
-from steerable.dataset.provenance import info_block, provenance_block, write_provenance_file
+from steerable.dataset.provenance import TOOL_CALL_STYLE, provenance_block, take_block, write_provenance_file
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
 from steerable.errors import ConfigError
 from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
@@ -62,7 +61,6 @@ logger = logging.getLogger(__name__)
 
 HUMAN = "human"
 REVIEW_STATUSES = ("unreviewed", "reviewed", "needs work")
-TOOL_CALL_STYLE = "tool_call"
 
 
 def _block(ds: LeRobotDataset) -> dict[str, Any]:
@@ -201,8 +199,9 @@ def language_problems(
 
 def _with_review(
     info: dict[str, Any], root: Path, episode: int, styles: Iterable[str], status: str | None
-) -> None:
-    block = info_block(info, root) or {}
+) -> dict[str, Any]:
+    """The provenance block with this save recorded; an older steerable's key leaves `info`."""
+    block = take_block(info, root) or {}
     human = block_human(block)
     for style in styles:
         human[style] = sorted(set(human.get(style, [])) | {episode})
@@ -211,7 +210,7 @@ def _with_review(
         review.pop(episode, None)
     elif status is not None:
         review[episode] = status
-    info[PROVENANCE_KEY] = with_records(block, human, review)
+    return with_records(block, human, review)
 
 
 def save_episode(
@@ -256,14 +255,14 @@ def save_episode(
             files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
         info_path = tx.root / INFO_PATH
         info = json.loads(info_path.read_text(encoding="utf-8"))
-        _with_review(info, tx.root, ep.episode_index, styles, new_status)
+        block = _with_review(info, tx.root, ep.episode_index, styles, new_status)
         from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
 
-        info_file, mirror = tx.file(INFO_PATH), tx.file(PROVENANCE_PATH)
-        for path in (info_file, mirror):
+        info_file, sidecar = tx.file(INFO_PATH), tx.file(PROVENANCE_PATH)
+        for path in (info_file, sidecar):
             remove_stale_temps(path)
         atomic_write_json(info_file, info, durable=False)  # the commit makes it durable
-        write_provenance_file(mirror, info[PROVENANCE_KEY], durable=False)
+        write_provenance_file(sidecar, block, durable=False)
         revision = record_revision(
             tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
             ops=ops, status={ep.episode_index: new_status} if new_status else None,

@@ -99,8 +99,8 @@ def index_ranges(indices: list[int]) -> str:
 
 
 def producers_of(ds: LeRobotDataset) -> dict[str, str]:
-    """Who wrote each language style, as recorded in `meta/info.json` or its copy in
-    `meta/steerable_provenance.json` (empty when not recorded)."""
+    """Who wrote each language style, as recorded in `meta/steerable_provenance.json` (or an older
+    steerable's `meta/info.json` key; empty when not recorded)."""
     return recorded_producers(ds.root, ds.info)
 
 

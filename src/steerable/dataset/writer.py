@@ -34,7 +34,12 @@ from steerable.dataset.info import load_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
-from steerable.dataset.provenance import info_block, write_provenance_file
+from steerable.dataset.provenance import (
+    TOOL_CALL_STYLE,
+    take_block,
+    with_episode_producers,
+    write_provenance_file,
+)
 from steerable.dataset.review import without_person
 from steerable.errors import CorruptDatasetError, WriteError
 from steerable.language import (
@@ -111,6 +116,7 @@ def write_language(
     *,
     into: FolderCommit | None = None,
     producers: Mapping[str, str] | None = None,
+    episode_producers: Mapping[int, Mapping[str, str]] | None = None,
 ) -> WriteReport:
     """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
 
@@ -118,21 +124,45 @@ def write_language(
     Writing the same updates twice gives byte-identical files. By default `ds` is updated in place
     (one folder commit; `ds.info` is reloaded afterwards); `into` instead writes the changed files
     into a transaction the caller opened with `ds.root` as its base, and commits. `producers`
-    (style -> model id or `heuristic:<module>`) is recorded in info.json under `PROVENANCE_KEY`, and
-    the rows it wrote are no longer a person's: their review marks go (`review.without_person`).
-    An update whose `replaces` is set keeps the episode's stored rows of every other style.
+    (style -> model id or `heuristic:<module>`) is recorded in `meta/steerable_provenance.json`
+    (`steerable.dataset.provenance`), per episode too: `episode_producers` (episode -> style ->
+    producer) where the writers of one style differ between episodes, else each updated episode's
+    styles get their `producers` entry. The rows it wrote are then no longer a person's: their review
+    marks go (`review.without_person`). An update whose `replaces` is set keeps the episode's stored
+    rows of every other style. An older steerable's provenance key in info.json moves to the file.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     rewritten = {ep: lang.replaces for ep, lang in updates.items()}
+    if producers and episode_producers is None:  # the styles of the new rows, before kept rows join them
+        episode_producers = {ep: _styles_of(lang, producers) for ep, lang in updates.items()}
     shards = _plan(ds, updates)
     updates = _with_kept_rows(ds, shards, updates)
     _validate(ds, shards, updates)
+    known = episode_producers or {}
+    by_episode = {ep: dict(known[ep]) for ep in updates if ep in known}
+    provenance = _Provenance(dict(producers or {}), by_episode, rewritten) if producers else None
     if into is not None:
-        return _write(ds, shards, updates, into, producers, rewritten)
+        return _write(ds, shards, updates, into, provenance)
     with commit_folder(ds.root, base=ds.root) as tx:
-        report = _write(ds, shards, updates, tx, producers, rewritten)
+        report = _write(ds, shards, updates, tx, provenance)
     ds.info = load_info(ds.root)
     return report
+
+
+@dataclass(frozen=True)
+class _Provenance:
+    """What a write records of who wrote its rows (see `write_language`)."""
+
+    producers: dict[str, str]
+    by_episode: dict[int, dict[str, str]]
+    rewritten: dict[int, frozenset[str | None] | None]  # episode -> the styles replaced (None: all)
+
+
+def _styles_of(lang: EpisodeLanguage, producers: Mapping[str, str]) -> dict[str, str]:
+    """style -> producer, for the styles of `producers` this episode's new rows hold."""
+    rows = [*lang.persistent, *(row for _, row in lang.events)]
+    styles = {str(row.get("style") or TOOL_CALL_STYLE) for row in rows}
+    return {style: producers[style] for style in sorted(styles) if style in producers}
 
 
 def _write(
@@ -140,8 +170,7 @@ def _write(
     shards: Sequence[_Shard],
     updates: Mapping[int, EpisodeLanguage],
     tx: FolderCommit,
-    producers: Mapping[str, str] | None = None,
-    rewritten: Mapping[int, frozenset[str | None] | None] | None = None,
+    provenance: _Provenance | None,
 ) -> WriteReport:
     frames = 0
     written = []
@@ -150,7 +179,7 @@ def _write(
         frames += _rewrite(shard, updates, tx.file(rel))
         written.append(tx.dest / rel)
         logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
-    _update_info(ds, tx, producers, rewritten or {})
+    _update_info(ds, tx, provenance)
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
     return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 
@@ -351,15 +380,11 @@ def _json_or_none(raw: bytes | None) -> Any:
 # -- info.json --------------------------------------------------------------------------------------
 
 
-def _update_info(
-    ds: LeRobotDataset,
-    tx: FolderCommit,
-    producers: Mapping[str, str] | None = None,
-    rewritten: Mapping[int, frozenset[str | None] | None] | None = None,
-) -> None:
+def _update_info(ds: LeRobotDataset, tx: FolderCommit, provenance: _Provenance | None) -> None:
     """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
-    record who produced each style (a key LeRobot ignores) and take a person's review marks off the
-    rows those producers rewrote (`rewritten`: episode -> the styles replaced, None: all)."""
+    record who produced each style, per episode too, in the provenance file, and take a person's
+    review marks off the rows those producers rewrote. An older steerable's provenance key leaves
+    info.json (LeRobot warns about it on every load) for the file."""
     info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
     features: dict[str, Any] = info["features"]
     features.update(language_feature_info())
@@ -369,15 +394,19 @@ def _update_info(
         if name in features and name not in remaining and None not in shards:
             del features[name]
     info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
-    if producers:
-        block = info_block(info, ds.root) or {}
+    legacy = PROVENANCE_KEY in info
+    block = take_block(info, ds.root)
+    if provenance is not None:
+        block = block or {}
         known = block.get("producers")
-        merged = {**(known if isinstance(known, dict) else {}), **producers}
-        block = without_person(block, rewritten or {})
-        info[PROVENANCE_KEY] = {**block, "producers": dict(sorted(merged.items()))}
+        merged = {**(known if isinstance(known, dict) else {}), **provenance.producers}
+        block = without_person(block, provenance.rewritten)
+        block = with_episode_producers(block, provenance.by_episode, provenance.rewritten)
+        block = {**block, "producers": dict(sorted(merged.items()))}
+    if block is not None and (provenance is not None or legacy):
         sidecar = tx.file(PROVENANCE_PATH)
         remove_stale_temps(sidecar)
-        write_provenance_file(sidecar, info[PROVENANCE_KEY], durable=False)
+        write_provenance_file(sidecar, block, durable=False)
     path = tx.file(INFO_PATH)
     remove_stale_temps(path)
     atomic_write_json(path, info, durable=False)  # the commit makes it durable

@@ -14,23 +14,27 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from steerable.dataset import LeRobotDataset
 from steerable.dataset.commit import commit_folder
+from steerable.dataset.provenance import read_provenance
 from steerable.errors import ConfigError, MissingExtraError
 from steerable.recipes import Recipe
 from steerable.recipes.render import RenderOptions
 from steerable.train.images import frame_jpegs, image_features, image_name
 from steerable.train.samples import DatasetRenderer, Fallback, FrameSample
 
-__all__ = ["JSONL_NAME", "ExportFormat", "ExportReport", "export_samples", "hf_features", "openai_messages"]
+__all__ = [
+    "JSONL_NAME", "ExportFormat", "ExportReport", "HeuristicRows", "export_samples", "hf_features", "openai_messages",
+]
 
 logger = logging.getLogger(__name__)
 
 ExportFormat = Literal["jsonl", "hf"]
+HeuristicRows = Literal["drop", "keep"]
 JSONL_NAME = "samples.jsonl"
 IMAGES_DIR = "images"
 _CHUNK = 64  # samples decoded together: bounds the raw frames held in memory
@@ -39,7 +43,8 @@ _CHUNK = 64  # samples decoded together: bounds the raw frames held in memory
 @dataclass(frozen=True)
 class ExportReport:
     """What an export wrote: samples, distinct JPEG frames, frames the recipe left empty, samples left
-    out for having no text target, where."""
+    out for having no text target, where; and the episodes whose heuristic rows were left out (episode
+    -> styles)."""
 
     path: Path
     format: ExportFormat
@@ -47,6 +52,7 @@ class ExportReport:
     images: int
     skipped: int
     untargeted: int = 0
+    heuristic: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,6 +72,7 @@ def export_samples(
     episodes: Iterable[int] | None = None,
     fallback: Fallback = "none",
     keep_untargeted: bool | None = None,
+    heuristic_rows: HeuristicRows | None = None,
     options: RenderOptions | None = None,
     jpeg_quality: int = 90,
     overwrite: bool = False,
@@ -77,14 +84,16 @@ def export_samples(
     None). Frames the recipe leaves empty are skipped, and so are samples without a text target
     (only low-level turns, which train actions, not the VLM: a `low_level` execution component, the
     task fallback) unless `keep_untargeted`; by default they are kept only with `fallback="task"`,
-    which exists to add them. `progress` is called with the number of frames rendered since its last
-    call.
+    which exists to add them. Rows a heuristic wrote rather than a model or a person (the provenance
+    file's per-episode record, `steerable.dataset.provenance`) are left out before rendering unless
+    `heuristic_rows="keep"`: they are no fine-tuning targets (a ready DatasetRenderer keeps its own
+    `leave_out`). `progress` is called with the number of frames rendered since its last call.
 
     Raises:
         ConfigError: a bad argument, or `out` is not empty and `overwrite` is False.
         MissingExtraError: `format="hf"` without the `datasets` package.
     """
-    renderer = _renderer(source, recipe, fallback, options)
+    renderer = _renderer(source, recipe, fallback, options, heuristic_rows)
     if format not in ("jsonl", "hf"):
         raise ConfigError(f"format must be 'jsonl' or 'hf', got {format!r}")
     if max_samples is not None and max_samples < 1:
@@ -104,20 +113,25 @@ def export_samples(
             _write_jsonl(tmp, chunks, ds.tools, counts)
         else:
             _write_hf(tmp, chunks, ds.tools, counts)
-    report = ExportReport(out, format, counts.samples, counts.images, counts.skipped, counts.untargeted)
+    report = ExportReport(out, format, counts.samples, counts.images, counts.skipped, counts.untargeted,
+                          dict(sorted(renderer.left_out.items())))
     logger.info("exported %d samples (%d images) to %s", report.samples, report.images, out)
     return report
 
 
 def _renderer(source: LeRobotDataset | DatasetRenderer, recipe: Recipe | None, fallback: Fallback,
-              options: RenderOptions | None) -> DatasetRenderer:
+              options: RenderOptions | None, heuristic_rows: HeuristicRows | None) -> DatasetRenderer:
+    if heuristic_rows not in (None, "drop", "keep"):
+        raise ConfigError(f"heuristic_rows must be 'drop' or 'keep', got {heuristic_rows!r}")
     if isinstance(source, DatasetRenderer):
-        if recipe is not None:
-            raise ConfigError("pass a DatasetRenderer with recipe=None, or a dataset with a recipe")
+        if recipe is not None or heuristic_rows is not None:
+            raise ConfigError("pass a DatasetRenderer with recipe=None and its own leave_out, or a dataset "
+                              "with a recipe")
         return source
     if recipe is None:
         raise ConfigError("exporting a dataset needs a recipe")
-    return DatasetRenderer(source, recipe, options=options, fallback=fallback)
+    leave_out = None if heuristic_rows == "keep" else read_provenance(source.root, source.info).heuristic_styles
+    return DatasetRenderer(source, recipe, options=options, fallback=fallback, leave_out=leave_out)
 
 
 @dataclass
@@ -126,6 +140,7 @@ class _Counts:
     images: int = 0
     skipped: int = 0
     untargeted: int = 0
+    heuristic: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _chunks(renderer: DatasetRenderer, episodes: list[int] | None, max_samples: int | None, quality: int,

@@ -7,7 +7,7 @@ into an `EpisodeTimeline`, and each frame renders in microseconds. Nothing here 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,10 +19,14 @@ from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import FrameRenderer, RenderedSample, RenderOptions, drawn_component
 
 __all__ = [
-    "TASK_FALLBACK", "DatasetRenderer", "Fallback", "FrameSample", "RenderStats", "episode_timeline", "task_fallback",
+    "TASK_FALLBACK", "DatasetRenderer", "Fallback", "FrameSample", "LeaveOut", "RenderStats", "episode_timeline",
+    "task_fallback",
 ]
 
 Fallback = Literal["none", "task"]
+# episode -> the styles whose rows of it are not rendered (style-less tool-call rows: "tool_call"),
+# e.g. `steerable.dataset.provenance.Provenance.heuristic_styles`.
+LeaveOut = Callable[[int], Collection[str]]
 _FRAME_COLUMNS = ("index", "frame_index", "timestamp", "task_index")
 
 
@@ -121,7 +125,12 @@ def task_fallback(task: str) -> RenderedSample | None:
 
 
 class DatasetRenderer:
-    """Renders `recipe` on every frame of `dataset`, episode by episode."""
+    """Renders `recipe` on every frame of `dataset`, episode by episode.
+
+    `leave_out` names, per episode, styles whose rows are removed before rendering (as if the episode
+    had none), of the styles the recipe reads; `left_out` then records, per episode, the styles it
+    removed rows of.
+    """
 
     def __init__(
         self,
@@ -130,6 +139,7 @@ class DatasetRenderer:
         *,
         options: RenderOptions | None = None,
         fallback: Fallback = "none",
+        leave_out: LeaveOut | None = None,
     ) -> None:
         if fallback not in ("none", "task"):
             raise ConfigError(f"fallback must be 'none' or 'task', got {fallback!r}")
@@ -146,6 +156,9 @@ class DatasetRenderer:
         self.options = options or RenderOptions()
         self.fallback = fallback
         self.stats = RenderStats()
+        self.leave_out = leave_out
+        self.left_out: dict[int, list[str]] = {}
+        self._reads = _styles_read(recipe)
 
     def timeline(self, episode_index: int) -> tuple[EpisodeTimeline, Any]:
         """The episode's indexed timeline and its frame table (index, frame_index, timestamp, task)."""
@@ -158,9 +171,24 @@ class DatasetRenderer:
             head = self.dataset.read_episode_head(episode_index, [LANGUAGE_PERSISTENT])
             persistent = rows_from_arrow(head.column(LANGUAGE_PERSISTENT))[0]
         events = rows_from_arrow(table.column(LANGUAGE_EVENTS)) if LANGUAGE_EVENTS in names else []
+        if self.leave_out is not None:
+            persistent, events = self._without(episode_index, persistent, events)
         timeline = episode_timeline(persistent, table.column("timestamp").to_pylist(),
                                     table.column("index").to_pylist(), events, fps=self.dataset.fps)
         return timeline, table
+
+    def _without(self, episode_index: int, persistent: list[Row],
+                 events: list[list[Row]]) -> tuple[list[Row], list[list[Row]]]:
+        """The episode's rows less those of the styles `leave_out` names for it (and the recipe reads)."""
+        assert self.leave_out is not None
+        drop = set(self.leave_out(episode_index)) & self._reads
+        if not drop:
+            return persistent, events
+        present = {_style(r) for r in persistent} | {_style(r) for rows in events for r in rows}
+        if present & drop:
+            self.left_out[episode_index] = sorted(present & drop)
+        return [r for r in persistent if _style(r) not in drop], [[r for r in rows if _style(r) not in drop]
+                                                                 for rows in events]
 
     def episode_samples(self, episode_index: int, frames: Iterable[int] | None = None) -> Iterator[FrameSample]:
         timeline, table = self.timeline(episode_index)
@@ -210,6 +238,20 @@ class DatasetRenderer:
         chosen = [e.episode_index for e in self.dataset.episodes] if episodes is None else list(episodes)
         for ep in chosen:
             yield from self.episode_samples(ep)
+
+
+def _style(row: Row) -> str:
+    return str(row.get("style") or "tool_call")
+
+
+def _styles_read(recipe: Recipe) -> frozenset[str]:
+    """The styles a recipe's bindings read (`${task}` reads the task_aug rephrasings; a style-less
+    binding, tool-call rows: "tool_call"), declared bindings included."""
+    out: set[str] = set()
+    for _, component in recipe.components():
+        for name in component.referenced_binding_names() | set(component.bindings):
+            out.add("task_aug" if name == "task" else component.binding(name).style or "tool_call")
+    return frozenset(out)
 
 
 def episode_timeline(persistent: list[Row], timestamps: Sequence[float], indices: Sequence[int],

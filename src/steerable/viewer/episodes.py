@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.parquet import read_parquet
+from steerable.dataset.provenance import TOOL_CALL_STYLE, is_heuristic
 from steerable.language.rows import Row, rows_from_arrow
 from steerable.language.styles import CONTEXT_STYLES, LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
@@ -127,11 +128,14 @@ def tracks(
     events: Iterable[Mapping[str, Any]],
     duration: float,
     producers: Mapping[str, str] | None = None,
+    heuristic: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One track per style: spans for the persistent styles, markers for events and task rephrasings.
 
-    Each track names who wrote its style (`producers`, from info.json as `steerable info` shows it)
-    and whether that was a heuristic (`heuristic:<module>`) rather than a model.
+    Each track names who wrote its style in this episode (`producers`, from the provenance file:
+    `steerable.dataset.provenance.Provenance.episode_producers`) and whether its rows are a
+    heuristic's (`heuristic`: those styles; by default the ones whose producer is `heuristic:<module>`).
+    Style-less `say` rows (the speech and tool tracks) are the producers' `tool_call` style.
     """
     by_style: dict[str, list[Row]] = {}
     for row in persistent:
@@ -157,16 +161,14 @@ def tracks(
             item = {"t": event["t"], "text": text or "", "camera": row.get("camera")}
             markers.setdefault(kind, []).append(item)
     out.extend({"style": style, "kind": "marker", "items": items} for style, items in markers.items())
+    producers = producers or {}
+    marked = None if heuristic is None else set(heuristic)
     for track in out:
-        producer = (producers or {}).get(track["style"])
+        style = TOOL_CALL_STYLE if track["style"] in ("speech", "tool") else track["style"]
+        producer = producers.get(style)
         track["producer"] = producer
-        track["heuristic"] = is_heuristic(producer)
+        track["heuristic"] = is_heuristic(producer) if marked is None else style in marked
     return out
-
-
-def is_heuristic(producer: str | None) -> bool:
-    """Whether a producer recorded in info.json is one of our heuristics rather than a model."""
-    return producer is not None and producer.startswith("heuristic:")
 
 
 def _answer(content: Any) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset, open_dataset
+from steerable.dataset.provenance import read_provenance
 from steerable.dataset.review import human_edits, review_status, revision_changes, rows_fingerprint
 from steerable.dataset.revisions import list_revisions, read_revision
 from steerable.dataset.summary import producers_of
@@ -104,6 +105,8 @@ class ViewerData:
         if self.episode_indices is not None and ep.episode_index not in self.episode_indices:
             raise ConfigError(f"episode {episode_index} is not among the episodes being viewed")
         persistent, events, stamps = episode_language(self.ds, ep)
+        provenance = read_provenance(self.ds.root, self.ds.info)  # who wrote each style of this episode
+        producers, heuristic = provenance.episode_producers(ep.episode_index), provenance.heuristic_styles(ep.episode_index)
         duration = float(stamps[-1]) + 1.0 / self.ds.fps if len(stamps) else 0.0
         cameras = []
         for key in self.ds.camera_keys:
@@ -128,7 +131,9 @@ class ViewerData:
                 "status": review_status(self.ds).get(ep.episode_index, "unreviewed"),
                 "human": sorted(s for s, eps in human_edits(self.ds).items() if ep.episode_index in eps),
             },
-            "tracks": tracks(persistent, events, duration, self.producers),
+            "producers": producers,
+            "heuristic": sorted(heuristic),  # styles whose rows here a heuristic wrote, not a model or a person
+            "tracks": tracks(persistent, events, duration, producers, heuristic),
             "vqa": vqa_overlays(events),
             "plot": plot_data(self.ds, ep, stamps, persistent),
         }

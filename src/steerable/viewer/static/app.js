@@ -34,10 +34,10 @@
     return e;
   }
   function fmt(t) { return (Math.round(t * 100) / 100).toFixed(2) + " s"; }
-  // Who wrote a style, as `steerable info` shows it (info.json); heuristic rows get a badge saying so.
+  // Who wrote a style in this episode (the provenance file); a heuristic's rows get a badge saying so.
   function heuristicOf(style) {
-    var p = ((S.dataset && S.dataset.producers) || {})[style];
-    return p && p.indexOf("heuristic:") === 0 ? p : null;
+    var ep = S.ep || {};
+    return (ep.heuristic || []).indexOf(style) >= 0 ? (ep.producers || {})[style] : null;
   }
   function badge(producer) {
     var b = el("span", "heuristic", "heuristic");
