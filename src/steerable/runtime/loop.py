@@ -51,10 +51,12 @@ import numpy as np
 from steerable.control import (
     Environment,
     HighLevelModel,
+    HighLevelUpdate,
     LowLevelController,
     Observation,
     RequestKind,
 )
+from steerable.errors import CommandError
 from steerable.runtime.chunks import ChunkInference, InferenceOptions
 from steerable.runtime.clock import Clock, RateGate, RetryBackoff, VirtualClock, WallClock
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
@@ -80,18 +82,22 @@ PromptSource = Callable[[RequestKind, "RuntimeState", Observation | None, str | 
 
 @dataclass(frozen=True)
 class RuntimeEvent:
-    """Something that happened at control tick `frame` (the recording's frame index)."""
+    """Something that happened at control tick `frame` (the recording's frame index). An operator's
+    interjection or question is at the tick it was received, not the later one that applied it; an
+    answer names its question's tick (`question_frame`), however many ticks the model took."""
 
     kind: EventKind
     text: str
     frame: int
     time_s: float
+    question_frame: int | None = None
 
 
 @dataclass(frozen=True)
 class OperatorInput:
     kind: InputKind
     text: str = ""
+    frame: int = 0  # the loop's tick when it was received
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,12 @@ class Runtime(HighLevelCalls):
         self._worker = HighLevelWorker(high) if high is not None and realtime else None
         self._waiting: deque[tuple[RequestKind, str | None]] = deque()
         self._resume_after_ask = False
+        self._questions: deque[int] = deque()  # the ticks of the questions asked and not answered yet, in order
+        self._answering: int | None = None  # the tick of the question whose reply is being applied
+        self._task_frame = 0  # the tick the current task was applied at
+        # The first operator line the high level could not carry out in this scene (a task naming an
+        # object it lacks): a commands file stops on it (`Session.run_commands`); the REPL only warns.
+        self.refused: CommandError | None = None
         self._reset_high = False  # reset the high level once its call in flight is over
         self._obs: Observation | None = None
         # When ticks, chunk inferences and high-level calls happened (loop time), for measured rates.
@@ -173,7 +185,7 @@ class Runtime(HighLevelCalls):
 
     # -- operator API (thread-safe: applied at the start of the next tick) ----------------------
     def submit(self, kind: InputKind, text: str = "") -> None:
-        self._inputs.put(OperatorInput(kind, text))
+        self._inputs.put(OperatorInput(kind, text, self.frame))
 
     @property
     def pending_inputs(self) -> bool:
@@ -188,8 +200,11 @@ class Runtime(HighLevelCalls):
             return not st.queue and (not st.busy or st.hold) and not thinking
 
     # -- events --------------------------------------------------------------------------------
-    def emit(self, kind: EventKind, text: str) -> None:
-        event = RuntimeEvent(kind, text, self.frame, self.frame / self.rates.ctrl_hz)
+    def emit(self, kind: EventKind, text: str, frame: int | None = None) -> None:
+        """Tell the listeners, at `frame` (default: this tick)."""
+        at = self.frame if frame is None else frame
+        asked = self._answering if kind == "answer" else None
+        event = RuntimeEvent(kind, text, at, at / self.rates.ctrl_hz, asked)
         logger.debug("%s %s: %s", event.frame, kind, text)
         for listener in self.listeners:
             listener(event)
@@ -214,6 +229,7 @@ class Runtime(HighLevelCalls):
             st.set_task(text)
             self.reset_models()
             st.set_mode("action")
+            self._task_frame = self.frame
             self._high_gate.rearm()
             self._forced_gate.rearm()  # a new task is answered at once
             self._retry.rearm()
@@ -229,19 +245,23 @@ class Runtime(HighLevelCalls):
         elif op.kind == "reset":
             if self.on_reset is not None:
                 self.on_reset(text)
-        elif op.kind == "interject":
-            self._interject(text)
-        elif op.kind == "ask":
-            self._ask(text)
+        elif op.kind in ("interject", "ask"):
+            # Stamped when received (a tick busy when it came applies it at the next), never before
+            # the task it is about.
+            received = max(min(op.frame, self.frame), self._task_frame)
+            if op.kind == "interject":
+                self._interject(text, received)
+            else:
+                self._ask(text, received)
 
-    def _interject(self, text: str) -> None:
+    def _interject(self, text: str, received: int) -> None:
         st = self.state
         if not text:
             return
         if not st.task:
             self.emit("warn", "no task yet: set one with /task <what to do> before correcting the robot")
             return
-        self.emit("interjection", text)
+        self.emit("interjection", text, received)
         if self.high is None:  # direct-task: the operator's words are the command
             with st.lock:
                 st.done = False
@@ -252,7 +272,7 @@ class Runtime(HighLevelCalls):
             st.invalidate()  # a reply in flight was computed without these words: discard it
         self._high_level("interjection", text)
 
-    def _ask(self, question: str) -> None:
+    def _ask(self, question: str, received: int) -> None:
         st = self.state
         if not question:
             self.emit("warn", "usage: /ask <question about the scene>")
@@ -260,7 +280,8 @@ class Runtime(HighLevelCalls):
         if self.high is None:
             self.emit("warn", "no high-level model to answer questions (run with --high_level)")
             return
-        self.emit("question", question)
+        self.emit("question", question, received)
+        self._questions.append(received)
         was = st.mode
         st.set_mode("paused")  # the policy is free, and any chunk in flight is invalidated
         if self._worker is not None:  # resumed when the answer arrives
@@ -269,6 +290,17 @@ class Runtime(HighLevelCalls):
             return
         self._high_level("ask", question)
         st.set_mode(was)
+
+    def _finish_high_level(self, kind: RequestKind, revision: int, result: HighLevelUpdate | Exception) -> None:
+        # Every question's call ends here once, in the order asked, in the tick (sync) or ticks later
+        # (a model beside the loop): its answer names the question's tick either way.
+        self._answering = self._questions.popleft() if kind == "ask" and self._questions else None
+        if isinstance(result, CommandError) and self.refused is None:
+            self.refused = result
+        try:
+            super()._finish_high_level(kind, revision, result)
+        finally:
+            self._answering = None
 
     # -- one tick -------------------------------------------------------------------------------------
     def tick(self) -> None:

@@ -5,12 +5,20 @@ the observation's state and camera frames, and the action dispatched (the curren
 robot held still). Language: the task (a `task_aug` row), every subtask / plan / memory at the
 frame it took effect (persistent rows), every interjection (an event row of style `interjection`)
 and every spoken reply (an event row whose `tool_calls` holds a `say` call) on the exact frame; a
-question (`/ask`) and its answer become a `vqa` pair on `camera` (the last exchange of a frame).
-`close()` finishes the videos and metadata (info.json last) and then writes the language columns,
-so an interrupted run still leaves a dataset that loads. Each episode has its own files, so a write
-that fails (a full disk) loses only what was not finished: the episodes before it are kept (on a
-full disk the newest are dropped until the rest fit), and one `WriteError` names the folder and
-says how many were kept. A simulator recording also gets the
+question (`/ask`) and its answer become a `vqa` pair on `camera` at the question's frame (the last
+exchange of a frame), however many ticks later the answer came.
+
+The hooks run on the control loop's thread and only keep what they are given: an episode that ends
+is handed to a writer thread (a queue of at most `QUEUED_EPISODES`; past that the loop waits for the
+writer, which bounds the memory) that encodes its videos and writes its files, so a `/task` never
+stalls the loop. With `wait` (a run on the virtual clock, which has no real time to keep) the loop
+waits for each episode's write, so a failed write stops the session where it happened; otherwise the
+failure is raised at the next hook call. `close()` waits for the writer, finishes the videos and
+metadata (info.json last) and then writes the language columns, so an interrupted run still leaves
+a dataset that loads. Each episode has its own files, so a write that fails (a full disk) loses only
+what was not finished: the episodes before it are kept (on a full disk the newest are dropped until
+the rest fit), and one `WriteError` names the folder and says how many were kept. A simulator
+recording also gets the
 synthetic ground-truth sidecar (the subtasks the controller executed, gripper events, object boxes),
 so `steerable eval` can score an annotator on recorded rollouts.
 """
@@ -19,6 +27,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,9 +48,12 @@ from steerable.synthetic.ground_truth import EpisodeTruth, gripper_events, subta
 from steerable.synthetic.render import object_boxes
 from steerable.synthetic.world import WorldState
 
-__all__ = ["Recorder"]
+__all__ = ["QUEUED_EPISODES", "Recorder"]
 
 logger = logging.getLogger(__name__)
+
+# Finished episodes waiting for the writer before the loop waits too (each holds its frames in memory).
+QUEUED_EPISODES = 2
 
 
 @dataclass
@@ -67,6 +80,7 @@ class Recorder:
         robot_type: str | None = None,
         state_names: tuple[str, ...] = (),
         camera: str | None = None,
+        wait: bool = False,
     ) -> None:
         self.root = Path(root)
         # Now, not when the first episode is written: a session must not be recorded into nowhere.
@@ -84,6 +98,10 @@ class Recorder:
         self._cameras: dict[str, tuple[int, int]] = {}
         self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
         self._ended = 0  # episodes the session ended (written or not)
+        self.wait = wait  # the loop waits for each episode's write (see the module docstring)
+        self._queue: queue.Queue[_Episode | None] = queue.Queue(maxsize=QUEUED_EPISODES)
+        self._writer: threading.Thread | None = None  # started with the first episode to write
+        self._failure: Exception | None = None  # the writer's, raised on the loop's thread
         self.closed = False
         self.written: Path | None = None  # the dataset, once closed with at least one episode kept
         self.producers: dict[str, str] = {}  # style -> who wrote it (meta/info.json, `steerable info`)
@@ -92,6 +110,7 @@ class Recorder:
     def on_event(self, event: RuntimeEvent) -> None:
         if self.closed:  # after a failed write, nothing more is recorded
             return
+        self._raise_failure()
         if event.kind == "task":
             self._finish_episode()
             self._episode = _Episode(event.text, event.frame)
@@ -109,14 +128,19 @@ class Recorder:
             ep.events.append((frame, speech_row(event.text)))
         elif event.kind == "question" and self.camera is not None:
             ep.vqa[frame] = {"question": event.text}
-        elif event.kind == "answer" and frame in ep.vqa:
-            ep.vqa[frame]["answer"] = event.text
+        elif event.kind == "answer":
+            # On the frame of the question it answers: a model called beside the loop (the REPL) answers
+            # ticks later, one called in the tick (a commands file) at once; both are recorded alike.
+            asked = (event.question_frame if event.question_frame is not None else event.frame) - ep.start_frame
+            if asked in ep.vqa:
+                ep.vqa[asked]["answer"] = event.text
 
     def on_frame(self, observation: Observation, action: np.ndarray) -> None:
         ep = self._episode
         self._frame += 1
         if ep is None or self.closed:
             return
+        self._raise_failure()
         ep.states.append(np.asarray(observation.state, dtype=np.float32))
         ep.actions.append(np.asarray(action, dtype=np.float32))
         for key, image in observation.images.items():
@@ -141,23 +165,63 @@ class Recorder:
         return features
 
     def _finish_episode(self) -> None:
-        ep, self._episode = self._episode, None
+        """Hand the episode that ended to the writer (see the module docstring)."""
+        ep = self._episode
         if ep is None or not ep.states:
+            self._episode = None
             return
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_episodes, name="steerable-recorder", daemon=True)
+            self._writer.start()
+        self._queue.put(ep)  # a Ctrl-C while it waits leaves the episode for close() to hand over
+        self._episode = None
         self._ended += 1
+        if self.wait:
+            self._queue.join()
+            self._raise_failure()
+
+    def _write_episodes(self) -> None:
+        """The writer thread: each episode in turn, until `None`; after a failure the rest are dropped."""
+        while True:
+            ep = self._queue.get()
+            try:
+                if ep is None:
+                    return
+                if self._failure is None:
+                    self._write(ep)
+            except Exception as exc:  # raised on the loop's thread (`_raise_failure`)
+                self._failure = exc
+            finally:
+                self._queue.task_done()
+
+    def _stop_writer(self) -> None:
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+            self._writer = None
+
+    def _raise_failure(self) -> None:
+        """After a failed write: keep the episodes before it, and raise the one line that says so."""
+        failure = self._failure
+        if failure is None or self.closed:
+            return
+        self._stop_writer()
+        if self._builder is None:  # the dataset could not even be started: nothing to keep
+            self.closed = True
+            raise failure
+        self._save(failure)  # raises the WriteError that says which episodes were kept
+
+    def _write(self, ep: _Episode) -> None:
+        """One episode's videos and data files (the writer thread)."""
         if self._builder is None:  # one file group per episode: a failed write loses that episode only
             self._builder = DatasetBuilder(self.root, fps=self.fps, features=self._features(ep),
                                            robot_type=self.robot_type, episodes_per_file=1)
         n = len(ep.states)
-        try:
-            index = self._builder.add_episode(
-                ep.task,
-                {"observation.state": np.stack(ep.states), "action": np.stack(ep.actions)},
-                {key: iter(frames) for key, frames in ep.images.items()},
-            )
-        except Exception as exc:
-            self._save(exc)  # keeps the episodes before this one, and raises the one line that says so
-            raise
+        index = self._builder.add_episode(
+            ep.task,
+            {"observation.state": np.stack(ep.states), "action": np.stack(ep.actions)},
+            {key: iter(frames) for key, frames in ep.images.items()},
+        )
         times = frame_timestamps(n, self.fps).tolist()
         persistent = [{"role": "user", "content": ep.task, "style": "task_aug", "timestamp": times[0],
                        "camera": None, "tool_calls": None}]
@@ -202,6 +266,8 @@ class Recorder:
         if self.closed:
             return self.written
         self._finish_episode()
+        self._stop_writer()
+        self._raise_failure()
         self.closed = True
         if self._builder is not None:
             self._save(None)

@@ -5,7 +5,8 @@ Operator lines (the REPL, `--commands FILE`): plain text is an interjection; `/t
 slash command is refused (it never becomes a task). A commands file holds one line per line,
 optionally prefixed with a simulated time (`@2.5s no, the right bin`): a timed line is sent at that
 time, an untimed one once the robot is idle; the run ends when the last line was handled and the
-robot is idle again.
+robot is idle again. A line the high level cannot carry out in the scene (a task naming an object
+the scene lacks) stops a commands file there, naming the file's line; the REPL only warns.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class TimedLine:
     at: float | None  # simulated seconds; None: once the robot is idle
     line: Line
     number: int
+    source: str = ""  # the file it came from ("stdin" when piped)
 
 
 _TIME = re.compile(r"^@\s*(\d+(?:\.\d+)?)\s*s?\s+(.*)$")
@@ -121,7 +123,7 @@ def parse_commands(text: str, source: str) -> list[TimedLine]:
             problems.append(f"{source}:{number}: bad time prefix (write e.g. '@2.5s no, the right bin')")
             continue
         try:
-            out.append(TimedLine(at, parse_line(body), number))
+            out.append(TimedLine(at, parse_line(body), number, source))
         except ConfigError as exc:
             problems.append(f"{source}:{number}: {exc}")
     if problems:
@@ -171,8 +173,11 @@ class Session:
         self.speech_dir = Path(tempfile.mkdtemp(prefix="steerable_say_")) if options.tts != "text" else None
         tools = load_tools({}, tts=options.tts, output_dir=self.speech_dir)
         self.recorder = (
+            # On the virtual clock the loop waits for each episode's write (no real time to keep; a failed
+            # write stops the session there); a live loop never does.
             Recorder(options.record, fps=self.env.fps, robot_type=self.env.robot_type,
-                     state_names=self.env.state_names, camera=self.env.camera_keys[0] if self.env.camera_keys else None)
+                     state_names=self.env.state_names, camera=self.env.camera_keys[0] if self.env.camera_keys else None,
+                     wait=not options.realtime)
             if options.record is not None
             else None
         )
@@ -235,13 +240,18 @@ class Session:
         rt = self.runtime
         pending = list(lines)
         limit = self.options.max_seconds
+        said: list[TimedLine] = []  # the task and interjection lines played, the last one last
 
         def finished() -> bool:
+            if rt.refused is not None:
+                self._refuse(said[-1] if said else None, rt.refused)
             while pending and not self.quit:
                 nxt = pending[0]
                 ready = rt.clock.now() >= nxt.at if nxt.at is not None else rt.idle and not rt.pending_inputs
                 if not ready:
                     break
+                if nxt.line.kind in ("task", "interject"):
+                    said.append(nxt)
                 self.handle(pending.pop(0).line)
             if rt.clock.now() >= limit:
                 rt.emit("warn", f"stopping after {limit:g} s (--max_seconds)")
@@ -249,6 +259,12 @@ class Session:
             return self.quit or (not pending and rt.idle and not rt.pending_inputs)
 
         rt.run(until=finished)
+
+    def _refuse(self, line: TimedLine | None, why: Exception) -> None:
+        """Stop a commands file at the line the high level could not carry out (a bug in the script)."""
+        where = "--task: " if line is None else f"{line.source}:{line.number}: " if line.source else ""
+        raise ConfigError(f"{where}{why}; {self.describe_scene()} (choose another --seed, or name what this scene "
+                          "holds)")
 
     def final_report(self) -> str:
         """Whether the task is done and, from an env that can say it, where its objects ended up."""
