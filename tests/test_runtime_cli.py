@@ -72,7 +72,8 @@ def test_a_task_the_scene_cannot_do_is_reported_and_the_run_ends(tmp_path: Path)
     commands = tmp_path / "c.txt"
     commands.write_text("/task juggle three eggs\n")
     result = steerable("run", "--seed", "7", "--commands", str(commands))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # a line of the file the scene cannot carry out (#34)
+    assert f"{commands}:1: cannot read task 'juggle three eggs'" in result.stderr
     assert "cannot read task 'juggle three eggs'" in result.stdout and "holding still" in result.stdout
 
 

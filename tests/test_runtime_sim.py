@@ -78,14 +78,14 @@ def test_reset_and_new_tasks_start_new_recorded_episodes(tmp_path: Path) -> None
     record = tmp_path / "rec"
     session = Session(SessionOptions(task="put the red cube in the left bin", seed=7, record=record))
     commands = tmp_path / "c.txt"
-    commands.write_text("/reset 3\n/task put the green cube in the grey bin\n")
+    commands.write_text("/reset 3\n/task put the orange cube in the blue bin\n")  # seed 3 has both
     first_scene = session.describe_scene()
     session.run_commands(read_commands(commands))
     assert session.describe_scene() != first_scene and session.seed == 3
     session.close()
     ds = LeRobotDataset(record)
     assert ds.info.total_episodes == 2
-    for episode, task in ((0, "put the red cube in the left bin"), (1, "put the green cube in the grey bin")):
+    for episode, task in ((0, "put the red cube in the left bin"), (1, "put the orange cube in the blue bin")):
         persistent, _, problems = recorded_language(record, episode)
         assert problems == [] and [r["content"] for r in persistent if r["style"] == "task_aug"] == [task]
 

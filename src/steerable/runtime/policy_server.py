@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from steerable.control import ActionChunk, ContinuesChunks, LowLevelController
 from steerable.errors import ConfigError
@@ -43,6 +43,7 @@ from steerable.runtime.policy_wire import (
     pack,
     unpack,
 )
+from steerable.runtime.settings import checkpoint_folder
 from steerable.settings import Settings
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 
@@ -61,6 +62,11 @@ class ServedPolicySettings(Settings):
     path: str | None = Field(None, description="the trained policy checkpoint to serve (a `steerable train` output, "
                              "one of its checkpoints, or its checkpoints/latest; required)")
     device: str = Field("cpu", description="device for the policy (cuda on the GPU machine)")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return checkpoint_folder(value)
 
 
 class ServePolicySettings(Settings):

@@ -20,9 +20,36 @@ if TYPE_CHECKING:
     from steerable.runtime.environments import EnvSpec
     from steerable.runtime.stack import StackSpec
 
-__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "RunVLMSettings"]
+__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "RunVLMSettings",
+           "checkpoint_folder"]
 
 TTS_BACKENDS = ("text", "espeak", "pocket")
+_POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
+
+
+def checkpoint_folder(value: str | None, flag: str = "--policy.path") -> str | None:
+    """`value`, or the checkpoint folder it points at when it is a pointer file: `steerable train`'s
+    `checkpoints/latest` holds one line naming the newest checkpoint folder beside it
+    (`steerable.policy.checkpoint`). Any other file is refused in one line."""
+    if not value:
+        return value
+    path = Path(value).expanduser()
+    if not path.is_file():
+        return value  # a folder (or a Hub id, or nothing: the loader says so)
+    expected = (f"{flag} {value} is a file: pass a checkpoint folder, the training output folder, or its "
+                "checkpoints/latest")
+    try:
+        with path.open("rb") as handle:
+            name = handle.read(_POINTER_MAX + 1).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(expected) from exc
+    if not name or len(name) > _POINTER_MAX or "\n" in name or Path(name).name != name:
+        raise ConfigError(expected)
+    target = path.parent / name
+    if not target.is_dir():
+        raise ConfigError(f"{flag} {value} points at {name}, which is not in {path.parent} (a checkpoint pruned or "
+                          "moved?): pass a checkpoint folder that is there")
+    return str(target)
 
 
 class RunPolicySettings(Settings):
@@ -31,7 +58,8 @@ class RunPolicySettings(Settings):
     model_config = ConfigDict(extra="forbid")
     section: ClassVar[str] = "policy"
 
-    path: str | None = Field(None, description="a trained policy checkpoint (--*_level policy)")
+    path: str | None = Field(None, description="a trained policy checkpoint (--*_level policy): its folder, the "
+                             "training output folder, or its checkpoints/latest")
     device: str = Field("cpu", description="device for the policy")
     server: str | None = Field(
         None, description="HOST:PORT of a `steerable serve-policy`: the low level runs there (implies --low_level "
@@ -49,6 +77,11 @@ class RunPolicySettings(Settings):
         None, ge=0, description="--low_level policy: scale of the noise its action chunks are integrated from (0: "
         "the prior's mean; 1: a sample; default: the checkpoint's)"
     )
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return checkpoint_folder(value)
 
 
 class RunRTCSettings(Settings):
