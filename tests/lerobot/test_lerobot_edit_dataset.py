@@ -103,7 +103,7 @@ def info_of(root: Path) -> tuple[dict, str]:
 
 def assert_lost_and_noticed(root: Path) -> None:
     summary, human = info_of(root)
-    assert summary["missing_metadata"] == ['tool catalogue (info.json "tools")', 'provenance (info.json "steerable")']
+    assert summary["missing_metadata"] == ['tool catalogue (info.json "tools")', 'provenance (meta/steerable_provenance.json)']
     assert summary["producers"] == {} and "?" not in human.split("Language")[1]
     assert summary["review"] == {} and summary["human"] == {} and "Review: not recorded" in human
     assert not (root / ".steerable").exists()  # the revisions stay with the source
@@ -216,7 +216,7 @@ def test_modify_tasks_in_place_keeps_everything(source: Path, tmp_path: Path) ->
     # LeRobot rewrites info.json and the shards in place (through their inodes): the revisions keep their bytes
     assert {p.name: p.read_bytes() for p in (copy / ".steerable" / "revisions" / "files").iterdir()} == snapshots
     info = json.loads((copy / "meta" / "info.json").read_text())
-    assert "steerable" not in info and info["tools"]  # LeRobot rewrote info.json: the provenance key went
+    assert "steerable" not in info and info["tools"]  # the provenance is in its own file, which LeRobot keeps
     assert LeRobotDataset(copy).task_of(LeRobotDataset(copy).episodes[0]) == "tidy the table"
     mapping = assert_language_survived(copy, source)
     assert_steerable_tools_work(copy, source, mapping, tmp_path)  # the provenance file stood in; no restore
