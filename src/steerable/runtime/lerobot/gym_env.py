@@ -37,7 +37,7 @@ _WARNED: set[str] = set()
 
 def gym_environment(*, fps: int = 30, **lerobot_flags: Any) -> LeRobotGymEnv:
     """The registry's `lerobot` entry: the LeRobot env that the `--env.*` options describe."""
-    register_lerobot_choices()  # first: without lerobot installed, the one line that says which extra
+    register_lerobot_choices("env")  # first: without lerobot installed, the one line that says which extra
     from lerobot.envs.configs import EnvConfig
 
     return LeRobotGymEnv(choice_config(EnvConfig, "env", lerobot_flags), run_fps=fps)

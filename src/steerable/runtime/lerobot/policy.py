@@ -1,18 +1,19 @@
 """A LeRobot policy as steerable's low level: `steerable run --low_level lerobot --lerobot.policy_path DIR`.
 
-The policy is loaded as LeRobot's own deployment loads it: the installed LeRobot plugins
+The policy is loaded as LeRobot's own deployment loads it: the installed LeRobot policy plugins
 (`lerobot_policy_*` distributions) imported first, as LeRobot's scripts import them, so a plugin's
-policy type is known; its config and class from LeRobot's registry (`get_policy_class`), its weights by `from_pretrained`, and its pre- and postprocessor
-pipelines from the same folder (`make_pre_post_processors`, the device overridden). Each control
-tick goes through LeRobot's inference path: the environment's observation becomes the frame a
-LeRobot robot would give (state in the policy's order, camera frames under its keys), then
-`prepare_observation_for_inference` (tensors, channels first, [0, 1], batch, device), the active
-command as the `task`, the preprocessor (normalisation, tokenization of the task, device),
-`select_action`, and the postprocessor (unnormalisation). The controller is called on every tick
-(`every_tick`) and returns that tick's action, so the policy's own `select_action` semantics hold:
-its action queue and `n_action_steps`, ACT's temporal ensembling, the observation history of
-`n_obs_steps`. The action is the postprocessor's output, in the units of the dataset the policy was
-trained on, sent to the environment's action of the same name (`policy_features`).
+policy type is known (an unknown type is one line naming the distribution likely missing); its config
+and class from LeRobot's registry (`get_policy_class`), its weights by `from_pretrained`, and its pre-
+and postprocessor pipelines from the same folder (`make_pre_post_processors`, the device overridden).
+Each control tick goes through LeRobot's inference path: the environment's observation becomes the frame
+a LeRobot robot would give (state in the policy's order, camera frames under its keys), then
+`prepare_observation_for_inference` (tensors, channels first, [0, 1], batch, device), the active command
+as the `task`, the preprocessor (normalisation, tokenization of the task, device), `select_action`, and
+the postprocessor (unnormalisation). The controller is called on every tick (`every_tick`) and returns
+that tick's action, so the policy's own `select_action` semantics hold: its action queue and
+`n_action_steps`, ACT's temporal ensembling, the observation history of `n_obs_steps`. The action is the
+postprocessor's output, in the units of the dataset the policy was trained on, sent to the environment's
+action of the same name (`policy_features`).
 
 When the command changes (a new subtask, an interjection) the policy and its processors are reset:
 actions queued for the old command are never executed, as the runtime discards stale chunks.
@@ -31,6 +32,7 @@ import numpy as np
 from steerable.control import ActionChunk, Environment, Observation
 from steerable.errors import ConfigError, MissingExtraError
 from steerable.policy.lerobot_format import LEROBOT_TYPE
+from steerable.runtime.lerobot.env_flags import import_plugins
 from steerable.runtime.lerobot.policy_features import (
     ENVIRONMENT_STATE,
     STATE,
@@ -50,12 +52,9 @@ def _lerobot() -> Any:
     try:
         import lerobot.policies
         import torch  # noqa: F401  (lerobot brings it)
-        from lerobot.utils.import_utils import register_third_party_plugins
     except ImportError as exc:
         raise MissingExtraError("lerobot", "lerobot") from exc
-    # A plugin's policy type exists only once its distribution is imported (each call: one installed
-    # since counts too; importing one twice is free).
-    register_third_party_plugins()
+    import_plugins((_PLUGIN_PREFIX,))  # a plugin's policy type exists once its distribution is imported
     return lerobot.policies
 
 

@@ -2,7 +2,10 @@
 
 The robot is built as LeRobot's own scripts build it: the `--robot.*` flags parsed into LeRobot's
 `RobotConfig` registry (its robots and the installed `lerobot_robot_*` plugins:
-`steerable.runtime.lerobot.env_flags`), then `make_robot_from_config`, then `connect()`.
+`steerable.runtime.lerobot.env_flags`), then `make_robot_from_config`, then `connect()`. A
+`--robot.port` that names a device path which does not exist is refused first, before LeRobot is
+imported (seconds on a small machine); a robot that does not connect is one line naming it (LeRobot's
+own messages span several lines).
 
 State = the robot's float observation features in their declared order (`shoulder_pan.pos`...),
 images = its camera features (`observation.images.<camera>`, none for a camera-less robot), and an
@@ -23,6 +26,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,7 +38,7 @@ import numpy as np
 import yaml
 
 from steerable.control import EpisodeSpec, Observation
-from steerable.errors import ConfigError
+from steerable.errors import ConfigError, SteerableError
 from steerable.runtime.lerobot.env_flags import choice_config, register_lerobot_choices
 from steerable.runtime.lerobot.robot_safety import DEFAULT_MAX_STEP, TargetBound
 
@@ -56,9 +60,24 @@ def _bound_value(text: Any) -> float | dict[str, float]:
                           "{motor: number}") from None
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _check_port(options: Mapping[str, Any]) -> None:
+    """A `--robot.port` device path that does not exist: one line, before anything is imported or
+    opened. Only an absolute path is checked: some robots' `port` is a number or a CAN interface."""
+    port = options.get("port")
+    if isinstance(port, str) and os.path.isabs(port) and not os.path.exists(port):
+        raise ConfigError(f"--robot.port={port}: no such device; is the robot plugged in and powered? "
+                          "(lerobot-find-port lists the serial ports)")
+
+
 def make_robot(options: Mapping[str, Any]) -> tuple[Any, float | dict[str, float]]:
     """The (unconnected) LeRobot robot the `--robot.*` options describe, and its per-step bound."""
-    register_lerobot_choices()  # first: without lerobot installed, the one line that says which extra
+    _check_port(options)
+    register_lerobot_choices("robot")  # first: without lerobot installed, the one line that says which extra
     from lerobot.robots import RobotConfig, make_robot_from_config
     options = dict(options)
     chosen = RobotConfig.get_known_choices().get(options.get("type"))
@@ -125,8 +144,14 @@ class LeRobotRobotEnv:
         if connect and not robot.is_connected:
             try:
                 robot.connect()
-            except BaseException:
-                self._disconnect()
+            except BaseException as exc:
+                self._disconnect(after_failed_start=True)
+                if isinstance(exc, Exception) and not isinstance(exc, SteerableError):
+                    config = getattr(robot, "config", None)
+                    kind = getattr(config, "type", None) or self.robot_type  # as --robot.type names it
+                    port = getattr(config, "port", None)
+                    where = f" on port {port}" if port else ""
+                    raise ConfigError(f"the {kind} robot did not connect{where}: {_one_line(exc)}") from exc
                 raise
         atexit.register(self.close)  # a way out that skipped close() still lets go of the robot
 
@@ -175,7 +200,17 @@ class LeRobotRobotEnv:
             logger.info("robot: %d step(s) had a target held back by the per-step bound", self.bound.clipped)
         self._disconnect()
 
-    def _disconnect(self) -> None:
+    def _disconnect(self, *, after_failed_start: bool = False) -> None:
+        """Let go of the robot. After a failed `connect()` its own disconnect may fail too (an SO-101
+        whose motors never answered cannot have their torque disabled): logged then, so the reason it
+        did not start stays the error."""
         with _uninterrupted():
-            if self.robot.is_connected:
+            if not self.robot.is_connected:
+                return
+            try:
                 self.robot.disconnect()
+            except Exception as exc:
+                if not after_failed_start:
+                    raise
+                logger.warning("the %s robot did not disconnect cleanly after its failed start: %s",
+                               self.robot_type, _one_line(exc))
