@@ -44,9 +44,12 @@ def _ticking(session: Session) -> tuple[threading.Event, threading.Thread]:
 def test_a_new_task_does_not_stall_the_loop_and_an_interjection_is_stored_where_it_was_sent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write = DatasetBuilder.add_episode
+    slowed: list[int] = []
 
     def slow_write(self: DatasetBuilder, *args: Any, **kwargs: Any) -> int:
-        time.sleep(SLOW_WRITE_S)
+        if not slowed:  # the first episode's, at the /task; the last one's at close goes at its own pace
+            slowed.append(1)
+            time.sleep(SLOW_WRITE_S)
         return write(self, *args, **kwargs)
 
     monkeypatch.setattr(DatasetBuilder, "add_episode", slow_write)
@@ -67,7 +70,10 @@ def test_a_new_task_does_not_stall_the_loop_and_an_interjection_is_stored_where_
         sent_at = rt.frame
         rt.submit("interject", "no, the right bin")
         wait_for(lambda: any(e.kind == "interjection" for e in events), timeout=10)
-        time.sleep(SLOW_WRITE_S)  # the loop ticks on past the end of the write
+        assert session.recorder is not None
+        session.recorder._queue.join()  # the first episode is written: the ticks measured span its write
+        end = rt.frame
+        wait_for(lambda: rt.frame > end + 1, timeout=10)
     finally:
         stop.set()
         loop.join(10)
@@ -125,7 +131,8 @@ def test_a_question_typed_in_the_repl_is_recorded_with_its_answer(tmp_path: Path
     events: list[RuntimeEvent] = []
     session.runtime.listeners.append(events.append)
     keyboard, terminal = os.openpty()
-    monkeypatch.setattr(sys, "stdin", os.fdopen(terminal, "r"))
+    tty = os.fdopen(terminal, "r")
+    monkeypatch.setattr(sys, "stdin", tty)
     done: list[int] = []
     repl = threading.Thread(target=lambda: done.append(run_repl(session)), daemon=True)
     repl.start()
@@ -137,6 +144,7 @@ def test_a_question_typed_in_the_repl_is_recorded_with_its_answer(tmp_path: Path
         repl.join(30)
     finally:
         os.close(keyboard)
+        tty.close()
     assert done == [0]
     question = next(e for e in events if e.kind == "question")
     answer = next(e for e in events if e.kind == "answer")
