@@ -47,7 +47,7 @@ def import_plugins(prefixes: tuple[str, ...]) -> None:
     LeRobot's plugin discovery does (each call: one installed since counts too; a second import is
     free). A plugin that fails to import is logged and its choices stay unknown."""
     for dist in importlib.metadata.distributions():
-        name = dist.metadata.get("Name") or ""
+        name = dist.name or ""  # None for a distribution without metadata
         if name.startswith(prefixes):
             try:
                 importlib.import_module(name)
