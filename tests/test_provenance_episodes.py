@@ -26,6 +26,7 @@ from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.run import annotate
 from steerable.cli.main import main
 from steerable.dataset import LeRobotDataset
+from steerable.dataset.lineage import EpisodeMatch, restore_info
 from steerable.dataset.provenance import Provenance, read_provenance, with_episode_producers
 from steerable.dataset.review import episode_rows, save_episode
 from steerable.recipes import load_recipe
@@ -163,3 +164,21 @@ def test_a_rewrite_moves_an_episode_between_producers() -> None:
     # An episode without a per-episode record falls back to the dataset-level producer.
     legacy = Provenance.of({"producers": {"subtask": "heuristic:motion"}, "human": {"subtask": [3]}})
     assert legacy.heuristic_styles(0) == {"subtask"} and legacy.heuristic_styles(3) == frozenset()
+
+
+def test_restore_brings_the_per_episode_record_back(annotated: tuple[Path, Any], tmp_path: Path) -> None:
+    """A dataset LeRobot's tools wrote anew has no provenance file; `restore` copies it back per episode."""
+    source = annotated[0]
+    copy = shutil.copytree(source, tmp_path / "copy")
+    (copy / PROVENANCE).unlink()
+    code, out, err = _cli("restore", str(copy), "--from", str(source))
+    assert code == 0, err
+    restored = json.loads((copy / PROVENANCE).read_text())
+    assert restored["episodes"] == json.loads((source / PROVENANCE).read_text())["episodes"]
+    assert "subtask" in read_provenance(copy, LeRobotDataset(copy).info).heuristic_styles(NO_VIDEO)
+    # LeRobot renumbers episodes: the records follow each episode to its new index.
+    renumbered = shutil.copytree(source, tmp_path / "renumbered")
+    (renumbered / PROVENANCE).unlink()
+    restore_info(LeRobotDataset(renumbered), [LeRobotDataset(source)], EpisodeMatch({0: (0, 1), 1: (0, 0), 2: (0, 2)}))
+    assert json.loads((renumbered / PROVENANCE).read_text())["episodes"]["subtask"] == {
+        "heuristic:motion": "0", MODEL: "1-2"}
