@@ -120,6 +120,14 @@ def test_export_leaves_heuristic_rows_out_by_default(ds: LeRobotDataset, tmp_pat
     assert kept.samples > default.samples
 
 
+def test_motion_rows_are_measured_not_stand_ins_and_export_by_default(ds: LeRobotDataset, tmp_path: Path) -> None:
+    """The motion style is heuristic on every episode (only a rule writes it), yet no model's text is replaced."""
+    assert "motion" in read_provenance(ds.root, ds.info).heuristic_styles(0)
+    assert read_provenance(ds.root, ds.info).stand_in_styles(NO_VIDEO) == {"subtask"}
+    report = export_samples(ds, load_recipe("motion"), tmp_path / "motion")
+    assert report.samples > 0 and all("motion" not in styles for styles in report.heuristic.values())
+
+
 def test_the_cli_says_what_it_left_out_and_keeps_it_with_the_flag(ds: LeRobotDataset, tmp_path: Path) -> None:
     code, out, err = _cli("export", str(ds.root), "--recipe", "subtask", "--out", str(tmp_path / "a"))
     assert code == 0, err

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     episodes = parse_episodes(args.episodes)
     ds = open_dataset(args.dataset)
     recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
-    leave_out = read_provenance(ds.root, ds.info).heuristic_styles if args.heuristic_rows == "drop" else None
+    leave_out = read_provenance(ds.root, ds.info).stand_in_styles if args.heuristic_rows == "drop" else None
     renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback, leave_out=leave_out)
     if args.episode is not None:
         frames = [args.frame] if args.frame is not None else None

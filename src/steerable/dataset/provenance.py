@@ -38,6 +38,7 @@ __all__ = [
     "TOOL_CALL_STYLE",
     "Provenance",
     "info_block",
+    "MEASURED_STYLES",
     "is_heuristic",
     "provenance_block",
     "read_provenance",
@@ -50,6 +51,9 @@ __all__ = [
 
 EPISODES = "episodes"
 HEURISTIC_PREFIX = "heuristic:"
+# Styles that only a rule over the recorded motion writes (the motion module's primitives): measured,
+# not a model's text replaced by a guess, so a fine-tuning export keeps them.
+MEASURED_STYLES: frozenset[str] = frozenset({"motion"})
 # The style name of style-less tool-call rows (`say`), as `steerable info` counts them.
 TOOL_CALL_STYLE = "tool_call"
 
@@ -230,6 +234,11 @@ class Provenance:
             style for style, who in self.episode_producers(episode).items()
             if is_heuristic(who) and episode not in self.human.get(style, frozenset())
         )
+
+    def stand_in_styles(self, episode: int) -> frozenset[str]:
+        """The heuristic styles of `episode` that stand in for a model's text (what `export` leaves out by
+        default): every heuristic style but those a rule writes by design (`MEASURED_STYLES`)."""
+        return self.heuristic_styles(episode) - MEASURED_STYLES
 
 
 def read_provenance(root: Path, info: DatasetInfo) -> Provenance:

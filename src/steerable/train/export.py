@@ -130,7 +130,7 @@ def _renderer(source: LeRobotDataset | DatasetRenderer, recipe: Recipe | None, f
         return source
     if recipe is None:
         raise ConfigError("exporting a dataset needs a recipe")
-    leave_out = None if heuristic_rows == "keep" else read_provenance(source.root, source.info).heuristic_styles
+    leave_out = None if heuristic_rows == "keep" else read_provenance(source.root, source.info).stand_in_styles
     return DatasetRenderer(source, recipe, options=options, fallback=fallback, leave_out=leave_out)
 
 
