@@ -60,3 +60,26 @@ def test_a_server_error_is_retryable_and_says_so(synthetic: Path, tmp_path: Path
     assert "cannot succeed" not in run.stdout
     (failure,) = summary_of(root)["failures"]
     assert failure["permanent"] == {}
+
+
+def test_rows_refused_by_validation_are_asked_again_on_a_re_run(tmp_path: Path, monkeypatch) -> None:
+    """A re-run after a validation failure must not reuse the refused rows from staging (it would fail
+    the same way forever while saying a retry may help): they are discarded, and asked for again."""
+    from steerable.annotate import run as run_module
+    from steerable.annotate.config import AnnotateConfig
+    from steerable.annotate.run import annotate
+    from steerable.testing import ScriptedVLM
+
+    root = copy_dataset(make_synthetic(tmp_path / "src", episodes=1), tmp_path / "ds")
+    cfg = AnnotateConfig(root=root, executor={"progress": False})
+
+    def responder(messages, schema, purpose):
+        return plausible_responder(messages, schema)
+
+    real = run_module.validate_episode
+    monkeypatch.setattr(run_module, "validate_episode", lambda *a, **k: ["a row out of range (forced)"])
+    first = annotate(cfg, vlm=ScriptedVLM(responder, record=False))
+    assert not first.complete and "validation: 1 problem(s)" in next(iter(first.failures[0].failed_modules.values()))
+    monkeypatch.setattr(run_module, "validate_episode", real)
+    again = annotate(cfg, vlm=ScriptedVLM(responder, record=False))
+    assert again.complete and again.module_runs_resumed == 0

@@ -116,7 +116,7 @@ async def _annotate(
     standins = {s.name: s.styles - replaces[s.name] for s in stages if s.name in names}
     for result in results:
         _drop_standins(result, standins, replaces)
-    report = _validate_and_write(ws, results, checks, replaces, model_of)
+    report = _validate_and_write(ws, results, checks, replaces, model_of, staging)
     summary = _summary(ws, results, names, [*notes, *_unrecorded_producers(ws)], report, stats, model_of)
     summary.timings = Timings(
         total_s=round(time.monotonic() - started, 3),
@@ -198,9 +198,11 @@ def _validate_and_write(
     checks: list[ModuleCheck],
     replaces: dict[str, frozenset[str | None]],
     model_of: dict[str, str | None],
+    staging: Staging,
 ) -> WriteReport | None:
     """Check every episode's surviving rows; write those without problems (problems are logged, all
-    of them, and the episode is marked failed with its first problem).
+    of them, and the episode is marked failed with its first problem; its staged outputs are discarded,
+    so a re-run asks again instead of failing on the same rows).
 
     `replaces`: module -> the stored styles its rows replace. An episode keeps its stored rows of
     every style no module that succeeded on it writes. Who wrote each style is recorded per episode
@@ -228,6 +230,7 @@ def _validate_and_write(
                 log.error("episode %d: %s", result.episode_index, problem)
             for name in result.outputs:
                 result.failures[name] = f"validation: {len(found)} problem(s), first: {found[0]}"
+                staging.discard(result.episode_index, name)
             result.outputs = {}
             continue
         replaced = {style for name in result.outputs for style in replaces.get(name, ())}

@@ -103,6 +103,10 @@ class _UrlStore:
     def markers(self, folder: str) -> list[str]:
         return [str(p).rsplit("/", 1)[-1] for p in self.fs.glob(f"{folder}/*.done.json")]
 
+    def remove(self, path: str) -> None:
+        if self.fs.exists(path):
+            self.fs.rm_file(path)
+
 
 class Staging:
     """The run's staging folder: a local path, or an fsspec URL (checked when constructed)."""
@@ -167,6 +171,15 @@ class Staging:
             return None
         rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
         return StagedOutput(rows, marker.get("meta", {}), marker.get("notes", []), marker["fingerprint"])
+
+    def discard(self, episode_index: int, module: str) -> None:
+        """Forget a staged output (its marker goes): the next run computes it again rather than reusing
+        rows that were refused."""
+        path = self._marker_path(episode_index, module)
+        if self._store is not None:
+            self._store.remove(path)
+        else:
+            Path(path).unlink(missing_ok=True)
 
     def is_current(self, episode_index: int, module: str, fingerprint: str) -> bool:
         staged = self.load(episode_index, module)
