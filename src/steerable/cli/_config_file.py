@@ -1,10 +1,10 @@
-"""`--config FILE.yaml` for the argparse commands (info, render, export, eval, view, make-dataset...).
+"""`--config FILE.yaml` for the argparse commands (info, render, export, eval, view...).
 
 The file's keys are the command's option names (`json: true`, `episodes: 0,3`). It is rewritten into
 those options, placed ahead of the command line's own, so argparse checks every value as it checks
 the typed option, and an option given on the command line too wins (the later one counts; a
 repeatable option such as `--camera_map` adds up). The commands built on a settings tree (annotate,
-train, run) read `--config` themselves, through `steerable.cli.flags`.
+train, run, serve-policy, make-dataset) read `--config` themselves, through `steerable.cli.flags`.
 """
 
 from __future__ import annotations
