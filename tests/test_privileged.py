@@ -36,8 +36,10 @@ from steerable.synthetic.world import (
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 # sha256 (first 16 hex digits) of the default dataset's frames and info.json (2 episodes, seed 3,
-# wrist camera, oracle language), as generated before --privileged_state existed.
-PINNED_DEFAULT = {"data/chunk-000/file-000.parquet": "000a3e6fc9e57799", "meta/info.json": "a9548ab74f4e866f"}
+# wrist camera, oracle language), as generated before --privileged_state existed. info.json re-pinned
+# when steerable's provenance block left it for meta/steerable_provenance.json (#34: that key and
+# nothing else went; the frames kept their bytes).
+PINNED_DEFAULT = {"data/chunk-000/file-000.parquet": "000a3e6fc9e57799", "meta/info.json": "a1a01ed1c53a3169"}
 
 
 def _world() -> WorldState:
