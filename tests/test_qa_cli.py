@@ -26,12 +26,13 @@ def test_eval_of_a_dataset_without_motion_rows_scores_no_gripper_events(tmp_path
     from steerable.synthetic import generate_synthetic
 
     root = generate_synthetic(tmp_path / "oracle", episodes=2, cameras=("top",), seed=2, with_language=True)
-    scored = steerable("eval", str(root), "--json")
+    # --labels normalized: the oracle's labels are the gold's, and the embedding model costs 5 s a run.
+    scored = steerable("eval", str(root), "--json", "--labels", "normalized")
     assert scored.returncode == 0, scored.stderr
     report = json.loads(scored.stdout)
     assert report["metrics"]["seg_f1_50"] == 1.0
     assert "gripper_events" not in report
-    table = steerable("eval", str(root))
+    table = steerable("eval", str(root), "--labels", "normalized")
     assert table.returncode == 0 and "gripper events" not in table.stdout
 
 
@@ -86,7 +87,7 @@ def test_eval_prints_a_dataset_path_with_brackets_verbatim(tmp_path: Path) -> No
     from steerable.synthetic import generate_synthetic
 
     root = generate_synthetic(tmp_path / "run [v2]", episodes=1, cameras=("top",), seed=2, with_language=True)
-    shown = steerable("eval", str(root))
+    shown = steerable("eval", str(root), "--labels", "normalized")
     assert shown.returncode == 0, shown.stderr
     assert f"dataset: {root}" in shown.stdout
 

@@ -53,32 +53,32 @@ def test_train_writes_checkpoints_logs_and_reports(dataset: Path, tmp_path: Path
 
 
 def test_a_run_killed_mid_way_resumes_from_its_last_checkpoint(dataset: Path, tmp_path: Path) -> None:
-    args = ("--steps", "24", "--save_every", "4", "--eval_every", "100", "--ema_decay", "0.9")
+    args = ("--steps", "12", "--save_every", "3", "--eval_every", "100", "--ema_decay", "0.9")
     straight = _run(_cmd(dataset, tmp_path / "straight", *args))
     assert straight.returncode == 0, straight.stderr
 
     killed = tmp_path / "killed"
     proc = subprocess.Popen(_cmd(dataset, killed, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     deadline = time.monotonic() + 100
-    while not (killed / "checkpoints" / "step_00000008").is_dir():
+    while not (killed / "checkpoints" / "step_00000003").is_dir():
         assert proc.poll() is None, "training ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (killed / "checkpoints" / "step_00000024").exists()
+    assert not (killed / "checkpoints" / "step_00000012").exists()
 
     resumed = _run(_cmd(dataset, killed, *args))
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from" in resumed.stdout and "trained 24 steps" in resumed.stdout
+    assert "resumed from" in resumed.stdout and "trained 12 steps" in resumed.stdout
     # Same data order, RNG, optimizer state and weight average: the resumed run ends with the same
     # averaged weights (what the checkpoint runs with) and the same weights under them.
     for name in ("model.safetensors", "training_weights.safetensors"):
-        a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000024" / name))
-        b = load_file(str(killed / "checkpoints" / "step_00000024" / name))
+        a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000012" / name))
+        b = load_file(str(killed / "checkpoints" / "step_00000012" / name))
         assert a.keys() == b.keys()
         assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    average = load_file(str(killed / "checkpoints" / "step_00000024" / "model.safetensors"))
+    average = load_file(str(killed / "checkpoints" / "step_00000012" / "model.safetensors"))
     shared = b.keys() & average.keys()
     assert len(shared) > 10 and any(not torch.equal(average[k], b[k]) for k in shared)  # it runs with the average
 
