@@ -48,6 +48,24 @@ def test_a_commands_line_naming_an_object_the_scene_lacks_stops_the_run_naming_t
     assert main(["run", "--seed", "7", "--commands", str(commands)]) == 0
 
 
+def test_without_a_high_level_the_controller_refusing_the_task_stops_the_commands_file_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--high_level none` sends the task to the controller as it is: its refusal is the line's mistake."""
+    commands = tmp_path / "c.txt"
+    commands.write_text("/task put the red cube in the blue bin\n")
+    assert main(["run", "--high_level", "none", "--commands", str(commands), "--max_seconds", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"steerable: error: {commands}:1: "), err
+    assert "red cube" in err[0] and "scene (seed 0): " in err[0]
+    assert main(["run", "--high_level", "none", "--seed", "7", "--commands", str(commands), "--max_seconds", "5"]) == 0
+    capsys.readouterr()
+    # Words the controller cannot read at all are the line's mistake as well (the REPL only warns).
+    commands.write_text("/task pick up the red cube\n/task dance\n")
+    assert main(["run", "--high_level", "none", "--seed", "7", "--commands", str(commands), "--max_seconds", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"steerable: error: {commands}:2: cannot parse command 'dance'"), err
+
+
 def _trained(tmp_path: Path) -> Path:
     """A training output folder as `steerable train` leaves it: two checkpoints, `latest` naming the newer."""
     out = tmp_path / "out"

@@ -141,12 +141,15 @@ class ActionChunk:
     """The next actions, (n, action_dim) float32, to dispatch one per control tick.
 
     n == 0 means hold still. `done` says the command is complete (the runtime may then ask the
-    high-level for the next one); `error` says the command could not be parsed or executed.
+    high-level for the next one); `error` says the command could not be parsed or executed, and
+    `refused` that it never can be in this scene (it names something the scene lacks): a mistake in
+    the command, not a failure of the controller.
     """
 
     actions: np.ndarray
     done: bool = False
     error: str | None = None
+    refused: bool = False
 
 
 @runtime_checkable

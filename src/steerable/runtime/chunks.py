@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from steerable.control import ActionChunk, ChunkPrefix, ContinuesChunks, LowLevelController, Observation
-from steerable.errors import ConfigError, ControllerUnavailableError
+from steerable.errors import CommandError, ConfigError, ControllerUnavailableError
 from steerable.runtime.clock import RateGate
 from steerable.runtime.state import RuntimeState
 
@@ -196,6 +196,8 @@ class ChunkInference:
         self.low, self.state, self.options = low, state, options
         self.ctrl_hz = ctrl_hz
         self.direct_task = direct_task  # no high level: a controller's "done" ends the task
+        # The first direct task the controller refused (it names what the scene lacks), for the loop.
+        self.refused: CommandError | None = None
         self.emit = emit
         self.counted = counted  # hears every call that returned a chunk (the loop's measured rates)
         # A controller asked on every tick for that tick's action (a LeRobot policy's select_action,
@@ -350,6 +352,8 @@ class ChunkInference:
                 return
             if chunk.error:
                 st.controller_error = chunk.error
+                if chunk.refused and self.direct_task and self.refused is None:
+                    self.refused = CommandError(chunk.error)  # no high level to blame: the command itself
             elif chunk.done and len(chunk.actions) == 0:
                 self._done_command = request.command
                 if st.queue:

@@ -177,11 +177,17 @@ class Runtime(HighLevelCalls):
         self._task_frame = 0  # the tick the current task was applied at
         # The first operator line the high level could not carry out in this scene (a task naming an
         # object it lacks): a commands file stops on it (`Session.run_commands`); the REPL only warns.
-        self.refused: CommandError | None = None
+        self._refused: CommandError | None = None
         self._reset_high = False  # reset the high level once its call in flight is over
         self._obs: Observation | None = None
         # When ticks, chunk inferences and high-level calls happened (loop time), for measured rates.
         self._recent: dict[str, deque[float]] = {"ctrl_hz": deque(), "chunk_hz": deque(), "high_level_hz": deque()}
+
+    @property
+    def refused(self) -> CommandError | None:
+        """The first line this scene cannot carry out: refused by the high level, or, without one, by
+        the controller the task went to directly."""
+        return self._refused or self.chunks.refused
 
     # -- operator API (thread-safe: applied at the start of the next tick) ----------------------
     def submit(self, kind: InputKind, text: str = "") -> None:
@@ -295,8 +301,8 @@ class Runtime(HighLevelCalls):
         # Every question's call ends here once, in the order asked, in the tick (sync) or ticks later
         # (a model beside the loop): its answer names the question's tick either way.
         self._answering = self._questions.popleft() if kind == "ask" and self._questions else None
-        if isinstance(result, CommandError) and self.refused is None:
-            self.refused = result
+        if isinstance(result, CommandError) and self._refused is None:
+            self._refused = result
         try:
             super()._finish_high_level(kind, revision, result)
         finally:

@@ -164,7 +164,7 @@ class ScriptedController:
         try:
             cmd = parse_command(command, world.scene)
         except CommandError as exc:
-            return ActionChunk(empty, error=str(exc))
+            return ActionChunk(empty, error=str(exc), refused=True)
         if command != self._command:
             self._command = command
             self._origins.clear()
