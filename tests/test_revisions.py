@@ -166,6 +166,36 @@ def test_eval_between_two_revisions_reports_the_edit_cost(ds: LeRobotDataset) ->
     assert not [p for p in ds.root.parent.iterdir() if "steerable-rev" in p.name]  # the checkouts are gone
 
 
+def test_a_checkout_killed_with_sigkill_is_cleaned_by_the_next(ds: LeRobotDataset) -> None:
+    """`DS@rN` is read from a checkout beside the dataset; a reader killed with `kill -9` cannot remove
+    it, so the next checkout removes it (never a live reader's)."""
+    import signal
+    import subprocess
+    import sys
+
+    from steerable.dataset.revisions import checkout
+
+    code = ("import sys, time; from steerable.dataset.revisions import checkout\n"
+            f"with checkout({str(ds.root)!r}, 0) as d:\n    print(d, flush=True); time.sleep(60)\n")
+    reader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        left = Path(reader.stdout.readline().strip()).parent  # type: ignore[union-attr]
+        assert left.is_dir() and left.parent == ds.root.parent
+        with checkout(ds.root, 0) as mine:
+            assert left.is_dir(), "a live reader's checkout stays"
+        assert not mine.exists()
+        reader.send_signal(signal.SIGKILL)
+        reader.wait(timeout=30)
+        assert left.is_dir()
+        with checkout(ds.root, 0) as again:
+            assert not left.exists(), "the killed reader's checkout is gone"
+            assert (again / "meta" / "info.json").is_file()
+    finally:
+        reader.kill()
+        reader.wait()
+    assert not [p for p in ds.root.parent.iterdir() if "steerable-rev" in p.name]
+
+
 def test_the_least_certain_episodes_come_first(ds: LeRobotDataset) -> None:
     keys = {e.episode_index: keystate_times(ds, e.episode_index) for e in ds.episodes}
     assert all(keys.values())  # the synthetic episodes grip and pause

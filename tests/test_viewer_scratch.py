@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from steerable.viewer.scratch import PREFIX, ScratchFolder, remove_stale
+from steerable.scratch import ScratchFolder, remove_stale
+from steerable.viewer.server import CLIP_PREFIX as PREFIX
 
 
 def view(dataset: Path, tmpdir: Path) -> subprocess.Popen[str]:
@@ -43,7 +44,7 @@ def test_the_next_viewer_removes_the_folder_of_a_killed_one(viewer_ds: Path, tmp
     try:
         (mine,) = folders(tmpdir)
         assert mine.startswith(f"{PREFIX}{running.pid}-")
-        assert remove_stale(tmpdir) == [] and folders(tmpdir) == [mine], "a running viewer's folder stays"
+        assert remove_stale(PREFIX, tmpdir) == [] and folders(tmpdir) == [mine], "a running viewer's folder stays"
     finally:
         running.terminate()
         running.communicate(timeout=10)
@@ -64,11 +65,11 @@ def test_only_folders_of_dead_owners_are_removed(tmp_path: Path, monkeypatch: py
     starting.mkdir()
     older = tmp_path / f"{PREFIX}ddd"  # an older version's name: its owner is unknown
     older.mkdir()
-    live = ScratchFolder()
+    live = ScratchFolder(PREFIX)
     try:
         assert live.path.parent == tmp_path
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.path.name, starting.name, older.name])
-        assert remove_stale() == [] and live.path.is_dir(), "a live folder is locked by its owner"
+        assert remove_stale(PREFIX) == [] and live.path.is_dir(), "a live folder is locked by its owner"
     finally:
         live.cleanup()
     assert not live.path.exists()

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from steerable.dataset.atomic import atomic_write_json
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.errors import ConfigError, CorruptDatasetError
+from steerable.scratch import ScratchFolder
 
 __all__ = [
     "REVISIONS_DIR",
@@ -51,6 +51,8 @@ __all__ = [
     "record_revision",
     "revision_files",
 ]
+
+CHECKOUT_TAG = "steerable-rev-"  # a revision checkout's scratch folder: `.<dataset>.steerable-rev-<pid>-...`
 
 REVISIONS_DIR = f"{WORK_DIR_NAME}/revisions"
 _NAME = re.compile(r"(\d{4,})\.json")
@@ -232,10 +234,12 @@ def checkout(root: Path | str, rev: int) -> Iterator[Path]:
     root = Path(root).resolve()
     if rev:
         read_revision(root, rev)
+    # A scratch folder: one that a killed reader (`kill -9` mid-checkout) left is removed by the next.
     try:
-        holder = Path(tempfile.mkdtemp(prefix=f".{root.name}.steerable-rev{rev}-", dir=root.parent))
+        scratch = ScratchFolder(f".{root.name}.{CHECKOUT_TAG}", root.parent)
     except OSError:
-        holder = Path(tempfile.mkdtemp(prefix=f"steerable-rev{rev}-"))
+        scratch = ScratchFolder(CHECKOUT_TAG)
+    holder = scratch.path
     dest = holder / root.name
     try:
         changed = set(revision_files(root))
@@ -246,7 +250,7 @@ def checkout(root: Path | str, rev: int) -> Iterator[Path]:
                 _link(src, dest / rel)
         yield dest
     finally:
-        shutil.rmtree(holder, ignore_errors=True)
+        scratch.cleanup()
 
 
 def _mirror(src: Path, dst: Path, rel: str, changed: set[str]) -> None:

@@ -39,14 +39,16 @@ from starlette.routing import Route
 
 from steerable.dataset import EpisodeMeta
 from steerable.errors import ConfigError, SteerableError, explain_os_error
+from steerable.scratch import ScratchFolder
 from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import file_response, resolve_under
 from steerable.viewer.hosts import HostCheck, HostGuard
-from steerable.viewer.scratch import ScratchFolder
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
+
+CLIP_PREFIX = "steerable-view-"  # the clip folders in the system temp folder (steerable.scratch)
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +93,7 @@ class ViewerServer:
         self.root = data.ds.root
         self.socket = sock
         self.edit = edit
-        self._clip_dir = ScratchFolder()  # removes those of viewers killed with SIGKILL first
+        self._clip_dir = ScratchFolder(CLIP_PREFIX)  # removes those of viewers killed with SIGKILL first
         self._clip_lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
