@@ -56,7 +56,7 @@ FORKER = textwrap.dedent(
         for name in ("link", "replace", "rename", "mkdir", "unlink", "rmdir", "chmod", "fchmod"):
             setattr(os, name, hooked(getattr(os, name)))
         pq.ParquetWriter.write_table = hooked(pq.ParquetWriter.write_table)
-        commit._exchange = hooked(commit._exchange)
+        commit.exchange_paths = hooked(commit.exchange_paths)
         journal = commit.FolderCommit._write_journal
 
         def marked(self):

@@ -8,10 +8,14 @@ new file gets the mode of the file it replaces, or the umask's default for a new
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import glob
 import json
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,9 +29,12 @@ __all__ = [
     "atomic_write_json",
     "check_writable",
     "current_umask",
+    "exchange_paths",
     "fsync_dir",
     "remove_stale_temps",
 ]
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # renameat2's flag and "relative to the working directory"
 
 
 def fsync_dir(directory: Path) -> None:
@@ -136,3 +143,23 @@ def check_writable(dest: Path | str, *, inside: bool = False, hint: str = "choos
         raise WriteError(f"cannot write {dest}: {probe} is a file, not a folder; choose another path")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise WriteError(f"cannot write {dest}: {probe} is read-only or not writable by you; {hint}")
+
+
+@functools.cache
+def _renameat2() -> Any:
+    return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2); False where the system cannot (or STEERABLE_NO_EXCHANGE)."""
+    if not sys.platform.startswith("linux") or os.environ.get("STEERABLE_NO_EXCHANGE"):
+        return False
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))

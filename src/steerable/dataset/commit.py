@@ -22,9 +22,7 @@ that has a journal, and undoes one that has not. The full story: docs/writing.md
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import functools
 import json
 import logging
 import os
@@ -32,12 +30,11 @@ import re
 import secrets
 import shutil
 import stat
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from steerable.dataset.atomic import fsync_dir
+from steerable.dataset.atomic import exchange_paths, fsync_dir
+from steerable.dataset.commit_tree import add_folder, own_folders
 from steerable.errors import WriteError, explain_os_error, os_cause
 
 __all__ = ["FolderCommit", "commit_folder", "recover_folder"]
@@ -46,7 +43,6 @@ log = logging.getLogger(__name__)
 
 _KINDS = ("new", "old", "commit", "pending", "lock")
 _TOKEN_BYTES = 6
-_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # renameat2's flag and "relative to the working directory"
 
 
 def _sibling(dest: Path, kind: str, token: str) -> Path:
@@ -80,27 +76,6 @@ def _place(dest: Path | str) -> Path:
     (the link is kept; the folder it names gets the new version)."""
     path = Path(dest).absolute()
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copy2(source, target)
-
-
-def _shareable(source: Path, rel: PurePosixPath, share: Callable[[str], bool]) -> bool:
-    """Whether `share` allows sharing what the symbolic link `source` (at `rel`) points to: the file,
-    or every file under the folder."""
-    if not os.path.isdir(source):
-        return share(rel.as_posix())
-    for dirpath, _, filenames in os.walk(source):
-        here = rel / Path(dirpath).relative_to(source).as_posix()
-        if not all(share((here / name).as_posix()) for name in filenames):
-            return False
-    return True
 
 
 def _remove(path: Path) -> None:
@@ -141,29 +116,9 @@ class _Lock:
         os.close(self.fd)
 
 
-@functools.cache
-def _renameat2() -> Any:
-    return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2); False where the system cannot (or STEERABLE_NO_EXCHANGE)."""
-    if not sys.platform.startswith("linux") or os.environ.get("STEERABLE_NO_EXCHANGE"):
-        return False
-    renameat2 = _renameat2()
-    if renameat2 is None:
-        return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(b))
-
-
 def _switch(dest: Path, new: Path, token: str) -> None:
     """Put the committed `new` folder at `dest`; a live `dest` ends up at `new` or at the old sibling."""
-    if dest.exists() and _exchange(new, dest):
+    if dest.exists() and exchange_paths(new, dest):
         return
     if dest.exists():
         os.replace(dest, _sibling(dest, "old", token))
@@ -306,82 +261,17 @@ class FolderCommit:
         self, src: Path, rel: str = "", *, share: Callable[[str], bool] | None = None, exclude: Sequence[str] = ()
     ) -> None:
         """Put the entries under `src` at `rel` in the new version, each kept as it is: files as hard links
-        (or copies), folders with their modes, symbolic links as links (never followed, see `_add_link`)."""
-        self._add_folder(Path(src), PurePosixPath(rel), share, frozenset(exclude))
-
-    def _add_folder(
-        self, src: Path, rel: PurePosixPath, share: Callable[[str], bool] | None, exclude: frozenset[str]
-    ) -> None:
-        target_dir = self.root / rel
-        if not os.path.isdir(target_dir):
-            target_dir.mkdir(parents=True)
-            os.chmod(target_dir, stat.S_IMODE(os.stat(src).st_mode))
-        with os.scandir(src) as entries:
-            for entry in entries:
-                if entry.name in exclude:
-                    continue
-                source, target, relative = Path(entry.path), target_dir / entry.name, rel / entry.name
-                if entry.is_symlink():
-                    self._add_link(source, target, relative, share)
-                elif entry.is_dir(follow_symlinks=False):
-                    self._add_folder(source, relative, share, frozenset())
-                elif share is not None and not share(relative.as_posix()):
-                    shutil.copy2(source, target)
-                else:
-                    _link_or_copy(source, target)
-
-    def _add_link(
-        self, source: Path, target: Path, rel: PurePosixPath, share: Callable[[str], bool] | None
-    ) -> None:
-        """A symbolic link of the base: the same link in the new version, its target left alone.
-
-        A relative link keeps its text when it sits where it sat (an in-place commit); moved (a new
-        folder elsewhere) it is rewritten to reach the same target. A link to what `share` says must
-        not be shared (a folder: any file under it) is replaced by a copy of what it points to.
-        """
-        text = os.readlink(source)
-        if share is not None and os.path.exists(source) and not _shareable(source, rel, share):
-            if os.path.isdir(source):
-                shutil.copytree(source, target, symlinks=True)
-            else:
-                shutil.copy2(source, target)
-            return
-        here, there = Path(os.path.realpath(source.parent)), Path(os.path.realpath(self.dest)) / rel.parent
-        if not os.path.isabs(text) and here != there:
-            text = os.path.relpath(os.path.normpath(os.path.join(here, text)), there)
-        os.symlink(text, target)
-
-    def _own_folders(self, rel: str | Path) -> None:
-        """Make every folder on the way to `rel` a real folder of the new version.
-
-        A symbolic link to a folder met on the way is replaced by a folder holding what it pointed to
-        (hard links, or copies), so that what is written or removed there never reaches the link's
-        target, which another dataset may share.
-        """
-        parts = PurePosixPath(Path(rel).as_posix()).parts[:-1]
-        for depth in range(1, len(parts) + 1):
-            folder = PurePosixPath(*parts[:depth])
-            path = self.root / folder
-            if not os.path.islink(path):
-                continue
-            text = os.readlink(path)
-            pointed = Path(os.path.realpath(path))
-            log.warning("%s is a symbolic link (to %s): this write gives %s a folder of its own, holding what the "
-                        "link pointed to; %s is left as it is", self.dest / folder, text, self.dest.name, text)
-            os.unlink(path)
-            if pointed.is_dir():
-                self._add_folder(pointed, folder, None, frozenset())
-            else:
-                path.mkdir()
+        (or copies), folders with their modes, symbolic links as links (never followed, see `commit_tree.add_link`)."""
+        add_folder(self.root, self.dest, Path(src), PurePosixPath(rel), share, frozenset(exclude))
 
     def file(self, rel: str | Path) -> Path:
         """The path to write `rel` of the new version at: a fresh file keeping the replaced file's mode.
 
         It never writes through a link: a hard link to the base (the old version shares the inode) is
         removed first, a symbolic link is replaced by a file of its own, and a symbolically linked
-        folder on the way becomes a real folder (`_own_folders`).
+        folder on the way becomes a real folder (`own_folders`).
         """
-        self._own_folders(rel)
+        own_folders(self.root, self.dest, rel)
         path = self.root / rel
         mode: int | None
         try:
@@ -404,7 +294,7 @@ class FolderCommit:
 
     def remove(self, rel: str | Path) -> None:
         """Drop `rel` from the new version (a symbolic link itself, never what it points to)."""
-        self._own_folders(rel)
+        own_folders(self.root, self.dest, rel)
         _remove(self.root / rel)
 
     # -- ending ---------------------------------------------------------------------------------
