@@ -28,31 +28,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
+from steerable.dataset.atomic import remove_stale_temps
 from steerable.dataset.commit import FolderCommit, commit_folder
 from steerable.dataset.info import load_info
-from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.info_update import LEGACY_COLUMNS, WriteProvenance, readable_columns, update_info
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
-from steerable.dataset.provenance import (
-    TOOL_CALL_STYLE,
-    take_block,
-    with_episode_producers,
-    write_provenance_file,
-)
-from steerable.dataset.review import without_person
+from steerable.dataset.provenance import TOOL_CALL_STYLE
 from steerable.errors import CorruptDatasetError, WriteError
 from steerable.language import (
     LANGUAGE_COLUMNS,
     LANGUAGE_EVENTS,
     LANGUAGE_PERSISTENT,
-    SAY_TOOL,
     Problem,
     events_array,
     events_column_type,
-    language_feature_info,
     language_hf_features,
-    merge_tools,
     persistent_array,
     persistent_column_type,
     raise_for_problems,
@@ -66,9 +57,6 @@ from steerable.language import (
 __all__ = ["EpisodeLanguage", "WriteReport", "write_language"]
 
 logger = logging.getLogger(__name__)
-
-# Columns of older LeRobot versions that the language columns replace.
-_LEGACY_COLUMNS = ("subtask_index", "tools")
 
 
 @dataclass(frozen=True)
@@ -140,22 +128,13 @@ def write_language(
     _validate(ds, shards, updates)
     known = episode_producers or {}
     by_episode = {ep: dict(known[ep]) for ep in updates if ep in known}
-    provenance = _Provenance(dict(producers or {}), by_episode, rewritten) if producers else None
+    provenance = WriteProvenance(dict(producers or {}), by_episode, rewritten) if producers else None
     if into is not None:
         return _write(ds, shards, updates, into, provenance)
     with commit_folder(ds.root, base=ds.root) as tx:
         report = _write(ds, shards, updates, tx, provenance)
     ds.info = load_info(ds.root)
     return report
-
-
-@dataclass(frozen=True)
-class _Provenance:
-    """What a write records of who wrote its rows (see `write_language`)."""
-
-    producers: dict[str, str]
-    by_episode: dict[int, dict[str, str]]
-    rewritten: dict[int, frozenset[str | None] | None]  # episode -> the styles replaced (None: all)
 
 
 def _styles_of(lang: EpisodeLanguage, producers: Mapping[str, str]) -> dict[str, str]:
@@ -170,7 +149,7 @@ def _write(
     shards: Sequence[_Shard],
     updates: Mapping[int, EpisodeLanguage],
     tx: FolderCommit,
-    provenance: _Provenance | None,
+    provenance: WriteProvenance | None,
 ) -> WriteReport:
     frames = 0
     written = []
@@ -179,7 +158,7 @@ def _write(
         frames += _rewrite(shard, updates, tx.file(rel))
         written.append(tx.dest / rel)
         logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
-    _update_info(ds, tx, provenance)
+    update_info(ds, tx, provenance)
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
     return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 
@@ -192,22 +171,13 @@ def _plan(ds: LeRobotDataset, updates: Mapping[int, EpisodeLanguage]) -> list[_S
     for path in ds.data_files():
         if path in targets:
             continue
-        names = _columns(path)
+        names = readable_columns(path)
         if names is None:
             logger.warning("%s is not a readable parquet file: left as it was", path)
         elif not all(column in names for column in LANGUAGE_COLUMNS):
             targets.add(path)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # parquet reads drop the GIL
         return list(pool.map(_read_shard, sorted(targets)))
-
-
-def _columns(path: Path) -> list[str] | None:
-    """The columns of a shard no update touches, or None when it cannot be read: such a shard is
-    left as it was (its episodes failed before the write), not a reason to write nothing at all."""
-    try:
-        return list(file_metadata(path).schema.to_arrow_schema().names)
-    except CorruptDatasetError:
-        return None
 
 
 def _read_shard(path: Path) -> _Shard:
@@ -284,15 +254,15 @@ def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage], dest: Path) 
     keep_old = any(ep not in updates for ep, _, _ in shard.runs)
     table = read_parquet(
         shard.path,
-        [n for n in names if n not in _LEGACY_COLUMNS and (keep_old or n not in LANGUAGE_COLUMNS)],
+        [n for n in names if n not in LEGACY_COLUMNS and (keep_old or n not in LANGUAGE_COLUMNS)],
     )
     persistent, events = _language_columns(table, shard, updates)
     new = {LANGUAGE_PERSISTENT: persistent, LANGUAGE_EVENTS: events}
-    order = [n for n in names if n not in _LEGACY_COLUMNS]
+    order = [n for n in names if n not in LEGACY_COLUMNS]
     order += [n for n in LANGUAGE_COLUMNS if n not in order]
     fields = [pa.field(n, new[n].type) if n in new else table.schema.field(n) for n in order]
     columns = [new[n] if n in new else table.column(n) for n in order]
-    dropped = [n for n in _LEGACY_COLUMNS if n in names]
+    dropped = [n for n in LEGACY_COLUMNS if n in names]
     schema = pa.schema(fields, metadata=_updated_metadata(table.schema.metadata, dropped))
     out = pa.Table.from_arrays(columns, schema=schema)
     try:
@@ -376,37 +346,3 @@ def _json_or_none(raw: bytes | None) -> Any:
     except ValueError:
         return None  # foreign metadata we cannot parse is kept verbatim
 
-
-# -- info.json --------------------------------------------------------------------------------------
-
-
-def _update_info(ds: LeRobotDataset, tx: FolderCommit, provenance: _Provenance | None) -> None:
-    """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
-    record who produced each style, per episode too, in the provenance file, and take a person's
-    review marks off the rows those producers rewrote. An older steerable's provenance key leaves
-    info.json (LeRobot warns about it on every load) for the file."""
-    info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
-    features: dict[str, Any] = info["features"]
-    features.update(language_feature_info())
-    shards = [_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
-    remaining = {name for names in shards for name in names or ()}
-    for name in _LEGACY_COLUMNS:  # kept while an unreadable shard may still hold it
-        if name in features and name not in remaining and None not in shards:
-            del features[name]
-    info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
-    legacy = PROVENANCE_KEY in info
-    block = take_block(info, ds.root)
-    if provenance is not None:
-        block = block or {}
-        known = block.get("producers")
-        merged = {**(known if isinstance(known, dict) else {}), **provenance.producers}
-        block = without_person(block, provenance.rewritten)
-        block = with_episode_producers(block, provenance.by_episode, provenance.rewritten)
-        block = {**block, "producers": dict(sorted(merged.items()))}
-    if block is not None and (provenance is not None or legacy):
-        sidecar = tx.file(PROVENANCE_PATH)
-        remove_stale_temps(sidecar)
-        write_provenance_file(sidecar, block, durable=False)
-    path = tx.file(INFO_PATH)
-    remove_stale_temps(path)
-    atomic_write_json(path, info, durable=False)  # the commit makes it durable

@@ -38,7 +38,8 @@ from steerable.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from steerable.runtime.clock import Clock
-    from steerable.runtime.loop import EventKind, LoopStats, PromptSource
+    from steerable.runtime.loop import EventKind, PromptSource
+    from steerable.runtime.rates import LoopStats, RecentEvents
 
 __all__ = ["HighLevelCalls", "HighLevelOutcome", "HighLevelWorker"]
 
@@ -127,7 +128,7 @@ class HighLevelCalls:
     tools: ToolRegistry
     prompts: PromptSource | None
     clock: Clock
-    _recent: dict[str, deque[float]]
+    _recent: RecentEvents
     _worker: HighLevelWorker | None
     _waiting: deque[tuple[RequestKind, str | None]]
     _resume_after_ask: bool
@@ -173,7 +174,7 @@ class HighLevelCalls:
         st = self.state
         obs = self._observe()
         self.stats.high_level_calls += 1
-        self._recent["high_level_hz"].append(self.clock.now())
+        self._recent.mark("high_level_hz", self.clock.now())
         revision = st.revision
         result: HighLevelUpdate | Exception
         try:

@@ -43,7 +43,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -60,6 +60,7 @@ from steerable.errors import CommandError
 from steerable.runtime.chunks import ChunkInference, InferenceOptions
 from steerable.runtime.clock import Clock, RateGate, RetryBackoff, VirtualClock, WallClock
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
+from steerable.runtime.rates import LoopRates, LoopStats, RecentEvents
 from steerable.runtime.slowed import slowed_to
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
@@ -98,26 +99,6 @@ class OperatorInput:
     kind: InputKind
     text: str = ""
     frame: int = 0  # the loop's tick when it was received
-
-
-@dataclass(frozen=True)
-class LoopRates:
-    """Dispatch (control) rate, chunk-inference rate and high-level update rate, in Hz."""
-
-    ctrl_hz: float = 15.0
-    chunk_hz: float = 5.0
-    high_level_hz: float = 1.0
-
-
-@dataclass
-class LoopStats:
-    ticks: int = 0
-    chunks: int = 0
-    high_level_calls: int = 0
-    high_level_failures: int = 0
-    high_level_discarded: int = 0  # replies that came back for an older revision
-    tick_seconds: list[float] = field(default_factory=list)  # work per tick
-    lateness: list[float] = field(default_factory=list)  # how late each tick started (wall clock)
 
 
 class Runtime(HighLevelCalls):
@@ -180,8 +161,7 @@ class Runtime(HighLevelCalls):
         self._refused: CommandError | None = None
         self._reset_high = False  # reset the high level once its call in flight is over
         self._obs: Observation | None = None
-        # When ticks, chunk inferences and high-level calls happened (loop time), for measured rates.
-        self._recent: dict[str, deque[float]] = {"ctrl_hz": deque(), "chunk_hz": deque(), "high_level_hz": deque()}
+        self._recent = RecentEvents()
 
     @property
     def refused(self) -> CommandError | None:
@@ -360,13 +340,13 @@ class Runtime(HighLevelCalls):
                 hook(obs, done)
         self.frame += 1
         self.stats.ticks += 1
-        self._recent["ctrl_hz"].append(now)
+        self._recent.mark("ctrl_hz", now)
         if self.keep_timings:
             self.stats.tick_seconds.append(time.perf_counter() - started)
 
     def _counted(self) -> None:
         self.stats.chunks += 1
-        self._recent["chunk_hz"].append(self.clock.now())
+        self._recent.mark("chunk_hz", self.clock.now())
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, *, until: Callable[[], bool] | None = None, max_ticks: int | None = None) -> None:
@@ -397,11 +377,4 @@ class Runtime(HighLevelCalls):
     def measured_rates(self, window_s: float = 5.0) -> dict[str, float]:
         """Ticks, chunk inferences and high-level calls per second over the last `window_s` of loop
         time (simulated or wall)."""
-        now = self.clock.now()
-        span = max(min(window_s, now), 1e-9)
-        out = {}
-        for name, times in self._recent.items():
-            while times and times[0] < now - window_s:
-                times.popleft()
-            out[name] = len(times) / span
-        return out
+        return self._recent.rates(self.clock.now(), window_s)

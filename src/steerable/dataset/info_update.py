@@ -1,0 +1,79 @@
+"""The info.json and provenance-file half of a language write (`steerable.dataset.writer`).
+
+A write declares the language columns and the `say` tool in info.json, forgets legacy columns no
+shard has any more, and records who produced each style (per episode too) in
+`meta/steerable_provenance.json`, taking a person's review marks off the rows those producers
+rewrote. Both files go into the write's folder commit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
+from steerable.dataset.commit import FolderCommit
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.lerobot import LeRobotDataset
+from steerable.dataset.parquet import file_metadata
+from steerable.dataset.provenance import take_block, with_episode_producers, write_provenance_file
+from steerable.dataset.review import without_person
+from steerable.errors import CorruptDatasetError
+from steerable.language import SAY_TOOL, language_feature_info, merge_tools
+
+__all__ = ["LEGACY_COLUMNS", "WriteProvenance", "readable_columns", "update_info"]
+
+# Columns of older LeRobot versions that the language columns replace.
+LEGACY_COLUMNS = ("subtask_index", "tools")
+
+
+@dataclass(frozen=True)
+class WriteProvenance:
+    """What a write records of who wrote its rows (see `steerable.dataset.writer.write_language`)."""
+
+    producers: dict[str, str]
+    by_episode: dict[int, dict[str, str]]
+    rewritten: dict[int, frozenset[str | None] | None]  # episode -> the styles replaced (None: all)
+
+
+def readable_columns(path: Path) -> list[str] | None:
+    """The columns of a shard no update touches, or None when it cannot be read: such a shard is
+    left as it was (its episodes failed before the write), not a reason to write nothing at all."""
+    try:
+        return list(file_metadata(path).schema.to_arrow_schema().names)
+    except CorruptDatasetError:
+        return None
+
+
+def update_info(ds: LeRobotDataset, tx: FolderCommit, provenance: WriteProvenance | None) -> None:
+    """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
+    record who produced each style, per episode too, in the provenance file, and take a person's
+    review marks off the rows those producers rewrote. An older steerable's provenance key leaves
+    info.json (LeRobot warns about it on every load) for the file."""
+    info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
+    features: dict[str, Any] = info["features"]
+    features.update(language_feature_info())
+    shards = [readable_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
+    remaining = {name for names in shards for name in names or ()}
+    for name in LEGACY_COLUMNS:  # kept while an unreadable shard may still hold it
+        if name in features and name not in remaining and None not in shards:
+            del features[name]
+    info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
+    legacy = PROVENANCE_KEY in info
+    block = take_block(info, ds.root)
+    if provenance is not None:
+        block = block or {}
+        known = block.get("producers")
+        merged = {**(known if isinstance(known, dict) else {}), **provenance.producers}
+        block = without_person(block, provenance.rewritten)
+        block = with_episode_producers(block, provenance.by_episode, provenance.rewritten)
+        block = {**block, "producers": dict(sorted(merged.items()))}
+    if block is not None and (provenance is not None or legacy):
+        sidecar = tx.file(PROVENANCE_PATH)
+        remove_stale_temps(sidecar)
+        write_provenance_file(sidecar, block, durable=False)
+    path = tx.file(INFO_PATH)
+    remove_stale_temps(path)
+    atomic_write_json(path, info, durable=False)  # the commit makes it durable
