@@ -29,9 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.addresses import is_loopback
     from steerable.cli.flags import parse_command
     from steerable.errors import MissingExtraError
-    from steerable.runtime.policy_server import PolicyServer, ServePolicySettings, is_loopback
+    from steerable.runtime.policy_server import PolicyServer, ServePolicySettings
     from steerable.runtime.policy_wire import TOKEN_ENV
 
     cfg = parse_command(ServePolicySettings, args, USAGE)

@@ -18,7 +18,6 @@ is answered with an `error` message: that client is told why, and every client g
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import secrets
 import threading
@@ -26,11 +25,11 @@ import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from steerable.addresses import host_name, is_loopback
 from steerable.control import ActionChunk, ContinuesChunks, LowLevelController
 from steerable.errors import ConfigError
 from steerable.runtime.policy_wire import (
@@ -47,7 +46,7 @@ from steerable.runtime.settings import checkpoint_folder
 from steerable.settings import Settings
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 
-__all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "is_loopback", "served_features",
+__all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "served_features",
            "served_state_keys"]
 
 logger = logging.getLogger(__name__)
@@ -92,22 +91,6 @@ class ServePolicySettings(Settings):
     def checkpoint(self) -> str:
         assert self.policy.path is not None
         return self.policy.path
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address or name, maybe with brackets) is this machine only."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host.lower() == "localhost"
-
-
-def _host_name(host: str) -> str:
-    """The name of a `Host` header (without its port); "" when it is not one."""
-    try:
-        return urlsplit(f"//{host}").hostname or ""
-    except ValueError:
-        return ""
 
 
 def served_state_keys(controller: object) -> list[str]:
@@ -215,7 +198,7 @@ class PolicyServer:
             return self._refuse(connection, HTTPStatus.FORBIDDEN, f"a browser's connection (Origin {origins[0]}) "
                                 "is refused: the policy server has no page")
         hosts = headers.get_all("Host")
-        if self._loopback and (len(hosts) != 1 or not is_loopback(_host_name(hosts[0]))):
+        if self._loopback and (len(hosts) != 1 or not is_loopback(host_name(hosts[0]))):
             return self._refuse(connection, HTTPStatus.FORBIDDEN,
                                 f"this server answers for this machine only, not for host {', '.join(hosts)!r}")
         given = headers.get_all("Authorization")

@@ -20,6 +20,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
+from steerable.addresses import host_name
+
 __all__ = ["HostCheck", "HostGuard"]
 
 Scope = MutableMapping[str, Any]
@@ -33,14 +35,6 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return ipaddress.ip_address(name.strip("[]"))
     except ValueError:
         return None
-
-
-def host_name(header: str) -> str:
-    """The name part of a `Host` header (`[::1]:8000` -> `::1`), lower case; "" when it has none."""
-    try:
-        return (urlsplit(f"//{header}").hostname or "").rstrip(".")
-    except ValueError:  # a malformed port or bracket
-        return ""
 
 
 class HostCheck:
@@ -57,7 +51,7 @@ class HostCheck:
     def allows_host(self, header: str | None) -> bool:
         if header is None:
             return True
-        name = host_name(header)
+        name = host_name(header).rstrip(".")  # `localhost.` is `localhost`
         if not name:
             return False
         address = _ip(name)
