@@ -18,8 +18,6 @@ traceback and answered 500.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import json
 import logging
 import mimetypes
@@ -44,6 +42,7 @@ from steerable.viewer.assets import ASSET_NAMES, asset_bytes, index_html
 from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import file_response, resolve_under
 from steerable.viewer.hosts import HostCheck, HostGuard
+from steerable.viewer.listen import listen, nodelay_protocol
 from steerable.viewer.site import ViewerData
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
@@ -101,7 +100,7 @@ class ViewerServer:
         import uvicorn
 
         config = uvicorn.Config(
-            self.app, http=_protocol(), log_config=None, access_log=False, lifespan="off",
+            self.app, http=nodelay_protocol(), log_config=None, access_log=False, lifespan="off",
             timeout_graceful_shutdown=_SHUTDOWN_GRACE_S, server_header=False, date_header=False,
         )
         self._uvicorn = uvicorn.Server(config)
@@ -302,27 +301,6 @@ class ViewerServer:
         return file_response(request, path)
 
 
-def _protocol() -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with TCP_NODELAY on every connection.
-
-    A reply goes out as its headers and then its body; with Nagle's algorithm the body waits for the
-    client to ACK the headers, which a kept-alive connection delays by up to 40 ms (measured: 45 ms per
-    small reply after a connection's first under uvicorn as under the stdlib server; asyncio does
-    not set the option on accepted sockets).
-    """
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class NoDelayH11(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            sock = transport.get_extra_info("socket")
-            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            super().connection_made(transport)
-
-    return NoDelayH11
-
-
 class _Guard:
     """Outermost ASGI layer: an error no handler caught is logged with its traceback and answered 500
     (or the connection closed, once a reply has started), instead of reaching uvicorn's log; an
@@ -361,32 +339,13 @@ class _Guard:
                 await reply(scope, receive, send)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
 def make_server(data: ViewerData, host: str = "127.0.0.1", port: int = 8000, *, edit: bool = False) -> ViewerServer:
     """Bind the viewer to host:port (port 0: any free port); a busy port is a one-line error.
 
     `edit`: add the write routes, behind a per-session token, holding the dataset's writer lock
     (another writer running is a one-line error too).
     """
-    try:
-        sock = _bind(host, port)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise ConfigError(f"port {port} on {host} is already in use; pass another --port (or 0 for any)") from exc
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock = listen(host, port)
     session = None
     if edit:
         from steerable.viewer.edit import EditSession

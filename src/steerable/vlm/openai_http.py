@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from typing import Any
 
 from steerable.errors import ConfigError, VLMError, VLMReplyError, VLMUnavailableError
+from steerable.vlm.chat_wire import chat_body, encode, parse_completion, server_message
 from steerable.vlm.config import VLMConfig
 from steerable.vlm.endpoints import Endpoint, EndpointPool
-from steerable.vlm.images import encode_messages
 from steerable.vlm.limiter import PriorityLimiter
 from steerable.vlm.protocol import Message, VLMStats
 from steerable.vlm.retry import AttemptError, Reply, generate_with_retries, with_schema_instruction
@@ -171,7 +170,7 @@ class OpenAIHTTPVLM:
             async with self._check_lock:  # concurrent first calls share one model lookup
                 if self._model is None:
                     await self.check()
-        wire = await _encode(messages, self.config)
+        wire = await encode(messages, self.config)
 
         async def send(conversation: list[Message]) -> Reply:
             return await self._send_with_failover(conversation, schema, affinity, purpose)
@@ -251,22 +250,7 @@ class OpenAIHTTPVLM:
     ) -> Reply:
         """One HTTP request under the global in-flight limit, SDK errors mapped to ours."""
         openai = self._openai
-        body: dict[str, Any] = {
-            "model": self._model,
-            "messages": messages,
-            "max_tokens": self.config.max_new_tokens,
-            "temperature": self.config.temperature,
-        }
-        if schema is not None:
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "reply"
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema},
-            }
-        if self.config.reasoning_effort:
-            body["reasoning_effort"] = self.config.reasoning_effort
-        if self.config.chat_template_kwargs:
-            body["chat_template_kwargs"] = self.config.chat_template_kwargs
+        body = chat_body(self._model, messages, schema, purpose, self.config)
         url = endpoint.url
         async with self._limit:
             if endpoint.given_up is not None:  # it stopped answering while this call waited for a slot
@@ -288,23 +272,23 @@ class OpenAIHTTPVLM:
                 ) from exc
             except openai.NotFoundError as exc:
                 raise VLMError(
-                    f"model {self._model!r} is not served at {url} (HTTP 404: {_server_message(exc)}); "
+                    f"model {self._model!r} is not served at {url} (HTTP 404: {server_message(exc)}); "
                     "fix --vlm.model_id"
                 ) from exc
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                raise _Rejected(f"HTTP {exc.status_code}: {_server_message(exc)}") from exc
+                raise _Rejected(f"HTTP {exc.status_code}: {server_message(exc)}") from exc
             except openai.RateLimitError as exc:
                 raise AttemptError(f"{url} is rate limiting (HTTP 429)", "rate_limit") from exc
             except openai.APIStatusError as exc:
                 raise AttemptError(
-                    f"server error from {url} (HTTP {exc.status_code}: {_server_message(exc)})",
+                    f"server error from {url} (HTTP {exc.status_code}: {server_message(exc)})",
                     "server_error",
                 ) from exc
             finally:
                 endpoint.in_flight -= 1
                 self._stats.in_flight -= 1
         try:
-            return _parse_completion(response.json(), self._stats)
+            return parse_completion(response.json(), self._stats)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise AttemptError(f"malformed chat completion from {url}: {exc!r}", "server_error") from exc
 
@@ -377,40 +361,6 @@ def _httpx_limits(*, max_connections: int, keepalive: int) -> Any:
     return _httpx().Limits(
         max_connections=max_connections, max_keepalive_connections=keepalive, keepalive_expiry=30.0
     )
-
-
-async def _encode(messages: list[Message], config: VLMConfig) -> list[Message]:
-    """Wire messages; JPEG encoding runs in a thread (PIL drops the GIL) to keep the event loop free."""
-    has_images = any(
-        isinstance(m.get("content"), list) and any(b.get("type") in ("image", "video") for b in m["content"])
-        for m in messages
-    )
-    if not has_images:
-        return messages
-    return await asyncio.to_thread(
-        encode_messages, messages, max_side=config.image_max_side, quality=config.jpeg_quality
-    )
-
-
-def _parse_completion(data: dict[str, Any], stats: VLMStats) -> Reply:
-    usage = data.get("usage") or {}
-    stats.prompt_tokens += usage.get("prompt_tokens") or 0
-    stats.completion_tokens += usage.get("completion_tokens") or 0
-    choices = data.get("choices") or []
-    if not choices:  # safety filters and exhausted thinking budgets reply with no choice
-        return Reply("", None)
-    choice = choices[0]
-    return Reply((choice.get("message") or {}).get("content") or "", choice.get("finish_reason"))
-
-
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return str(message)[:300]
-    return str(getattr(exc, "message", exc))[:300]
 
 
 def _rejected_error(endpoint: Endpoint[Any], exc: _Rejected, purpose: str) -> VLMReplyError:
