@@ -25,7 +25,10 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
 (docs/policy.md, "Name slots"). `--step_check` trains the `both` part with `--policy.step_check true`
 and evaluates its checkpoint as both levels with the check and without it (`run --policy.step_check
 false`), so the check's effect is read on one training (docs/policy.md, "Checking a step").
-`--ablations` evaluates the `both` checkpoint again with sampled chunks (`run --policy.flow_noise 1`)
+`--eval_phrasings both` runs every evaluation with `run --eval_phrasings both`: each seed once with its
+task (and interjection) in the phrasings the training data holds and once in held-out paraphrases
+(`steerable.synthetic.phrasings`), printed as two columns, seen | unseen (`--eval_phrasings unseen`:
+the held-out ones alone). `--ablations` evaluates the `both` checkpoint again with sampled chunks (`run --policy.flow_noise 1`)
 and with the optimizer's weights instead of their moving average (a copy, `unaveraged`), so the two
 run-time and checkpoint choices of stop 33 are read on one training (docs/policy.md, "What made the
 low level act").
@@ -123,7 +126,8 @@ def subtask_accuracy(dataset: Path, checkpoint: Path, max_cases: int) -> dict[st
 def _run(checkpoint: Path, high: str, low: str, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
     out = _steerable("run", "--env", "sim", "--high_level", high, "--low_level", low, "--policy.path",
                      str(checkpoint), "--eval_episodes", str(args.eval_episodes), "--seed", str(EVAL_SEED),
-                     "--max_seconds", str(args.max_seconds), "--workers", str(args.workers), "--json", *extra)
+                     "--max_seconds", str(args.max_seconds), "--workers", str(args.workers), "--json",
+                     "--eval_phrasings", args.eval_phrasings, *extra)
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -133,6 +137,23 @@ def _rate(report: dict[str, Any]) -> str:
     low, high = wilson_interval(k, n)
     kinds = ", ".join(f"{name} {v['success_rate']:.2f}" for name, v in sorted(report.get("by_kind", {}).items()))
     return f"{k}/{n} = {k / max(n, 1):.2f} (95 % {low:.2f}-{high:.2f}; {kinds})"
+
+
+def _rates(report: dict[str, Any]) -> str:
+    """`_rate`, or with unseen phrasings one column per phrasing: seen | unseen (the drop in points)."""
+    shares = report.get("by_phrasing", {})
+    if "unseen" not in shares:
+        return _rate(report)
+    columns = []
+    for share, v in shares.items():
+        n = int(v["episodes"])
+        k = round(float(v["success_rate"]) * n)
+        low, high = wilson_interval(k, n)
+        columns.append(f"{share} {k}/{n} = {k / max(n, 1):.2f} (95 % {low:.2f}-{high:.2f})")
+    if {"seen", "unseen"} <= set(shares):
+        drop = 100 * (shares["unseen"]["success_rate"] - shares["seen"]["success_rate"])
+        columns.append(f"unseen - seen {drop:+.0f} points")
+    return " | ".join(columns)
 
 
 class Report:
@@ -152,8 +173,10 @@ class Report:
         except SystemExit as exc:
             self.add(label, f"failed: {str(exc).splitlines()[-1][:100]}")
             return
-        self.results[key] = float(report["success_rate"])
-        self.add(label, f"{_rate(report)}, {report.get('difficulty', '?')} tasks, {time.perf_counter() - started:.0f} s")
+        self.results[key] = float(report.get("success_rate_seen", report["success_rate"]))
+        if "success_rate_unseen" in report:
+            self.results[f"{key}_unseen"] = float(report["success_rate_unseen"])
+        self.add(label, f"{_rates(report)}, {report.get('difficulty', '?')} tasks, {time.perf_counter() - started:.0f} s")
 
 
 def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
@@ -308,6 +331,8 @@ def main() -> None:
     parser.add_argument("--ablations", action=argparse.BooleanOptionalAction, default=False,
                         help="both part: the same checkpoint again with sampled chunks (--policy.flow_noise 1) and "
                         "with the optimizer's weights instead of their average")
+    parser.add_argument("--eval_phrasings", choices=("seen", "unseen", "both"), default="seen",
+                        help="every evaluation's --eval_phrasings: both prints seen and unseen columns")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")

@@ -137,8 +137,9 @@ def _evaluate(cfg: RunSettings, spec: Any, episodes: int) -> int:
 
     max_seconds = cfg.max_seconds or 90.0
     # on stderr: stdout stays the table, or one JSON object
-    with EvalProgress(episodes, max_seconds=max_seconds) as progress:
-        report = evaluate(spec, episodes, env=cfg.environment(), seed=cfg.seed or 0,
+    runs = episodes * (2 if cfg.eval_phrasings == "both" else 1)  # both: each seed seen and unseen
+    with EvalProgress(runs, max_seconds=max_seconds) as progress:
+        report = evaluate(spec, episodes, env=cfg.environment(), seed=cfg.seed or 0, phrasings=cfg.eval_phrasings,
                           interjections=cfg.eval_interjections, workers=cfg.workers,
                           difficulty=_eval_difficulty(cfg, spec), max_seconds=max_seconds,
                           rates=LoopRates(cfg.ctrl_hz, cfg.chunk_hz, cfg.high_level_hz),

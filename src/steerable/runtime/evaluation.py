@@ -9,6 +9,14 @@ it is due, and checks success against the corrected task (the simulator: the tar
 pick-and-place step changes while the robot carries its cube, "Wait, the red cube goes in the grey
 bin."); an env that does not is refused before any episode runs.
 
+Phrasings (`phrasings`, `--eval_phrasings`): "seen" leaves the env as it is (the simulator words its
+tasks and interjections as the synthetic datasets do); "unseen" sets the env's `phrasings` option to
+"unseen" (the simulator's held-out paraphrases, `steerable.synthetic.phrasings`, which no dataset
+holds); "both" runs every seed twice, once in each, the same task and correction worded apart, and
+reports them side by side (`success_rate_seen`, `success_rate_unseen`; `success_rate` stays the
+share of all episodes run that succeeded). An env whose factory takes no `phrasings` option is
+refused unless "seen".
+
 What an evaluation costs: the loop bounds the model calls per simulated second by the rates
 (`--chunk_hz`, `--high_level_hz`; see `steerable.runtime.loop`), `--max_seconds` bounds the
 simulated seconds of an episode, and each worker runs steerable's policies on one torch thread
@@ -43,9 +51,12 @@ from steerable.runtime.loop import LoopRates, Runtime
 from steerable.runtime.stack import StackSpec, build_high, build_low, check_scripted
 from steerable.tools import load_tools
 
-__all__ = ["EpisodeResult", "EvalReport", "evaluate", "run_episode"]
+__all__ = ["EVAL_PHRASINGS", "EpisodeResult", "EvalReport", "evaluate", "run_episode"]
 
 logger = logging.getLogger(__name__)
+
+# `--eval_phrasings`: which share of the env's phrasings the episodes are worded in.
+EVAL_PHRASINGS = ("seen", "unseen", "both")
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class EpisodeResult:
     sim_seconds: float
     wall_seconds: float
     warnings: int
+    phrasing: str = "seen"  # the env's `phrasings` option: seen (as the training data) or unseen
 
 
 @dataclass(frozen=True)
@@ -68,17 +80,21 @@ class EvalReport:
     wall_seconds: float
     difficulty: str | None = "easy"  # the env's task mix (None: an env without one)
     env: str = "sim"
+    phrasings: str = "seen"  # EVAL_PHRASINGS
 
     @property
     def success_rate(self) -> float:
+        """The share of all episodes run that succeeded (with "both", seen and unseen together)."""
         return sum(e.success for e in self.episodes) / max(len(self.episodes), 1)
 
     def groups(self) -> dict[str, dict[str, tuple[int, int]]]:
-        """{"kind": {name: (successes, episodes)}, "interjection": {"with"/"without": (...)}}."""
-        out: dict[str, dict[str, tuple[int, int]]] = {"kind": {}, "interjection": {}}
+        """{"kind": {name: (successes, episodes)}, "interjection": {"with"/"without": (...)},
+        "phrasing": {"seen"/"unseen": (...)}}."""
+        out: dict[str, dict[str, tuple[int, int]]] = {"kind": {}, "interjection": {}, "phrasing": {}}
         counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         for e in self.episodes:
-            for group, key in (("kind", e.kind), ("interjection", "with" if e.interjection else "without")):
+            for group, key in (("kind", e.kind), ("interjection", "with" if e.interjection else "without"),
+                               ("phrasing", e.phrasing)):
                 counts[group, key][0] += int(e.success)
                 counts[group, key][1] += 1
         for (group, key), (ok, n) in sorted(counts.items()):
@@ -90,6 +106,8 @@ class EvalReport:
         return {
             "episodes": len(self.episodes),
             "success_rate": self.success_rate,
+            "phrasings": self.phrasings,
+            **{f"success_rate_{k}": ok / n for k, (ok, n) in groups["phrasing"].items()},
             "high_level": self.high_level,
             "low_level": self.low_level,
             "difficulty": self.difficulty,
@@ -97,6 +115,7 @@ class EvalReport:
             "by_interjection": {
                 k: {"episodes": n, "success_rate": ok / n} for k, (ok, n) in groups["interjection"].items()
             },
+            "by_phrasing": {k: {"episodes": n, "success_rate": ok / n} for k, (ok, n) in groups["phrasing"].items()},
             "mean_sim_seconds": sum(e.sim_seconds for e in self.episodes) / max(len(self.episodes), 1),
             "wall_seconds": self.wall_seconds,
             "results": [asdict(e) for e in self.episodes],
@@ -163,7 +182,25 @@ def run_episode(
         sim_seconds=rt.frame / spec.fps,
         wall_seconds=time.perf_counter() - started,
         warnings=len(warnings),
+        phrasing=_phrasing(env),
     )
+
+
+def _phrasing(env: EnvSpec) -> str:
+    return str(env.options.get("phrasings", "seen"))
+
+
+def _phrased(env: EnvSpec, phrasings: str) -> list[EnvSpec]:
+    """The env of each pass over the seeds: as it is ("seen"), set to "unseen", or both of those."""
+    if phrasings not in EVAL_PHRASINGS:
+        raise ConfigError(f"--eval_phrasings {phrasings!r}: choose {', '.join(EVAL_PHRASINGS)}")
+    if phrasings == "seen":
+        return [env]
+    if "phrasings" not in environment_options(env):
+        raise ConfigError(f"--eval_phrasings {phrasings}: --env {env.name} has no held-out phrasings (its factory "
+                          "takes no `phrasings` option); evaluate without it")
+    shares = ("seen", "unseen") if phrasings == "both" else ("unseen",)
+    return [replace(env, options={**env.options, "phrasings": share}) for share in shares]
 
 
 def _interjector(environment: object, env: EnvSpec) -> TakesInterjections:
@@ -242,7 +279,7 @@ def _for_seed(on_time: Callable[[int, float], None] | None, seed: int) -> Callab
     return lambda seconds: on_time(seed, seconds)
 
 
-def _watch(shared: Any, jobs: list[_Job], on_time: Callable[[int, float], None], finished: set[int],
+def _watch(shared: Any, jobs: list[_Job], on_time: Callable[[int, float], None], finished: set[tuple[int, str]],
            lock: threading.Lock, stop: threading.Event, every_s: float = 0.5) -> None:
     """The parent's view of the pool's running episodes: `on_time(seed, seconds)` when one moved on."""
     last = [0.0] * len(jobs)
@@ -252,7 +289,7 @@ def _watch(shared: Any, jobs: list[_Job], on_time: Callable[[int, float], None],
             if seconds != last[job.slot]:
                 last[job.slot] = seconds
                 with lock:
-                    if job.seed not in finished:
+                    if (job.seed, _phrasing(job.env)) not in finished:
                         on_time(job.seed, seconds)
 
 
@@ -270,6 +307,7 @@ def evaluate(
     on_result: Callable[[EpisodeResult], None] | None = None,
     on_time: Callable[[int, float], None] | None = None,
     inference: InferenceOptions | None = None,
+    phrasings: str = "seen",
 ) -> EvalReport:
     """Run `episodes` seeded episodes across `workers` processes (default: one per core); an episode
     not done after `max_seconds` of simulated time counts as a failure. `difficulty` is the env's
@@ -278,27 +316,31 @@ def evaluate(
     `on_result(result)` hears each episode as it ends (in any order; the report lists them by seed),
     `on_time(seed, seconds)` a running episode's simulated seconds (after each second in one
     process; every half second from a pool), never after that episode's `on_result`. `inference`: as
-    `run_episode`'s."""
+    `run_episode`'s. `phrasings`: seen | unseen | both (module docstring); with both, every seed runs
+    twice, so `episodes` seeds make twice as many episodes."""
     started = time.perf_counter()
     if difficulty is not None:
         env = replace(env, options={**env.options, "difficulty": difficulty})
+    passes = _phrased(env, phrasings)
     # A bad option, a missing test double or an env that cannot interject fails here, not in every worker.
-    probe = make_env(env, spec.fps)
+    probe = make_env(passes[-1], spec.fps)
     try:
         check_scripted(spec, probe)
         if interjections:
             _interjector(probe, env)
     finally:
         probe.close()
-    jobs = [_Job(spec, env, seed + i, interjections, max_seconds, rates, i, inference) for i in range(episodes)]
-    n = max(1, min(workers or os.cpu_count() or 1, episodes))
+    # Every seed of one pass before the next: a seed's two wordings rarely run at once (progress is by seed).
+    jobs = [_Job(spec, each, seed + i, interjections, max_seconds, rates, k * episodes + i, inference)
+            for k, each in enumerate(passes) for i in range(episodes)]
+    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     results: list[EpisodeResult] = []
-    finished: set[int] = set()
+    finished: set[tuple[int, str]] = set()
     lock = threading.Lock()
 
     def done(result: EpisodeResult) -> None:
         with lock:
-            finished.add(result.seed)
+            finished.add((result.seed, result.phrasing))
             results.append(result)
             if on_result:
                 on_result(result)
@@ -307,7 +349,7 @@ def evaluate(
         for job in jobs:
             done(_episode(job, _for_seed(on_time, job.seed)))
     else:
-        shared = multiprocessing.Array("d", episodes, lock=False)
+        shared = multiprocessing.Array("d", len(jobs), lock=False)
         stop = threading.Event()
         watcher = None
         if on_time is not None:
@@ -323,7 +365,7 @@ def evaluate(
             stop.set()
             if watcher is not None:
                 watcher.join()
-    results.sort(key=lambda r: r.seed)
+    results.sort(key=lambda r: (r.seed, r.phrasing))
     level = environment_options(env).get("difficulty")
     return EvalReport(results, spec.high_level, spec.low_level, time.perf_counter() - started,
-                      level if isinstance(level, str) else None, env.name)
+                      level if isinstance(level, str) else None, env.name, phrasings)

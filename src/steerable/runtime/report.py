@@ -59,9 +59,11 @@ class EvalProgress(ProgressLine):
 
 
 def eval_table(report: EvalReport) -> Table:
-    """Success overall, per task kind and with/without interjection."""
+    """Success overall, per task kind, with/without interjection and, when unseen phrasings ran, per
+    phrasing (seen and unseen side by side, and the drop between them)."""
     n = len(report.episodes)
-    title = (f"steerable run --eval_episodes {n}: high level {_named(report.high_level, 'planner')} · "
+    seeds = len({e.seed for e in report.episodes})  # with "both", each seed ran twice
+    title = (f"steerable run --eval_episodes {seeds}{_worded(report)}: high level {_named(report.high_level, 'planner')} · "
              f"low level {_named(report.low_level, 'controller')} · "
              f"{f'{report.difficulty} tasks' if report.difficulty else f'--env {report.env}'} "
              f"({report.wall_seconds:.1f} s)")
@@ -75,7 +77,19 @@ def eval_table(report: EvalReport) -> Table:
         table.add_row(f"kind: {kind}", str(m), str(s), f"{s / m:.1%}")
     for key, (s, m) in groups["interjection"].items():
         table.add_row(f"{key} interjection", str(m), str(s), f"{s / m:.1%}")
+    shares = groups["phrasing"]
+    if "unseen" in shares:
+        for key, (s, m) in shares.items():
+            table.add_row(f"{key} phrasings", str(m), str(s), f"{s / m:.1%}")
+    if set(shares) == {"seen", "unseen"}:
+        (s0, m0), (s1, m1) = shares["seen"], shares["unseen"]
+        table.add_row("unseen - seen", "", "", f"{100 * (s1 / m1 - s0 / m0):+.1f} points")
     return table
+
+
+def _worded(report: EvalReport) -> str:
+    """How the episodes were worded, when not as the training data (`--eval_phrasings`)."""
+    return {"unseen": " (unseen phrasings)", "both": " (each seed seen and unseen)"}.get(report.phrasings, "")
 
 
 def _named(level: str, role: str) -> str:

@@ -199,6 +199,10 @@ class RunSettings(Settings):
         None, description="task mix: easy | realistic | hard (as make-dataset; default: the mix a --policy.path "
         "policy was trained on, else easy)"
     )
+    eval_phrasings: Literal["seen", "unseen", "both"] = Field(
+        "seen", description="task and interjection wording: seen (as the synthetic data) | unseen (held-out "
+        "paraphrases) | both (each seed once in each, side by side)"
+    )
     workers: int | None = Field(None, description="evaluation processes (default: one per core)")
     replay: Path | None = Field(
         None, description="replay a synthetic DATASET's recorded actions in the simulator, each episode from its "
@@ -297,6 +301,9 @@ class RunSettings(Settings):
                 raise ConfigError(f"--replay replays a dataset's actions; it does not combine with {', '.join(others)}")
             if self.env != "sim":
                 raise ConfigError(f"--replay replays in the simulator (--env sim), not --env {self.env}")
+        if self.eval_phrasings != "seen" and not evaluating:
+            raise ConfigError(f"--eval_phrasings {self.eval_phrasings} words the tasks of an evaluation: add "
+                              "--eval_episodes N")
         if self.record is not None and evaluating:
             raise ConfigError("--record records one session; it does not combine with --eval_episodes")
         if self.display != "none" and evaluating:

@@ -28,7 +28,7 @@ from steerable.errors import ConfigError
 from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
-from steerable.synthetic.oracle import INTERJECTION_PHRASES, STACK_INTERJECTION_PHRASES
+from steerable.synthetic.phrasings import check_phrasings, held_out_task, interjection_phrases
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes, render_frame
 from steerable.synthetic.tasks import Step, parse_task, sample_task, task_done
 from steerable.synthetic.world import (
@@ -99,11 +99,14 @@ def seed_for_task(task: str | None, *, tries: int = 2000) -> int:
     return 0
 
 
-def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -> tuple[int, str, str, bool] | None:
+def plan_interjection(
+    world: WorldState, steps: Sequence[Step], seed: int = 0, phrasings: str = "seen"
+) -> tuple[int, str, str, bool] | None:
     """(step index, what the operator says, new target, stack) for a target change, or None if none fits.
 
     The first step that is not a push is corrected: a placement to another receptacle, a stacking
-    onto an uninvolved cube, each phrased as one of the synthetic data's interjections (drawn by `seed`).
+    onto an uninvolved cube, each phrased as one of the synthetic data's interjections (drawn by `seed`),
+    or with `phrasings="unseen"` as one of the held-out ones (`steerable.synthetic.phrasings`).
     """
     index = next((i for i, s in enumerate(steps) if not s.push), None)
     if index is None:
@@ -114,12 +117,14 @@ def plan_interjection(world: WorldState, steps: Sequence[Step], seed: int = 0) -
         others = [c.name for c in world.scene.cubes if c.name not in involved]
         if not others:
             return None
-        stack_phrase = STACK_INTERJECTION_PHRASES[seed % len(STACK_INTERJECTION_PHRASES)]
+        stack_phrases = interjection_phrases(True, phrasings)
+        stack_phrase = stack_phrases[seed % len(stack_phrases)]
         return index, stack_phrase.format(cube=step_.cube, old=step_.target, new=others[0]), others[0], True
     others = [r.name for r in world.scene.receptacles if r.name != step_.target]
     if not others:
         return None
-    phrase = INTERJECTION_PHRASES[seed % len(INTERJECTION_PHRASES)]
+    phrases = interjection_phrases(False, phrasings)
+    phrase = phrases[seed % len(phrases)]
     return index, phrase.format(cube=step_.cube, old=step_.target, new=others[0]), others[0], False
 
 
@@ -154,9 +159,12 @@ class SimEnv:
         cameras: tuple[str, ...] = ("top", "wrist"),
         camera_shapes: str = DEFAULT_CAMERA_SHAPES,
         difficulty: str = "easy",
+        phrasings: str = "seen",
     ) -> None:
         """`cameras`: top and/or wrist; `camera_shapes`: "equal" (both 224x160) or "legacy" (the wrist
-        camera 128x128); `difficulty`: the mix `reset` draws tasks from (easy, realistic, hard)."""
+        camera 128x128); `difficulty`: the mix `reset` draws tasks from (easy, realistic, hard);
+        `phrasings`: how drawn tasks and planned interjections are worded, "seen" (as the synthetic
+        datasets) or "unseen" (the held-out paraphrases of `steerable.synthetic.phrasings`)."""
         unknown = [c for c in cameras if c not in CAMERAS]
         if unknown:
             raise ConfigError(f"unknown camera(s) {unknown}: the simulator has {', '.join(CAMERAS)}")
@@ -165,6 +173,7 @@ class SimEnv:
         self.camera_keys = tuple(camera_key(c) for c in cameras)
         self.sizes = camera_sizes(camera_shapes)
         self.difficulty = get_difficulty(difficulty).name
+        self.phrasings = check_phrasings(phrasings)
         self.world: WorldState | None = None
         self.start: WorldState | None = None  # the scene as reset (push steps are measured from it)
         self.episode: _Episode | None = None
@@ -175,13 +184,15 @@ class SimEnv:
 
     def reset(self, seed: int, task: str | None = None, *, difficulty: str | None = None) -> SimEpisode:
         """A new scene from `seed`; `task` (text) or, when None, one drawn like the synthetic dataset's
-        at `difficulty` (default: the env's)."""
+        at `difficulty` (default: the env's), worded in the env's `phrasings`."""
         rng = _scene_rng(seed)
         self.world = sample_world(rng)
         self.start = self.world
         level = get_difficulty(difficulty or self.difficulty)
         drawn = sample_task(self.world.scene, rng, level, self.world.positions)
         text = task if task is not None else drawn.text
+        if task is None and self.phrasings == "unseen":  # the same steps, worded apart (own stream)
+            text = held_out_task(drawn.steps, np.random.default_rng([seed, 7, 1]))
         try:
             steps: tuple[Step, ...] | None = parse_task(text, self.world.scene)
         except CommandError:
@@ -277,7 +288,7 @@ class SimEnv:
         episode = self.episode
         if episode is None or not episode.steps:
             return None
-        episode.interjection = plan_interjection(self._state(), episode.steps, seed)
+        episode.interjection = plan_interjection(self._state(), episode.steps, seed, self.phrasings)
         episode.picked_at = None
         return episode.interjection[1] if episode.interjection is not None else None
 

@@ -264,16 +264,22 @@ def step_commands(step: Step, holding: bool = False) -> list[str]:
     return [place] if holding else [pick_text(step.cube), place]
 
 
+# "the red cube in the blue bin", and the held-out "the red cube goes/belongs in the blue bin".
 _STEP = re.compile(
-    r"(?:the )?(?P<cube>\w+ cube) (?P<prep>in|into|on top of|on|onto) (?:the )?(?P<target>\w+ (?:bin|zone|cube))"
+    r"(?:the )?(?P<cube>\w+ cube) (?:(?:goes|belongs) )?(?P<prep>in|into|on top of|on|onto) "
+    r"(?:the )?(?P<target>\w+ (?:bin|zone|cube))"
 )
-_PUSH_STEP = re.compile(rf"push (?:the )?(?P<cube>\w+ cube) (?P<direction>{DIRECTION_WORDS})\b")
+_PUSH_STEP = re.compile(rf"(?:push|slide|nudge) (?:the )?(?P<cube>\w+ cube) (?P<direction>{DIRECTION_WORDS})\b")
+# Where a task's steps part: the seen ", then" / ", and finally", and the held-out paraphrases' "and
+# then", ", next", ", and last" and "; after that" (`steerable.synthetic.phrasings`).
+_STEP_BREAK = re.compile(r",? (?:and )?then |, and (?:finally |last )?|, next |;")
 
 
 def parse_task(text: str, scene: Scene) -> tuple[Step, ...]:
-    """The steps of a task in the synthetic dataset's phrasings; raises CommandError when none are found."""
+    """The steps of a task in the generator's phrasings, seen and held out; raises CommandError when none
+    are found."""
     steps: list[Step] = []
-    for part in re.split(r",? then |, and (?:finally )?|;", clean_text(text)):
+    for part in _STEP_BREAK.split(clean_text(text)):
         push = _PUSH_STEP.search(part)
         if push is not None:
             steps.append(Step(resolve_cube(push.group("cube"), scene, text), push.group("direction"), push=True))
