@@ -133,6 +133,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         self.slots = NameSlots(cfg.name_slots)
         self._actions: dict[int, EpisodeActions] = {}
         self._subtasks: dict[int, EpisodeSubtasks] = {}
+        self._states: dict[int, np.ndarray] = {}
         # (frame position, command) items where the command is done: the done head's positives,
         # drawn with the action component's items.
         self.done_items: list[tuple[int, str]] = []
@@ -227,6 +228,12 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
+        if self.cfg.goal_head:
+            # Where this command's segment ends (`EpisodeSubtasks.end_row`): the goal head's label, NaN unknown.
+            end = None if command is None else self._episode_subtasks(episode).end_row(row, command)
+            states = self._episode_states(episode)
+            item["goal"] = (torch.from_numpy(states[min(end, len(states) - 1)]) if end is not None
+                            else torch.full((states.shape[1],), float("nan")))
         if self.cfg.cameras:
             frames = self._episode_images(episode)
             item["images"] = {cam: frames[cam][row] for cam in self.cfg.cameras}
@@ -240,6 +247,13 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         if episode not in self._subtasks:
             self._subtasks[episode] = episode_subtasks(self.dataset, episode, self._episode_actions(episode))
         return self._subtasks[episode]
+
+    def _episode_states(self, episode: int) -> np.ndarray:
+        if episode not in self._states:
+            table = self.dataset.read_episode(episode, list(self.cfg.state_keys))
+            self._states[episode] = np.concatenate([feature_matrix(table, k) for k in self.cfg.state_keys],
+                                                   axis=1).astype(np.float32)
+        return self._states[episode]
 
     def _episode_actions(self, episode: int) -> EpisodeActions:
         if episode not in self._actions:
