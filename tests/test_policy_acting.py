@@ -38,6 +38,9 @@ from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, ENVIRONMEN
 ROBOT = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 NAMES = [*ROBOT, *ENVIRONMENT_STATE_NAMES]
 
+# The recipe a checkpoint carries: the runner renders its prompts from it.
+RECIPE_TEXT = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
+
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -169,7 +172,7 @@ def test_low_level_items_come_from_the_action_component_on_moving_frames(dataset
 def test_the_adapter_hands_the_last_motion_to_the_next_chunk(built: Any, tmp_path: Path) -> None:
     from steerable.policy.checkpoint import save_checkpoint
 
-    where = save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, built.model, built.processor, RECIPE_TEXT)
     runner = PolicyRunner(load_policy(where))
     seen: list[Any] = []
     act = runner.act_and_done
@@ -209,7 +212,7 @@ def test_the_done_head_ends_a_command_with_and_without_rtc_guidance(built: Any, 
     from steerable.policy.checkpoint import save_checkpoint
     from steerable.synthetic.env import SimEnv
 
-    runner = PolicyRunner(load_policy(save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")))
+    runner = PolicyRunner(load_policy(save_checkpoint(tmp_path, 1, built.model, built.processor, RECIPE_TEXT)))
     low = PolicyLowLevel(runner)
     env = SimEnv(cameras=())
     env.reset(seed=3)
@@ -243,7 +246,7 @@ def test_a_checkpoint_of_the_format_before_loads_and_acts_as_it_did(built: Any, 
     norm = built.processor.normalizer
     processor = Processor(old_cfg, built.processor.tokenizer, type(norm)(norm.state_min, norm.state_max,
                                                                           norm.action_mean, norm.action_std), size)
-    where = save_checkpoint(tmp_path, 1, model, processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, model, processor, RECIPE_TEXT)
     config = json.loads((where / "config.json").read_text())
     legacy = {"format": 1, "policy": old, "image_size": size}
     (where / "config.json").write_text(json.dumps(legacy))

@@ -13,16 +13,15 @@ import pytest
 import torch
 
 from policy_helpers import batch_of, build, find, items, one_thread  # noqa: F401  (autouse fixture)
+from steerable.control import LanguageContext
 from steerable.dataset import open_dataset
 from steerable.errors import WriteError
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, save_checkpoint
 from steerable.policy.generation import GenerationConfig, generate_ids, parse_reply
-from steerable.control import LanguageContext
 from steerable.policy.inference import PolicyRunner
 from steerable.recipes import load_recipe
 from steerable.recipes.live import LivePrompts
 from train_data import annotate_synthetic
-
 
 RECIPE_TEXT = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
 PROMPTS = LivePrompts(load_recipe("hierarchical"))

@@ -24,6 +24,7 @@ from steerable.policy.inference import PolicyRunner
 from steerable.policy.objects import command_objects, end_effector_axes
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
+from steerable.recipes.live import LivePrompts
 from steerable.runtime.policy_high_level import MAX_REDO, PolicyHighLevel
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_NAMES
 
@@ -135,7 +136,7 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
 
 def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(built: Any, tmp_path: Path
                                                                               ) -> None:
-    where = save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, built.model, built.processor, Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8"))
     runner = PolicyRunner(load_policy(where))
     obs = {"state": np.zeros(runner.cfg.state_dim, np.float32), "images": {}}
     took = runner.step_took("place the red cube in the blue bin", obs)
@@ -158,6 +159,7 @@ class _Checked:
         self.took = took
         self.checked: list[str] = []
         self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
+        self.prompts = LivePrompts(load_recipe("hierarchical"))
 
     def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False
                  ) -> list[ParsedReply]:
