@@ -159,11 +159,11 @@ class LivePrompts:
         images = dict(images or {})
         answerer = next((a for a in answerers if a.camera is None or a.camera in images), answerers[0])
         now = set(answerer.writes)
-        values = {"subtask": context.subtask, "plan": context.plan, "memory": context.memory}
+        values: dict[str, str | None] = {"subtask": context.subtask, "plan": context.plan, "memory": context.memory}
         if question in _AFTER_A_STEP:
             values["subtask"] = finished if finished is not None else context.subtask
             now.discard("subtask")
-        rows = [_row(style, values[style], _BEFORE) for style in CONTEXT_STYLES if values[style]]
+        rows = [_row(style, value, _BEFORE) for style in CONTEXT_STYLES if (value := values[style])]
         if question in _AFTER_A_STEP:
             rows.append(_row("subtask", upcoming or _PLACEHOLDER, _NOW))
         rows += [_row(style, _PLACEHOLDER, _NOW) for style in CONTEXT_STYLES if style in now]
