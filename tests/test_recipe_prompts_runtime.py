@@ -309,3 +309,16 @@ def test_a_step_the_check_confirmed_is_not_redone_for_a_later_one() -> None:
     again = _update(high, done=True, subtask="mount the bolt on the widget", plan=mounted.plan)
     assert again.subtask == "mount the bolt on the widget"  # alone: the mount before it is confirmed
     assert again.plan == "1. mount the bolt on the widget\n2. fetch the bolt"
+
+
+def test_the_vlm_planner_renders_through_the_same_questions_and_keeps_the_interrupted_plan() -> None:
+    """One renderer: the VLM planner's reply prompt under a recipe whose reply reads the plan the user
+    interrupted (`prior_plan`) now carries it (the planner's own renderer left it out)."""
+    from steerable.runtime.prompts import RecipePrompts
+
+    ctx = LanguageContext(task=TASK, subtask="pick up the red cube", plan="1. pick up the red cube\n2. place it")
+    for recipe in ("hirobot", "hierarchical"):
+        prompt = RecipePrompts.load(recipe).render("speech", ctx, user_text="no, the left bin")
+        assert [m["content"] for m in prompt] == [TASK, f"Plan:\n{ctx.plan}", "no, the left bin"]
+    assert RecipePrompts.load("hierarchical").render("subtask", ctx) == LivePrompts(
+        load_recipe("hierarchical")).render("subtask", ctx).messages
