@@ -197,7 +197,7 @@ def dataset_provenance(dataset: Any) -> dict[str, Any]:
         try:
             out["synthetic_difficulty"] = str(json.loads(truth.read_text(encoding="utf-8")).get("difficulty", "easy"))
         except (OSError, ValueError):
-            logger.warning("cannot read %s: the task mix of this synthetic dataset is not recorded", truth)
+            logger.warning("cannot read %s: the task mix of this dataset is not recorded", truth)
     return out
 
 
