@@ -79,8 +79,8 @@ def _reads(turns: tuple[MessageTurn, ...]) -> frozenset[str]:
     return frozenset().union(*(t.value_bindings for t in turns))
 
 
-def _question_of(recipe: Recipe) -> tuple[Question, _Answerer] | None:
-    """Which question a message recipe answers (see the module's table), if any."""
+def _question_of(name: str, recipe: Recipe) -> tuple[Question, _Answerer] | None:
+    """Which question the component `name` answers (see the module's table), if any."""
     turns = tuple(recipe.messages or ())
     at = next((i for i, t in enumerate(turns) if t.target), None)
     if at is None:
@@ -89,7 +89,7 @@ def _question_of(recipe: Recipe) -> tuple[Question, _Answerer] | None:
         commanded = bool(calls) and "task" not in reads and all(
             c.resolver == "active_at" and c.style == "subtask" for c in calls)
         if commanded and any(t.stream == "low_level" for t in turns):
-            return "action", _Answerer("", recipe, None, frozenset())
+            return "action", _Answerer(name, recipe, None, frozenset())
         return None
     target = turns[at]
     if target.stream != "high_level" or not any(t.stream == "high_level" for t in turns[:at]):
@@ -97,7 +97,7 @@ def _question_of(recipe: Recipe) -> tuple[Question, _Answerer] | None:
     read = _assistant_styles(recipe, _reads(turns[:at]))
     writes = frozenset(_assistant_styles(recipe, target.value_bindings, "active_at") & set(CONTEXT_STYLES))
     written = _assistant_styles(recipe, target.value_bindings)
-    answerer = _Answerer("", recipe, None, writes)
+    answerer = _Answerer(name, recipe, None, writes)
     if target.tool_calls_from is not None and recipe.binding(target.tool_calls_from).tool_name == "say":
         return "interjection", answerer
     if "memory" in written:
@@ -109,7 +109,7 @@ def _question_of(recipe: Recipe) -> tuple[Question, _Answerer] | None:
     if "vqa" in written:
         camera = next((recipe.binding(n).camera for n in sorted(target.value_bindings) if n != "task"
                        and recipe.binding(n).style == "vqa"), None)
-        return "vqa", _Answerer("", recipe, camera, writes)
+        return "vqa", _Answerer(name, recipe, camera, writes)
     return None
 
 
@@ -121,11 +121,9 @@ class LivePrompts:
         self.origin = origin or recipe.origin
         self.answerers: dict[Question, list[_Answerer]] = {}
         for name, component in recipe.components():
-            found = _question_of(component)
+            found = _question_of(name, component)
             if found is not None:
-                question, answerer = found
-                self.answerers.setdefault(question, []).append(
-                    _Answerer(name, component, answerer.camera, answerer.writes))
+                self.answerers.setdefault(found[0], []).append(found[1])
 
     @classmethod
     def from_text(cls, text: str, *, origin: str = "<recipe>") -> LivePrompts:
