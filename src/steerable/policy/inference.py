@@ -20,7 +20,7 @@ from steerable.control import LanguageContext
 from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
 from steerable.policy.names import NameSlots
-from steerable.policy.objects import command_relation
+from steerable.policy.objects import command_relation, object_layout
 from steerable.recipes.live import LivePrompts
 
 __all__ = ["Chat", "PolicyRunner"]
@@ -119,7 +119,7 @@ class PolicyRunner:
         that does not move one object of its state to another."""
         if not getattr(self.cfg, "step_check", False):
             return None
-        relation = command_relation(command, self.cfg.state_names, np.asarray(observation["state"]).reshape(-1).tolist())
+        relation = command_relation(command, object_layout(self.cfg), np.asarray(observation["state"]).reshape(-1).tolist())
         if relation is None:
             return None
         obs = self.inputs(observation)
