@@ -20,7 +20,12 @@ import torch
 from policy_helpers import TINY, TINY_FLAGS, easy_privileged_dataset, one_thread, steerable_cli  # noqa: F401
 from steerable.dataset import open_dataset
 from steerable.dataset.build import DatasetBuilder
-from steerable.dataset.objects import OBJECTS_PATH, parse_object_schema, read_object_schema, write_object_schema
+from steerable.dataset.objects import (
+    OBJECTS_PATH,
+    parse_object_schema,
+    read_object_schema,
+    write_object_schema,
+)
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy, save_checkpoint

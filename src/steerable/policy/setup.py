@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from steerable.dataset import LeRobotDataset
-from steerable.dataset.objects import OBJECTS_PATH, read_object_schema
 from steerable.dataset.frames import ACTION_KEYS, STATE_KEYS, float_vectors, pick_feature
+from steerable.dataset.objects import OBJECTS_PATH, read_object_schema
 from steerable.errors import ConfigError
 from steerable.policy.backbone import backbone_folder, build_backbone
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state

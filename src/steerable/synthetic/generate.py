@@ -22,12 +22,12 @@ from steerable.synthetic.ground_truth import (
     subtask_spans,
     write_ground_truth,
 )
+from steerable.synthetic.object_schema import simulator_objects
 from steerable.synthetic.privileged import (
     ENVIRONMENT_STATE_FEATURE,
     ENVIRONMENT_STATE_NAMES,
     environment_state,
 )
-from steerable.synthetic.object_schema import simulator_objects
 from steerable.synthetic.recording import Recording, record
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes
 from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task, task_done
