@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, easy_privileged_dataset, one_thread, steerable_cli  # noqa: F401
+from policy_helpers import TINY, TINY_FLAGS, easy_privileged_dataset, one_thread  # noqa: F401
 from steerable.dataset import open_dataset
 from steerable.dataset.build import DatasetBuilder
 from steerable.dataset.objects import (
@@ -249,10 +249,11 @@ def test_the_command_relation_and_the_counter_examples_are_the_old_ones(built: A
 
 
 def test_a_policy_trained_on_a_hand_written_description_grounds_its_words(kitchen: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    trained = steerable_cli("train", "--dataset", str(kitchen), "--output_dir", str(out), "--steps", "2",
-                            "--batch_size", "4", "--no_progress", "--eval_every", "100", *TINY_FLAGS)
-    assert trained.returncode == 0, trained.stderr
+    from steerable.cli.main import main
+
+    out = tmp_path / "run"  # the default `steerable train`, in this process (one thread: the fixture)
+    assert main(["train", "--dataset", str(kitchen), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+                 "--no_progress", "--eval_every", "100", *TINY_FLAGS]) == 0
     loaded = load_policy(out)
     model, proc, cfg = loaded.model, loaded.processor, loaded.model.cfg
     assert cfg.state_keys == ["observation.state", "observation.environment_state"]
