@@ -183,7 +183,9 @@ def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
     """`--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots")."""
     if not args.name_slots:
         return ()
-    return ("--policy.name_slots", "synthetic")
+    from steerable.synthetic.commands import NAME_GROUPS
+
+    return ("--policy.name_slots", json.dumps([list(group) for group in NAME_GROUPS]))
 
 
 def part_high(args: argparse.Namespace, rep: Report) -> Path:

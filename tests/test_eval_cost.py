@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from steerable.control import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.recipes import load_recipe
+from steerable.recipes.live import LivePrompts
 from steerable.runtime.environments import ENVIRONMENTS, EnvSpec
 from steerable.runtime.evaluation import evaluate
 from steerable.runtime.loop import LoopRates, Runtime
@@ -193,6 +195,7 @@ class RunOnRunner:
     """Stands in for a weak policy's `PolicyRunner`: every text runs to its token budget."""
 
     cfg = type("Cfg", (), {"state_keys": ["observation.state"], "cameras": []})()
+    prompts = LivePrompts(load_recipe("hierarchical"))
 
     def __init__(self) -> None:
         self.tokens = 0

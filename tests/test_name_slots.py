@@ -161,18 +161,20 @@ def test_train_refuses_bad_slots_in_one_line(oracle: Any, tmp_path: Path, capsys
     assert not (tmp_path / "o" / "checkpoints").exists()
 
 
-def test_train_reads_the_synthetic_preset_and_refuses_an_unknown_one(oracle: Any, tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_takes_explicit_groups_and_refuses_a_bare_word(oracle: Any, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The `synthetic` preset is gone (the simulator's meta/objects.json gives its objects' kinds): a
+    word is one line and exit 2; the simulator's groups, written out, train."""
     import json
 
     from steerable.cli.main import main
 
     base = ["train", "--dataset", str(oracle.root), "--batch_size", "4", "--steps", "1", "--no_progress",
             "--eval_every", "1", "--eval_text_cases", "0", *TINY_FLAGS]
-    assert main([*base, "--output_dir", str(tmp_path / "bad"), "--policy.name_slots", "simulator"]) == 2
+    assert main([*base, "--output_dir", str(tmp_path / "bad"), "--policy.name_slots", "synthetic"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "nor a preset (synthetic)" in lines[0]
+    assert len(lines) == 1 and "not a list of name groups" in lines[0] and "meta/objects.json" in lines[0]
     assert not (tmp_path / "bad" / "checkpoints").exists()
-    assert main([*base, "--output_dir", str(tmp_path / "ok"), "--policy.name_slots", "synthetic"]) == 0
+    assert main([*base, "--output_dir", str(tmp_path / "ok"), "--policy.name_slots", json.dumps(GROUPS)]) == 0
     config = json.loads(next((tmp_path / "ok" / "checkpoints").glob("step_*/config.json")).read_text())
     assert config["name_slots"] == GROUPS

@@ -29,7 +29,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.data import action_components, fit_normalizer
 from steerable.policy.episodes import EpisodeActions
 from steerable.policy.inference import PolicyRunner
-from steerable.policy.objects import end_effector_axes, object_slots, object_tokens
+from steerable.policy.objects import object_layout, object_tokens
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
 from steerable.runtime.policy_adapter import PolicyLowLevel
@@ -37,6 +37,9 @@ from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, ENVIRONMEN
 
 ROBOT = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 NAMES = [*ROBOT, *ENVIRONMENT_STATE_NAMES]
+
+# The recipe a checkpoint carries: the runner renders its prompts from it.
+RECIPE_TEXT = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -50,23 +53,27 @@ def built(dataset: Path) -> Any:
     return build_fresh(open_dataset(dataset), {**TINY, "cameras": ["none"]}, eval_fraction=0.0, seed=0)
 
 
-def test_the_state_names_its_objects_and_the_end_effector() -> None:
-    slots = object_slots(NAMES)
-    assert end_effector_axes(NAMES) == (0, 1, 2)
+def test_the_object_description_places_its_objects_and_the_end_effector_in_the_state(built: Any) -> None:
+    layout = object_layout(built.model.cfg)
+    assert layout is not None and layout.end_effector == (0, 1, 2)
+    slots = layout.objects
     assert [s.name for s in slots][:2] == ["red cube", "green cube"] and len(slots) == 11
     red, bin_ = slots[0], next(s for s in slots if s.name == "blue bin")
     assert red.axes == (4, 5, 6) and red.present == 7
     assert bin_.axes[2] is None and bin_.present is not None
-    assert object_slots(ROBOT) == [] and end_effector_axes(["x", "y"]) is None
+    # The robot's state alone holds no object of the description: none to ground.
+    assert object_layout(built.model.cfg.override(objects={})) is None
 
 
 def test_only_words_that_name_one_object_ground_it(built: Any) -> None:
     tok = built.processor.tokenizer
-    found = object_tokens(NAMES, tok)
+    layout = object_layout(built.model.cfg)
+    assert layout is not None
+    found = object_tokens([o.name for o in layout.objects], tok)
     words = [[tok.decode([t]) for t in ids] for ids in found]
     assert words[0] == [" red"]
     # Only whole words count: a word this small vocabulary splits into pieces names nothing.
-    for slot, ids in zip(object_slots(NAMES), found, strict=True):
+    for slot, ids in zip(layout.objects, found, strict=True):
         for t in ids:
             assert tok.decode([t]).strip() in slot.name.split()
     shared = set(tok(" cube", add_special_tokens=False)["input_ids"])
@@ -169,7 +176,7 @@ def test_low_level_items_come_from_the_action_component_on_moving_frames(dataset
 def test_the_adapter_hands_the_last_motion_to_the_next_chunk(built: Any, tmp_path: Path) -> None:
     from steerable.policy.checkpoint import save_checkpoint
 
-    where = save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, built.model, built.processor, RECIPE_TEXT)
     runner = PolicyRunner(load_policy(where))
     seen: list[Any] = []
     act = runner.act_and_done
@@ -209,7 +216,7 @@ def test_the_done_head_ends_a_command_with_and_without_rtc_guidance(built: Any, 
     from steerable.policy.checkpoint import save_checkpoint
     from steerable.synthetic.env import SimEnv
 
-    runner = PolicyRunner(load_policy(save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")))
+    runner = PolicyRunner(load_policy(save_checkpoint(tmp_path, 1, built.model, built.processor, RECIPE_TEXT)))
     low = PolicyLowLevel(runner)
     env = SimEnv(cameras=())
     env.reset(seed=3)
@@ -227,7 +234,7 @@ def test_a_checkpoint_of_the_format_before_loads_and_acts_as_it_did(built: Any, 
     from steerable.policy.checkpoint import save_checkpoint
     from steerable.policy.config import UNSAVED_BEFORE
 
-    newer = {"state_names", "action_names", "object_tokens", "done_loss_weight", *UNSAVED_BEFORE}
+    newer = {"state_names", "action_names", "objects", "object_tokens", "done_loss_weight", *UNSAVED_BEFORE}
     old = {k: v for k, v in built.model.cfg.to_dict().items() if k not in newer}
     old_cfg = PolicyConfig.from_dict({**old, **UNSAVED_BEFORE})
     assert old_cfg.relative_pairs == [] and old_cfg.motion_dim == 0
@@ -243,7 +250,7 @@ def test_a_checkpoint_of_the_format_before_loads_and_acts_as_it_did(built: Any, 
     norm = built.processor.normalizer
     processor = Processor(old_cfg, built.processor.tokenizer, type(norm)(norm.state_min, norm.state_max,
                                                                           norm.action_mean, norm.action_std), size)
-    where = save_checkpoint(tmp_path, 1, model, processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, model, processor, RECIPE_TEXT)
     config = json.loads((where / "config.json").read_text())
     legacy = {"format": 1, "policy": old, "image_size": size}
     (where / "config.json").write_text(json.dumps(legacy))

@@ -17,6 +17,7 @@ from steerable.policy.checkpoint import save_checkpoint, trained_on
 from steerable.policy.data import PolicyDataset, event_components
 from steerable.policy.generation import ParsedReply
 from steerable.recipes import load_recipe
+from steerable.recipes.live import LivePrompts
 from steerable.synthetic import generate_synthetic
 
 
@@ -79,6 +80,7 @@ class _Scripted:
         self.answers = answers
         self.asked: list[list[str]] = []
         self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
+        self.prompts = LivePrompts(load_recipe("hierarchical"))
 
     def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False) -> list[ParsedReply]:
         turns = [m["content"] for m in chats[0]]

@@ -13,12 +13,23 @@ import pytest
 import torch
 
 from policy_helpers import batch_of, build, find, items, one_thread  # noqa: F401  (autouse fixture)
+from steerable.control import LanguageContext
 from steerable.dataset import open_dataset
 from steerable.errors import WriteError
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, save_checkpoint
 from steerable.policy.generation import GenerationConfig, generate_ids, parse_reply
-from steerable.policy.inference import PolicyRunner, subtask_prompt
+from steerable.policy.inference import PolicyRunner
+from steerable.recipes import load_recipe
+from steerable.recipes.live import LivePrompts
 from train_data import annotate_synthetic
+
+RECIPE_TEXT = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
+PROMPTS = LivePrompts(load_recipe("hierarchical"))
+
+
+def subtask_prompt(task: str, plan: str | None = None, memory: str | None = None) -> list[dict[str, Any]]:
+    """The recipe's prompt for the subtask from task (+ plan + memory), as the runtime asks it."""
+    return PROMPTS.render("subtask", LanguageContext(task=task, plan=plan, memory=memory)).messages
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +47,7 @@ def built(ds: Any) -> Any:
 @pytest.fixture(scope="module")
 def checkpoint(built: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ckpt")
-    return save_checkpoint(out, 3, built.model, built.processor, "blend: {}\n")
+    return save_checkpoint(out, 3, built.model, built.processor, RECIPE_TEXT)
 
 
 def _obs(built: Any, n: int = 1, seed: int = 0) -> dict[str, Any]:
@@ -119,7 +130,7 @@ def test_checkpoint_round_trips_to_identical_outputs(built: Any, checkpoint: Pat
     gen = GenerationConfig(max_new_tokens=10)
     assert generate_ids(built.model, obs["images"], obs["state"], ids, mask, gen, 0) == \
         generate_ids(loaded.model, obs["images"], obs["state"], ids, mask, gen, 0)
-    assert loaded.recipe_text == "blend: {}\n"
+    assert loaded.recipe_text == RECIPE_TEXT
 
 
 _KILLED_SAVE = """

@@ -127,12 +127,15 @@ def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> 
 
 
 def test_the_objects_the_state_names_are_name_slots_unless_groups_are_given(dataset: Path) -> None:
-    """Without --policy.name_slots, a state that tracks objects gives its names, grouped by kind."""
-    from steerable.policy.objects import object_name_groups
+    """Without --policy.name_slots, the objects the dataset describes give their names, grouped by kind."""
+    from steerable.policy.objects import ObjectLayout, ObjectSlots
     from steerable.policy.setup import dataset_policy_config
+    from steerable.synthetic.object_schema import SIMULATOR_SCALES
 
-    assert object_name_groups(["ee.x", "ee.y", "ee.z", "red_cube.x", "red_cube.y", "green_cube.x", "green_cube.y",
-                               "blue_bin.x", "blue_bin.y"]) == [["red cube", "green cube"]]  # one bin: no group
+    slots = [ObjectSlots(name, (k, k + 1, None), None, kind) for k, (name, kind) in
+             enumerate([("red cube", "cube"), ("green cube", "cube"), ("blue bin", "bin"), ("mug", "")])]
+    layout = ObjectLayout(tuple(slots), None, SIMULATOR_SCALES)
+    assert layout.name_groups() == [["red cube", "green cube"]]  # one bin, or no kind: no group
     ds = open_dataset(dataset)
     groups = dataset_policy_config(ds, {**TINY, "state_key": KEYS}).name_slots
     assert [g[0] for g in groups] == ["red cube", "blue bin", "left zone"]

@@ -3,6 +3,7 @@ actions, on an analytic flow (exact velocity of a Gaussian chunk distribution) a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,10 @@ import torch
 from policy_helpers import build, one_thread  # noqa: F401  (autouse fixture)
 from steerable.control import ChunkPrefix
 from steerable.dataset import open_dataset
+from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.rtc import PrefixGuidance, guidance_weight, guided_chunk
+from steerable.recipes import load_recipe
 from steerable.runtime.chunks import prefix_weights
 from train_data import annotate_synthetic
 
@@ -70,7 +73,9 @@ def test_guidance_pulls_the_start_of_an_analytic_flow_chunk_onto_the_prefix() ->
 def runner(tmp_path_factory: pytest.TempPathFactory) -> PolicyRunner:
     root = tmp_path_factory.mktemp("rtc") / "ds"
     annotate_synthetic(root, episodes=2)
-    return PolicyRunner(build(open_dataset(root), chunk_size=8, n_action_steps=8), "cpu")  # type: ignore[arg-type]
+    built = build(open_dataset(root), chunk_size=8, n_action_steps=8)
+    recipe = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
+    return PolicyRunner(LoadedPolicy(built.model, built.processor, recipe, root), "cpu")
 
 
 def test_the_tiny_policy_guided_chunk_starts_where_the_queued_actions_are(runner: PolicyRunner) -> None:

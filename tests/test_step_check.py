@@ -21,13 +21,20 @@ from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.data import PolicyDataset
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
-from steerable.policy.objects import command_objects, end_effector_axes
+from steerable.policy.objects import command_objects, resolve_objects
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
+from steerable.recipes.live import LivePrompts
 from steerable.runtime.policy_high_level import MAX_REDO, PolicyHighLevel
+from steerable.synthetic.generate import synthetic_features
+from steerable.synthetic.object_schema import simulator_objects
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_NAMES
 
 NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure", *ENVIRONMENT_STATE_NAMES]
+KEYS = ["observation.state", "observation.environment_state"]
+# The simulator's objects over that state (what `steerable train` reads from its meta/objects.json).
+LAYOUT = resolve_objects(simulator_objects(True), KEYS, synthetic_features(["wrist"], True))
+assert LAYOUT is not None and LAYOUT.end_effector is not None
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +50,14 @@ def built(dataset: Path) -> Any:
 
 
 def test_a_command_names_the_object_it_moves_then_its_target() -> None:
-    moved, target = command_objects("place the red cube in the blue bin", NAMES) or (None, None)
+    moved, target = command_objects("place the red cube in the blue bin", LAYOUT) or (None, None)
     assert moved is not None and target is not None
     assert (moved.name, target.name) == ("red cube", "blue bin") and target.axes[2] is None
-    moved, target = command_objects("put the green cube on the red cube", NAMES) or (None, None)
+    moved, target = command_objects("put the green cube on the red cube", LAYOUT) or (None, None)
     assert moved is not None and target is not None and (moved.name, target.name) == ("green cube", "red cube")
-    assert command_objects("pick up the red cube", NAMES) is None
+    assert command_objects("pick up the red cube", LAYOUT) is None
     # A word of a name is not the name: "left" is a direction here, not the left zone.
-    assert command_objects("push the red cube left", NAMES) is None
+    assert command_objects("push the red cube left", LAYOUT) is None
 
 
 @pytest.mark.parametrize("command, near", [("place the red cube in the blue bin", 0.05),
@@ -58,21 +65,21 @@ def test_a_command_names_the_object_it_moves_then_its_target() -> None:
 def test_a_counter_example_puts_the_object_beside_its_target_and_changes_nothing_else(command: str, near: float
                                                                                      ) -> None:
     cfg = PolicyConfig(state_key="observation.state,observation.environment_state", state_dim=len(NAMES),
-                       state_names=NAMES, step_check=True)
-    moved, target = command_objects(command, NAMES) or (None, None)
+                       state_names=NAMES, step_check=True, objects=LAYOUT.to_dict())
+    moved, target = command_objects(command, LAYOUT) or (None, None)
     assert moved is not None and target is not None
     state = torch.rand(len(NAMES)) * 0.3 + 0.1
     tx, ty = float(state[target.axes[0]]), float(state[target.axes[1]])
     seen = []
     for seed in range(200):
-        out = moved_away(state, command, cfg, np.random.default_rng(seed))
+        out = moved_away(state, command, cfg, LAYOUT, np.random.default_rng(seed))
         x, y, z = (out[k] if k is not None else None for k in moved.axes)
         assert z is not None and float(z) == 0.0
         reach = max(abs(float(x) - tx), abs(float(y) - ty))
         assert near - 1e-6 <= reach <= near + 0.06 + 1e-6
         seen.append(reach)
         # The gripper moved with the object (it let go over the spot it missed), nothing else changed.
-        ee = end_effector_axes(NAMES)
+        ee = LAYOUT.end_effector
         assert ee is not None
         for a, k in zip(ee[:2], moved.axes[:2], strict=True):
             assert k is not None
@@ -85,18 +92,18 @@ def test_a_counter_example_puts_the_object_beside_its_target_and_changes_nothing
 def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, built: Any) -> None:
     data = PolicyDataset(open_dataset(dataset), load_recipe("hierarchical"), built.model.cfg,
                          built.processor.image_size, component="low_level_execution")
-    places = [(p, c) for p, c in data.done_items if command_objects(c, NAMES)]
+    places = [(p, c) for p, c in data.done_items if command_objects(c, LAYOUT)]
     # The placements of done_items, then each episode's last placement on its final stillness, one
     # frame in CHECK_STRIDE.
     assert places and len(places) < len(data.done_items)
     kept = len(places[::CHECK_STRIDE])
     assert data.check_items[:kept] == places[::CHECK_STRIDE]
     finals = data.check_items[kept:]
-    assert finals and all(command_objects(c, NAMES) for _, c in finals)
+    assert finals and all(command_objects(c, LAYOUT) for _, c in finals)
     assert {p for p, _ in finals} <= set(data.positions)
     first_done = len(data.positions) + len(data.extra)
-    took = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if command_objects(c, NAMES)][0]
-    pick = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if not command_objects(c, NAMES)][0]
+    took = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if command_objects(c, LAYOUT)][0]
+    pick = [data[first_done + k] for k, (_, c) in enumerate(data.done_items) if not command_objects(c, LAYOUT)][0]
     undone = data[first_done + len(data.done_items)]
     assert took is not None and pick is not None and undone is not None
     assert (float(took["done"]), float(took["check"])) == (1.0, 1.0)
@@ -109,7 +116,7 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
     final = data[data.positions.index(finals[0][0])]
     assert final is not None and (float(final["done"]), float(final["check"])) == (1.0, 1.0)
     # The check reads where the moved object stands from its target (tenths of a metre).
-    moved, target = command_objects(places[0][1], NAMES) or (None, None)
+    moved, target = command_objects(places[0][1], LAYOUT) or (None, None)
     assert moved is not None and target is not None
     for item in (took, undone):
         assert item["relation"][:2].tolist() == pytest.approx(
@@ -135,7 +142,7 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
 
 def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(built: Any, tmp_path: Path
                                                                               ) -> None:
-    where = save_checkpoint(tmp_path, 1, built.model, built.processor, "blend: {}\n")
+    where = save_checkpoint(tmp_path, 1, built.model, built.processor, Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8"))
     runner = PolicyRunner(load_policy(where))
     obs = {"state": np.zeros(runner.cfg.state_dim, np.float32), "images": {}}
     took = runner.step_took("place the red cube in the blue bin", obs)
@@ -148,7 +155,7 @@ def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(
     assert not PolicyConfig(state_key="observation.state,observation.environment_state", step_check=True,
                             locate_key="observation.environment_state").step_check
     with pytest.raises(ConfigError, match="check_clearance"):
-        PolicyConfig(check_clearance=0.0)
+        PolicyConfig(check_clearance=-0.01)
 
 
 class _Checked:
@@ -158,6 +165,7 @@ class _Checked:
         self.took = took
         self.checked: list[str] = []
         self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
+        self.prompts = LivePrompts(load_recipe("hierarchical"))
 
     def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False
                  ) -> list[ParsedReply]:

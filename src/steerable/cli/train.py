@@ -25,10 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from steerable.cli.flags import parse_command
     from steerable.errors import MissingExtraError
-    from steerable.policy.names import NAME_SLOT_PRESETS
     from steerable.policy.settings import TrainSettings
 
-    NAME_SLOT_PRESETS.setdefault("synthetic", _simulator_names)
     cfg = parse_command(TrainSettings, args, USAGE)
     if cfg is None:
         return 0
@@ -51,10 +49,3 @@ def run(args: argparse.Namespace) -> int:
         url = push_checkpoint(Path(summary["checkpoint"]), cfg.push_to_hub, private=cfg.private)
         print(f"pushed to {url}")
     return 0
-
-
-def _simulator_names() -> tuple[tuple[str, ...], ...]:
-    """`--policy.name_slots synthetic`: read only when used (the simulator imports numpy; `--help` must not)."""
-    from steerable.synthetic.commands import NAME_GROUPS
-
-    return NAME_GROUPS

@@ -30,6 +30,7 @@ from steerable.errors import ConfigError
 from steerable.policy.averaging import TRAINING_WEIGHTS
 from steerable.policy.backbone import build_backbone
 from steerable.policy.config import UNSAVED_BEFORE, PolicyConfig
+from steerable.policy.legacy_objects import migrate_objects
 from steerable.policy.lerobot_format import checkpoint_config, policy_settings, processor_configs
 from steerable.policy.model import HierarchicalPolicy
 from steerable.policy.processor import Normalizer, Processor
@@ -156,8 +157,9 @@ def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedP
         raise ConfigError(f"{path} holds no policy checkpoint (no config.json + model.safetensors, and no "
                           "checkpoints/latest); train one with `steerable train`")
     config = json.loads((where / "config.json").read_text(encoding="utf-8"))
-    # A setting the checkpoint does not name did not exist when it was written: its old value.
-    cfg = PolicyConfig.from_dict({**UNSAVED_BEFORE, **policy_settings(config, where / "config.json")})
+    # A setting the checkpoint does not name did not exist when it was written: its old value; and a
+    # checkpoint from before the object description gets one built from its state's names, once, here.
+    cfg = PolicyConfig.from_dict({**UNSAVED_BEFORE, **migrate_objects(policy_settings(config, where / "config.json"))})
     stats = json.loads((where / "stats.json").read_text(encoding="utf-8"))
     tokenizer = load_tokenizer(where / "tokenizer")
     backbone, size = build_backbone(cfg, len(tokenizer))
@@ -195,7 +197,7 @@ def dataset_provenance(dataset: Any) -> dict[str, Any]:
         try:
             out["synthetic_difficulty"] = str(json.loads(truth.read_text(encoding="utf-8")).get("difficulty", "easy"))
         except (OSError, ValueError):
-            logger.warning("cannot read %s: the task mix of this synthetic dataset is not recorded", truth)
+            logger.warning("cannot read %s: the task mix of this dataset is not recorded", truth)
     return out
 
 

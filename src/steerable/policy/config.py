@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from steerable.errors import ConfigError
 from steerable.policy.names import NameSlots
+from steerable.policy.objects import object_layout
 
 __all__ = ["AUTO_ACTION_KEY", "AUTO_STATE_KEY", "UNSAVED_BEFORE", "ActionMode", "PolicyConfig", "StateMode"]
 
@@ -51,9 +52,10 @@ class PolicyConfig:
     as they are; `skip_pauses` trains the actions without the frames where the demonstration held
     still (its command repeats the previous one); `motion_input` adds the last commanded motion of
     those dimensions to the state; `ground_objects` adds, to every text token that names an object of
-    the state (`red_cube.x` ... name "red cube"), that object's state (its position and its offset
-    from the end effector `ee.*`), in what the action expert reads. `state_names`, `action_names` and `object_tokens` (per object,
-    the token ids that name it alone) are filled from the dataset and the tokenizer.
+    the dataset's object description (`objects`, from its `meta/objects.json`: `steerable.policy.objects`),
+    that object's state (its position and its offset from the end effector), in what the action expert
+    reads. `state_names`, `action_names`, `objects` and `object_tokens` (per object, the token ids that
+    name it alone) are filled from the dataset and the tokenizer.
     `expert_reads_state` gives the action expert the model state as one more context token.
     `done_head` adds a classifier, over what the expert reads, of whether the command is complete:
     the learned low level then reports its command done, as the scripted controller does, so a high
@@ -68,6 +70,8 @@ class PolicyConfig:
     action_dim: int = 0
     state_names: list[str] = field(default_factory=list)
     action_names: list[str] = field(default_factory=list)
+    # The objects the state tracks, where, and the world's lengths (`objects.ObjectLayout.to_dict`); {}: none.
+    objects: dict[str, Any] = field(default_factory=dict)
     object_tokens: list[list[int]] = field(default_factory=list)
     chunk_size: int = 10
     # Half a chunk between inferences: the policy sees the scene (and its done head asks whether the
@@ -89,11 +93,12 @@ class PolicyConfig:
     # over the learned low level on each of six trainings (docs/policy.md, "Checking a step"). Off with
     # `locate_key` (see `validate`).
     step_check: bool = True
-    check_clearance: float = 0.05
+    # 0: the object description's clearance (`objects`' scales); more: this one, in the state's units.
+    check_clearance: float = 0.0
     check_context: bool = False
     name_slots: list[list[str]] = field(default_factory=list)
-    # Without `name_slots`, the names of the objects the state describes, grouped by kind
-    # (`objects.object_name_groups`), are the name slots (filled in when the policy is built).
+    # Without `name_slots`, the names of the described objects, grouped by kind
+    # (`objects.ObjectLayout.name_groups`), are the name slots (filled in when the policy is built).
     object_name_slots: bool = True
     # A state feature (the last of `state_key`) estimated from a camera instead of read
     # (`steerable.policy.locate`): `located` is its width, `locate_camera` the camera (default: the first).
@@ -165,8 +170,10 @@ class PolicyConfig:
             # It learns from object positions moved in the state, which the locator overwrites with
             # its estimate from the camera: a policy with a locator has no step check.
             self.step_check = False
-        if self.check_clearance <= 0:
-            raise ConfigError(f"policy.check_clearance must be > 0 metres, got {self.check_clearance}")
+        if self.check_clearance < 0:
+            raise ConfigError(f"policy.check_clearance must be >= 0 (0: the object description's), got "
+                              f"{self.check_clearance}")
+        object_layout(self)  # its own checks
         if (self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0
                 or self.goal_loss_weight < 0):
             raise ConfigError("loss weights must be >= 0")

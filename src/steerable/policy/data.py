@@ -32,7 +32,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.episodes import EpisodeActions, EpisodeSubtasks, episode_actions, episode_subtasks
 from steerable.policy.names import SLOT_COMPONENTS, NameSlots
-from steerable.policy.objects import RELATION_WIDTH, command_objects, command_relation
+from steerable.policy.objects import RELATION_WIDTH, command_objects, command_relation, object_layout
 from steerable.policy.processor import Normalizer
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
@@ -131,6 +131,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         self.component = component
         # The text-decided components' names, canonical (steerable.policy.names), with `name_slots`.
         self.slots = NameSlots(cfg.name_slots)
+        self.layout = object_layout(cfg)  # the described objects (steerable.policy.objects), None without
         self._actions: dict[int, EpisodeActions] = {}
         self._subtasks: dict[int, EpisodeSubtasks] = {}
         self._states: dict[int, np.ndarray] = {}
@@ -153,11 +154,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # with every frame they were a sixth of the low-level items, which train no actions.
         self.check_items: list[tuple[int, str]] = []
         if cfg.step_check and cfg.done_head and component is not None:
-            found = [(p, c) for p, c in self.done_items if command_objects(c, cfg.state_names)]
+            found = [(p, c) for p, c in self.done_items if command_objects(c, self.layout)]
             for k, e in enumerate(dataset.episodes):
                 if wanted is None or e.episode_index in wanted:
                     found += [(int(starts[k]) + r, c) for r, c in self._episode_subtasks(e.episode_index).final()
-                              if command_objects(c, cfg.state_names)]
+                              if command_objects(c, self.layout)]
             self.check_items = found[::CHECK_STRIDE]
         # (frame position, blend component) items added on event frames.
         self.extra: list[tuple[int, str]] = []
@@ -219,12 +220,11 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         features = item.pop(FEATURES)
         item["state"] = torch.cat([features[k].reshape(-1) for k in self.cfg.state_keys])
         if undone and done_command is not None:
-            item["state"] = moved_away(item["state"], done_command, self.cfg, np.random.default_rng(i))
+            item["state"] = moved_away(item["state"], done_command, self.cfg, self.layout, np.random.default_rng(i))
         if self.cfg.step_check:
             # The check learns where a command reported done left its object: on the frames that teach
             # "done", and on their counter-examples.
-            relation = None if command is None else command_relation(command, self.cfg.state_names,
-                                                                      item["state"].tolist())
+            relation = None if command is None else command_relation(command, self.layout, item["state"].tolist())
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)

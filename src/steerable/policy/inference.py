@@ -1,94 +1,31 @@
-"""Inference with a trained policy: the high-level prompts of the `hierarchical` recipe, text
-generation with tool-call parsing, and action chunks in robot units.
+"""Inference with a trained policy: text generation with tool-call parsing, and action chunks in
+robot units.
 
-The prompts are laid out exactly as the recipe renders its training samples (same turns, same
-labels, same template; no generation header on the low-level prompt, whose training samples had
-none), so live inputs are never off the training distribution in their shape.
+The runner takes chats. Every prompt it is given, and the low-level prompt it builds for a command,
+is rendered from the checkpoint's own recipe (`recipe.yaml`) by `steerable.recipes.live`, as training
+rendered its samples (same turns, same template; no generation header on the low-level prompt, whose
+training samples had none), so live inputs are never off the training distribution in their shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from steerable.control import LanguageContext
 from steerable.policy.checkpoint import LoadedPolicy
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
 from steerable.policy.names import NameSlots
-from steerable.policy.objects import command_relation
+from steerable.policy.objects import command_relation, object_layout
+from steerable.recipes.live import LivePrompts
 
-__all__ = [
-    "PolicyRunner",
-    "interjection_prompt",
-    "low_level_prompt",
-    "memory_prompt",
-    "plan_prompt",
-    "plan_update_prompt",
-    "progress_prompt",
-    "subtask_prompt",
-]
+__all__ = ["Chat", "PolicyRunner"]
 
 Chat = list[dict[str, Any]]
-
-
-def _user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def subtask_prompt(task: str, plan: str | None = None, memory: str | None = None) -> Chat:
-    chat = [_user(task)]
-    if plan:
-        chat.append(_user(f"Plan:\n{plan}"))
-    if memory:
-        chat.append(_user(f"Memory: {memory}"))
-    return chat
-
-
-def plan_prompt(task: str, memory: str | None = None) -> Chat:
-    chat = [_user(task)]
-    if memory:
-        chat.append(_user(f"Memory: {memory}"))
-    return [*chat, _user("Write the plan.")]
-
-
-PROGRESS_QUESTION = "Which step now?"
-
-
-def progress_prompt(task: str) -> Chat:
-    """The task alone: the step to work on is read from the observation (the recipe's `progress`)."""
-    return [_user(task), _user(PROGRESS_QUESTION)]
-
-
-def plan_update_prompt(task: str, prior_plan: str | None, completed_subtask: str | None) -> Chat:
-    chat = [_user(task)]
-    if prior_plan:
-        chat.append(_user(f"Plan:\n{prior_plan}"))
-    if completed_subtask:
-        chat.append(_user(f"Just finished: {completed_subtask}"))
-    return chat
-
-
-def memory_prompt(task: str, prior_memory: str | None, completed_subtask: str | None) -> Chat:
-    chat = [_user(task)]
-    if prior_memory:
-        chat.append(_user(f"Memory so far: {prior_memory}"))
-    if completed_subtask:
-        chat.append(_user(f"Just finished: {completed_subtask}"))
-    return chat
-
-
-def interjection_prompt(task: str, plan: str | None, interjection: str) -> Chat:
-    chat = [_user(task)]
-    if plan:
-        chat.append(_user(f"Plan:\n{plan}"))
-    chat.append(_user(interjection))
-    return chat
-
-
-def low_level_prompt(command: str) -> Chat:
-    return [_user(command)]
 
 
 class PolicyRunner:
@@ -109,12 +46,19 @@ class PolicyRunner:
         self.generation = generation or GenerationConfig(max_new_tokens=64)
         self.generator = torch.Generator(device=device)
         self.slots = NameSlots(self.model.cfg.name_slots)  # built once: every text call may rename
+        # Every prompt, from the recipe the checkpoint was trained on (a bad one fails here, in one line).
+        self.prompts = LivePrompts.from_text(loaded.recipe_text, origin=str(Path(loaded.path) / "recipe.yaml"))
         if seed is not None:
             self.generator.manual_seed(seed)
 
     @property
     def cfg(self) -> Any:
         return self.model.cfg
+
+    def command_chat(self, command: str) -> Chat:
+        """The low-level prompt of `command`: the recipe's `action` question (a ConfigError, in one
+        line, for a recipe that trains no action conditioned on the command alone)."""
+        return self.prompts.render("action", LanguageContext(subtask=command)).messages
 
     def inputs(self, observation: Mapping[str, Any]) -> dict[str, Any]:
         images = {k: torch.as_tensor(np.asarray(v)) for k, v in (observation.get("images") or {}).items()}
@@ -131,9 +75,10 @@ class PolicyRunner:
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat (all sharing `observation`, or one per row of a batched observation).
 
-        `canonical`: the chats are text-decided prompts (plan, memory, interjection, subtask from the
-        plan): with the policy's `name_slots`, they are asked with canonical names and the replies
-        mapped back to the real ones (steerable.policy.names). Without name slots it changes nothing.
+        `canonical`: the chats were rendered by a component whose training samples were renamed
+        (`names.SLOT_COMPONENTS`: plan, memory, interjection, subtask from the plan): with the policy's
+        `name_slots`, they are asked with canonical names and the replies mapped back to the real ones
+        (steerable.policy.names). Without name slots it changes nothing.
         """
         if canonical and self.slots:
             renamed = [self.slots.canonical(chat) for chat in chats]
@@ -160,7 +105,7 @@ class PolicyRunner:
         """`act`'s chunks, and the (B,) probability that each command is already complete (None for a
         policy without a done head), from one backbone pass."""
         obs = self.inputs(observation)
-        ids, mask = self.processor.prompt([low_level_prompt(c) for c in commands], generation=False,
+        ids, mask = self.processor.prompt([self.command_chat(c) for c in commands], generation=False,
                                           device=self.device)
         obs = {k: _expand(v, len(commands)) for k, v in obs.items()}
         done: list[torch.Tensor] = []
@@ -174,11 +119,11 @@ class PolicyRunner:
         that does not move one object of its state to another."""
         if not getattr(self.cfg, "step_check", False):
             return None
-        relation = command_relation(command, self.cfg.state_names, np.asarray(observation["state"]).reshape(-1).tolist())
+        relation = command_relation(command, object_layout(self.cfg), np.asarray(observation["state"]).reshape(-1).tolist())
         if relation is None:
             return None
         obs = self.inputs(observation)
-        ids, mask = self.processor.prompt([low_level_prompt(command)], generation=False, device=self.device)
+        ids, mask = self.processor.prompt([self.command_chat(command)], generation=False, device=self.device)
         p = self.model.check_probability(obs.get("images"), obs.get("state"), ids, mask,
                                          torch.tensor([relation], device=self.device))
         return float(p[0])

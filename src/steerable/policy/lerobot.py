@@ -34,7 +34,9 @@ from steerable.policy.checkpoint import LoadedPolicy, load_policy
 from steerable.policy.config import PolicyConfig
 from steerable.policy.episodes import EpisodeActions, episode_actions
 from steerable.policy.generation import GenerationConfig
-from steerable.policy.inference import PolicyRunner, subtask_prompt
+from steerable.control import LanguageContext
+from steerable.policy.inference import PolicyRunner
+from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset, task_fallback
 
@@ -160,14 +162,23 @@ class LeRobotInterface:
         (`kwargs`: what `_act` reads, LeRobot's real-time chunking arguments in the plugin)."""
         obs = self._observation(batch)
         tasks = _tasks(batch, obs["state"].reshape(-1, obs["state"].shape[-1]).shape[0])
-        replies = self.runner.generate([subtask_prompt(t) for t in tasks], obs, SUBTASK_GENERATION, canonical=True)
-        # An empty generation falls back to the task itself.
-        subtasks = [reply.text.strip() or task for reply, task in zip(replies, tasks, strict=True)]
+        subtasks = self._subtasks(tasks, obs)
         if subtasks != self.last_subtasks:  # what the high level decided, in the host's log (LeRobot's scripts)
             logger.info("steerable_hierarchical: subtask %s for task %s", ", ".join(map(repr, subtasks)),
                         ", ".join(map(repr, tasks)))
         self.last_subtasks = subtasks
         return torch.from_numpy(self._act(subtasks, obs, **kwargs))
+
+    def _subtasks(self, tasks: list[str], obs: dict[str, Any]) -> list[str]:
+        """Each env's subtask, written from its task alone by the recipe's `subtask` question; a recipe
+        that trains none acts on the task itself, as does an empty generation."""
+        prompts = self.runner.prompts
+        if not prompts.has("subtask"):
+            return list(tasks)
+        asked = [prompts.render("subtask", LanguageContext(task=t)) for t in tasks]
+        replies = self.runner.generate([p.messages for p in asked], obs, SUBTASK_GENERATION,
+                                       canonical=asked[0].component in SLOT_COMPONENTS)
+        return [reply.text.strip() or task for reply, task in zip(replies, tasks, strict=True)]
 
     def _act(self, subtasks: list[str], obs: dict[str, Any], **kwargs: Any) -> np.ndarray:
         """(B, chunk_size, action_dim) robot actions acting on each env's subtask."""

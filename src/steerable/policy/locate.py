@@ -3,10 +3,9 @@
 `--policy.locate_key observation.environment_state` trains a policy on a dataset that records where
 its objects are (the synthetic data's privileged state) to run from its cameras alone. The feature
 stays the last of the policy's state keys, so the model's state vector keeps its layout and the
-names still ground ("red cube" -> `red_cube.x` ..., `steerable.policy.objects`), but every value of
-it is the locator's estimate, at training as at run time; the recorded values only train the
-locator. The runtime never needs the feature: it passes zeros there, and the estimate replaces
-them.
+described objects still ground (`steerable.policy.objects`), but every value of it is the locator's
+estimate, at training as at run time; the recorded values only train the locator. The runtime never
+needs the feature: it passes zeros there, and the estimate replaces them.
 
 The estimate: a small convolutional net over one camera (CoordConv: pixel coordinates as two more
 input channels) writes one heat map per object of the feature; a soft arg-max of each map gives
@@ -30,7 +29,7 @@ from torch import nn
 
 from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
-from steerable.policy.objects import object_slots
+from steerable.policy.objects import ObjectSlots, object_layout
 from steerable.policy.processor import object_offsets
 
 __all__ = ["Locator", "located_slots"]
@@ -39,14 +38,20 @@ _FIELDS = 4  # per object: x, y, z, present
 
 
 def located_slots(cfg: PolicyConfig) -> list[int]:
-    """Indices (into `object_slots(cfg.state_names)`) of the objects whose fields are all located."""
+    """Indices (into the described objects, `objects.object_layout(cfg)`) of the objects whose fields
+    are all located."""
     start = cfg.state_dim - cfg.located
     out = []
-    for o, slot in enumerate(object_slots(cfg.state_names)):
+    for o, slot in enumerate(_objects(cfg)):
         fields = [i for i in (*slot.axes, slot.present) if i is not None]
         if all(i >= start for i in fields):
             out.append(o)
     return out
+
+
+def _objects(cfg: PolicyConfig) -> tuple[ObjectSlots, ...]:
+    layout = object_layout(cfg)
+    return () if layout is None else layout.objects
 
 
 class Locator(nn.Module):
@@ -68,7 +73,7 @@ class Locator(nn.Module):
         self.cfg = cfg
         self.camera = camera
         self.start = cfg.state_dim - cfg.located
-        slots = object_slots(cfg.state_names)
+        slots = _objects(cfg)
         self.objects = located_slots(cfg)
         self.net = nn.Sequential(
             nn.Conv2d(5, width, 3, padding=1), nn.GELU(),

@@ -3,8 +3,8 @@
 The backbone sequence is `[camera tokens | state tokens | chat text]` under the block-causal mask
 of `masks`. The state tokens read the processor's model state (state, last motion, object offsets).
 The action expert reads the backbone's last layers and, beside them (`expert_context`), the model
-state as one more token and, at each text position whose word names an object of the state
-(`steerable.policy.objects`), that object's state: the named objects' positions reach the expert
+state as one more token and, at each text position whose word names an object of the dataset's
+object description (`steerable.policy.objects`), that object's state: the named objects' positions reach the expert
 directly, as the plain baseline needed them (benchmarks/README.md, "bc_baseline.py"), and the text
 the backbone writes never depends on them. The text head is scored on the target turns (shift done in `losses`); the action expert
 reads the last `expert_layers` backbone layers for samples that carry actions. A high-level sample
@@ -27,7 +27,7 @@ from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
-from steerable.policy.objects import RELATION_WIDTH, end_effector_axes, object_slots
+from steerable.policy.objects import RELATION_WIDTH, ObjectLayout, object_layout
 from steerable.policy.processor import model_state_dim
 
 __all__ = ["Encoded", "HierarchicalPolicy"]
@@ -96,11 +96,14 @@ class HierarchicalPolicy(nn.Module):
             self.check_out = nn.Sequential(nn.Linear(reads, width), nn.GELU(), nn.Linear(width, width),
                                            nn.GELU(), nn.Linear(width, 1))
         self.object_in: nn.Module | None = None
-        if _grounds(cfg):
-            features = _OBJECT_FEATURES + 3 * len(_FINE_SCALES) * cfg.fine_offsets
+        grounded = _grounds(cfg)
+        # With `fine_offsets`, the magnifications of the object description's scales (see `_OBJECT_FEATURES`).
+        self.fine_scales: tuple[float, ...] = grounded.scales.fine_offsets if grounded and cfg.fine_offsets else ()
+        if grounded is not None:
+            features = _OBJECT_FEATURES + 3 * len(self.fine_scales)
             self.object_in = nn.Sequential(nn.Linear(features, width), nn.GELU(), nn.Linear(width, width))
-            self.register_buffer("object_fields", _object_fields(cfg, state_in), persistent=False)
-            self.register_buffer("object_match", _object_match(cfg, backbone.vocab_size), persistent=False)
+            self.register_buffer("object_fields", _object_fields(cfg, grounded, state_in), persistent=False)
+            self.register_buffer("object_match", _object_match(cfg, grounded, backbone.vocab_size), persistent=False)
         self.locator: Locator | None = None
         if cfg.locate_key:
             self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
@@ -157,9 +160,9 @@ class HierarchicalPolicy(nn.Module):
         fields = cast(torch.Tensor, self.object_fields)  # registered buffers
         table = cast(torch.Tensor, self.object_match)
         read = padded[:, fields]  # (B, O, 7)
-        if self.cfg.fine_offsets:
+        if self.fine_scales:
             offset = read[..., 4:7]
-            read = torch.cat([read, *(torch.tanh(scale * offset) for scale in _FINE_SCALES)], dim=-1)
+            read = torch.cat([read, *(torch.tanh(scale * offset) for scale in self.fine_scales)], dim=-1)
         objects = self.object_in(read.to(self.backbone.text.dtype))  # (B, O, hidden)
         match = table[input_ids.clamp(0, int(table.shape[0]) - 1)].to(objects.dtype)
         return torch.bmm(match, objects.expand(input_ids.shape[0], -1, -1))
@@ -357,38 +360,38 @@ class HierarchicalPolicy(nn.Module):
 
 
 # Per object: x, y, z, present (normalised state; 0 for a missing axis, 1 for a missing `present`),
-# then its offset from the end effector (x, y, z).
+# then its offset from the end effector (x, y, z). With `fine_offsets`, the offset again at the object
+# description's magnifications (`WorldScales.fine_offsets`) through tanh: the normalised offset spans
+# the work surface, so a gripper 2 cm beside a cube and one right above it read nearly the same, and a
+# small net stopped short and closed on nothing (docs/policy.md, "What made the low level act").
 _OBJECT_FEATURES = 7
-# With `fine_offsets`, the offset again at these magnifications through tanh: the normalised offset
-# spans the table (its std is about 15 cm in the simulator), so a gripper 2 cm beside a cube and one
-# right above it read nearly the same, and a small net stopped short and closed on nothing
-# (docs/policy.md, "What made the low level act").
-_FINE_SCALES = (4.0, 16.0)
 
 
-def _grounds(cfg: PolicyConfig) -> bool:
-    return bool(cfg.ground_objects and cfg.state_mode != "none" and cfg.state_dim and cfg.object_tokens
-                and end_effector_axes(cfg.state_names) is not None and object_slots(cfg.state_names))
+def _grounds(cfg: PolicyConfig) -> ObjectLayout | None:
+    """The described objects when the policy grounds them (they and the end effector in its state)."""
+    if not (cfg.ground_objects and cfg.state_mode != "none" and cfg.state_dim and cfg.object_tokens):
+        return None
+    layout = object_layout(cfg)
+    return layout if layout is not None and layout.end_effector is not None else None
 
 
-def _object_fields(cfg: PolicyConfig, state_in: int) -> torch.Tensor:
+def _object_fields(cfg: PolicyConfig, layout: ObjectLayout, state_in: int) -> torch.Tensor:
     """(O, 7) indices into [model state | 0 | 1] of each object's features (see `_OBJECT_FEATURES`)."""
     zero, one = state_in, state_in + 1
-    slots = object_slots(cfg.state_names)
     first_offset = cfg.state_dim + cfg.motion_dim
     rows = []
-    for o, slot in enumerate(slots):
+    for o, slot in enumerate(layout.objects):
         x, y, z = slot.axes
         rows.append([x, y, zero if z is None else z, one if slot.present is None else slot.present,
                      *(first_offset + 3 * o + k for k in range(3))])
     return torch.tensor(rows, dtype=torch.long)
 
 
-def _object_match(cfg: PolicyConfig, vocab: int) -> torch.Tensor:
+def _object_match(cfg: PolicyConfig, layout: ObjectLayout, vocab: int) -> torch.Tensor:
     """(vocab, O): 1 where a token id names object o (`cfg.object_tokens`)."""
-    slots = object_slots(cfg.state_names)
+    slots = layout.objects
     if len(cfg.object_tokens) != len(slots):
-        raise ValueError(f"policy.object_tokens lists {len(cfg.object_tokens)} objects; the state names "
+        raise ValueError(f"policy.object_tokens lists {len(cfg.object_tokens)} objects; the object description "
                          f"{len(slots)}")
     match = torch.zeros(vocab, len(slots))
     for o, ids in enumerate(cfg.object_tokens):

@@ -7,7 +7,8 @@ and a tiny model learns them by heart: on a new task it writes the plan of a sim
 with one name swapped. It does not learn to copy: swapping the names of its training samples at
 random (each task seen under many names) left it worse, not better (docs/policy.md).
 
-With `PolicyConfig.name_slots` (groups of interchangeable names: cubes, places, directions), every
+With `PolicyConfig.name_slots` (groups of interchangeable names: by default the kinds of objects the
+dataset's object description declares, `objects.ObjectLayout.name_groups`), every
 name of such a prompt is replaced by its group's canonical name for its order of first appearance:
 the first cube the prompt mentions is always the group's first name, the second cube the second,
 and so on. "put the pink cube in the grey bin, then the red cube in the left zone" becomes "put the
@@ -29,22 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from steerable.errors import ConfigError
 
-__all__ = ["NAME_SLOT_PRESETS", "SLOT_COMPONENTS", "NameSlots"]
+__all__ = ["SLOT_COMPONENTS", "NameSlots"]
 
 # The `hierarchical` recipe's components whose answer the prompt's text decides (task, plan, memory,
 # interjection): the ones whose samples are renamed. The runtime asks them as plan, memory,
 # interjection and subtask (a subtask from task + plan + memory).
 SLOT_COMPONENTS = frozenset({"plan", "plan_update", "memory_update", "interjection_response", "high_level_subtask"})
 _KEEP = frozenset({"role", "stream", "type", "name"})
-# Named sets of groups that `--policy.name_slots NAME` stands for, each read when asked for. The policy
-# knows no simulator: `steerable train` registers `synthetic` (the simulator's cubes, places and push
-# directions).
-NAME_SLOT_PRESETS: dict[str, Callable[[], Sequence[Sequence[str]]]] = {}
 
 
 class NameSlots:

@@ -5,7 +5,7 @@ one tokenizer, one chat template, one state encoding and one image order. Normal
 min/max to [-1, 1] (what the 256-bin discretisation expects), actions by mean/std.
 
 The model's state vector is the normalised state, then (config permitting) the last commanded
-motion of the pose dimensions and every named object's offset from the end effector, each by its
+motion of the pose dimensions and every described object's offset from the end effector, each by its
 own standard deviation (`model_state`). With `action_mode` relative, the pose dimensions of an
 action chunk are offsets from the state the chunk starts from (`model_actions` / `robot_actions`),
 so "go to the cube" reads the same wherever the gripper is.
@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from steerable.policy.config import PolicyConfig
-from steerable.policy.objects import end_effector_axes, object_slots
+from steerable.policy.objects import object_layout
 from steerable.train.tokenize import ChatTokenizer
 
 __all__ = ["Normalizer", "Processor", "prepare_images", "text_only"]
@@ -80,14 +80,12 @@ class Normalizer:
 
 
 def object_offsets(cfg: PolicyConfig, state: torch.Tensor) -> torch.Tensor | None:
-    """(B, O, 3): each named object's position minus the end effector's, per axis (0 where the object
-    has no such axis), from raw (B, S) states; None when the config grounds no objects."""
-    if not cfg.ground_objects:
+    """(B, O, 3): each described object's position minus the end effector's, per axis (0 where the
+    object has no such axis), from raw (B, S) states; None when the config grounds no objects."""
+    layout = object_layout(cfg) if cfg.ground_objects else None
+    if layout is None or layout.end_effector is None:
         return None
-    ee = end_effector_axes(cfg.state_names)
-    slots = object_slots(cfg.state_names)
-    if ee is None or not slots:
-        return None
+    ee, slots = layout.end_effector, layout.objects
     cols = []
     for slot in slots:
         for axis, at in zip(ee, slot.axes, strict=True):
@@ -97,8 +95,9 @@ def object_offsets(cfg: PolicyConfig, state: torch.Tensor) -> torch.Tensor | Non
 
 def model_state_dim(cfg: PolicyConfig) -> int:
     """Width of the state vector the model reads: state, motion, object offsets."""
-    ee = end_effector_axes(cfg.state_names)
-    offsets = 3 * len(object_slots(cfg.state_names)) if cfg.ground_objects and ee is not None else 0
+    layout = object_layout(cfg)
+    grounds = cfg.ground_objects and layout is not None and layout.end_effector is not None
+    offsets = 3 * len(layout.objects) if grounds and layout is not None else 0
     return cfg.state_dim + cfg.motion_dim + offsets
 
 

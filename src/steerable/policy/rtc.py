@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from steerable.control import ChunkPrefix
-from steerable.policy.inference import PolicyRunner, low_level_prompt
+from steerable.policy.inference import PolicyRunner
 
 __all__ = ["PrefixGuidance", "guidance_weight", "guided_chunk"]
 
@@ -83,7 +83,7 @@ def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, A
     `done`, a list, gets the (1,) probability that the command is complete, as from `act_and_done`
     (policies with a done head)."""
     obs = runner.inputs(observation)
-    ids, mask = runner.processor.prompt([low_level_prompt(command)], generation=False, device=runner.device)
+    ids, mask = runner.processor.prompt([runner.command_chat(command)], generation=False, device=runner.device)
 
     def to_model(actions: torch.Tensor) -> torch.Tensor:
         return runner.model_actions(actions[None], observation)[0]

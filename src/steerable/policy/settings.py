@@ -15,12 +15,11 @@ from typing import Any, ClassVar
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
-from steerable.policy.names import NAME_SLOT_PRESETS
 from steerable.settings import Settings
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
 
-FROM_DATASET = ("state_dim", "action_dim", "state_names", "action_names", "object_tokens", "located")
+FROM_DATASET = ("state_dim", "action_dim", "state_names", "action_names", "objects", "object_tokens", "located")
 _POLICY_HELP = {
     "backbone": "'tiny' (built in code, random weights) or a local folder with a SmolVLM/Idefics3 model",
     "cameras": "comma-separated camera keys (default: every camera of the dataset; none: no camera)",
@@ -34,10 +33,11 @@ _POLICY_HELP = {
     "action_mode": "relative (pose dimensions as offsets from the current state) or absolute",
     "skip_pauses": "true: frames where the demonstration held still train no actions, chunks skip them",
     "motion_input": "true: the last commanded motion joins the state",
-    "ground_objects": "true: the action expert reads, at each word that names an object of the state (red_cube.x "
-                      "...), that object's state",
-    "fine_offsets": "true: a named object's offset from the end effector is also read magnified (tanh of 4x and "
-                    "16x the normalised offset), so a gripper 2 cm beside a cube reads unlike one above it",
+    "ground_objects": "true: the action expert reads, at each word that names an object the dataset describes "
+                      "(meta/objects.json), that object's state",
+    "fine_offsets": "true: a named object's offset from the end effector is also read magnified (tanh of the "
+                    "normalised offset times each of the object description's fine_offsets), so a gripper just "
+                    "beside an object reads unlike one above it",
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
@@ -46,14 +46,13 @@ _POLICY_HELP = {
                   "off with --policy.locate_key)",
     "check_context": "true: the step check also reads the done head's pooled context, not only where the moved "
                      "object stands from its target",
-    "check_clearance": "metres: --policy.step_check's counter-examples put the moved object at least this far "
-                       "from its target's centre",
-    "name_slots": "groups of interchangeable names, e.g. '[[red cube, green cube], [blue bin, grey bin]]', or "
-                  "'synthetic' (the simulator's cubes, places and directions): the plan, memory, interjection and "
-                  "subtask prompts name them canonically, by order of appearance (docs/policy.md, \"Name slots\"; "
-                  "default: none)",
-    "object_name_slots": "true: without --policy.name_slots, the names of the objects the state describes "
-                         "(red_cube.x ... -> red cube), grouped by their last word (cube, bin, zone), are the name slots",
+    "check_clearance": "--policy.step_check's counter-examples put the moved object at least this far from its "
+                       "target's centre, in the state's units (0: the object description's check_clearance)",
+    "name_slots": "groups of interchangeable names, e.g. '[[mug, cup], [tray, shelf]]': the plan, memory, "
+                  "interjection and subtask prompts name them canonically, by order of appearance (docs/policy.md, "
+                  "\"Name slots\"; default: none)",
+    "object_name_slots": "true: without --policy.name_slots, the objects the dataset describes (meta/objects.json), "
+                         "grouped by their kind, are the name slots",
     "locate_key": "a state feature the dataset records (e.g. observation.environment_state) that the policy learns "
                   "to estimate from a camera and then runs without (docs/policy.md, \"From cameras\"; default: none)",
     "locate_camera": "the camera --policy.locate_key is estimated from (default: the first camera)",
@@ -98,16 +97,14 @@ class PolicySettings(Settings):
 
     @field_validator("name_slots", mode="before")
     @classmethod
-    def _preset(cls, value: Any) -> Any:
-        """A preset's name for its groups (`NAME_SLOT_PRESETS`: `synthetic`, registered by `steerable train`)."""
+    def _groups(cls, value: Any) -> Any:
+        """Words that are no groups (`synthetic`, the preset this flag once had) said so in one line."""
         words = [value] if isinstance(value, str) else value
         if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
             return value  # groups (or nothing), checked as such
-        name = ",".join(w.strip() for w in words)
-        if name in NAME_SLOT_PRESETS:
-            return [list(group) for group in NAME_SLOT_PRESETS[name]()]
-        raise ValueError(f"{name!r} is neither a list of name groups ('[[red cube, green cube], [blue bin, grey "
-                         f"bin]]') nor a preset ({', '.join(sorted(NAME_SLOT_PRESETS)) or 'none registered'})")
+        raise ValueError(f"{','.join(w.strip() for w in words)!r} is not a list of name groups ('[[mug, cup], "
+                         "[tray, shelf]]'); the kinds of the objects a dataset describes (meta/objects.json) are "
+                         "its default groups")
 
     @model_validator(mode="after")
     def _buildable(self) -> PolicySettings:

@@ -12,13 +12,14 @@ import torch
 
 from steerable.dataset import LeRobotDataset
 from steerable.dataset.frames import ACTION_KEYS, STATE_KEYS, float_vectors, pick_feature
+from steerable.dataset.objects import OBJECTS_PATH, read_object_schema
 from steerable.errors import ConfigError
 from steerable.policy.backbone import backbone_folder, build_backbone
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, read_training_state
 from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
 from steerable.policy.data import fit_normalizer, split_episodes
 from steerable.policy.model import HierarchicalPolicy
-from steerable.policy.objects import object_name_groups, object_tokens
+from steerable.policy.objects import object_layout, object_tokens, resolve_objects
 from steerable.policy.processor import Processor
 from steerable.policy.tokenizer import build_tiny_tokenizer, corpus_from_dataset, load_tokenizer
 
@@ -26,8 +27,7 @@ __all__ = ["Built", "build_fresh", "dataset_policy_config", "resume_from"]
 
 logger = logging.getLogger(__name__)
 
-# The simulator's privileged state feature (steerable.synthetic.privileged names it; not imported:
-# the policy does not depend on the simulator).
+# LeRobot's feature of where the scene's objects are (the simulator's privileged state writes it).
 ENVIRONMENT_STATE_KEY = "observation.environment_state"
 
 
@@ -42,7 +42,8 @@ class Built:
 
 
 def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) -> PolicyConfig:
-    """The policy config for `dataset`: its cameras, state and action sizes and names, then the user's
+    """The policy config for `dataset`: its cameras, state and action sizes and names, the objects its
+    description declares (`meta/objects.json`, over the policy's state features), then the user's
     overrides. `state_key` auto: `observation.state` (else `state`), and the privileged environment
     state after it when the dataset has one (a policy that then needs `--observation privileged` to
     run); `action_key` auto: `action` (else `actions`). The names are annotate's (`dataset.frames`)."""
@@ -57,8 +58,9 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
         keys = [k.strip() for k in overrides["state_key"].split(",") if k.strip() and k.strip() != located]
         overrides["state_key"] = ",".join([*keys, located])  # the located feature goes last
         if located not in dataset.features:
-            raise ConfigError(f"--policy.locate_key {located!r}: the dataset does not record it (make a synthetic "
-                              "dataset with --privileged_state, or name a feature it has)")
+            raise ConfigError(f"--policy.locate_key {located!r}: the dataset does not record it (name a feature "
+                              "it has; `steerable make-dataset` records observation.environment_state with "
+                              "--privileged_state)")
     cfg = PolicyConfig.from_dict(overrides)
     # No cameras given: every camera of the dataset; `none`: no camera at all (a state-only policy).
     cameras = [] if [c.lower() for c in cfg.cameras] == ["none"] else cfg.cameras or list(dataset.camera_keys)
@@ -93,10 +95,16 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     if names["state"] is None or names["action"] is None:
         logger.warning("the dataset does not name every state and action dimension: actions stay absolute "
                        "and no object is grounded")
-    slots = cfg.name_slots or (object_name_groups(names["state"] or []) if cfg.object_name_slots else [])
+    schema = read_object_schema(dataset.root)
+    layout = None if schema is None else resolve_objects(schema, cfg.state_keys, dataset.features)
+    if layout is None:
+        logger.info("the dataset describes no object in the policy's state (%s): no object grounding, step check "
+                    "or object name slots", OBJECTS_PATH)
+    slots = cfg.name_slots or (layout.name_groups() if layout is not None and cfg.object_name_slots else [])
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
                         action_dim=dims["action"], state_names=names["state"] or [],
-                        action_names=names["action"] or [], name_slots=slots)
+                        action_names=names["action"] or [], name_slots=slots,
+                        objects={} if layout is None else layout.to_dict())
 
 
 def _found(dataset: LeRobotDataset, names: tuple[str, ...], role: str) -> str:
@@ -117,8 +125,9 @@ def build_fresh(dataset: LeRobotDataset, overrides: dict[str, Any], eval_fractio
         tokenizer = build_tiny_tokenizer(corpus_from_dataset(dataset), cfg.tiny_vocab_size)
     else:
         tokenizer = load_tokenizer(backbone_folder(cfg.backbone))
-    if cfg.ground_objects:
-        cfg = cfg.override(object_tokens=object_tokens(cfg.state_names, tokenizer))
+    layout = object_layout(cfg)
+    if cfg.ground_objects and layout is not None:
+        cfg = cfg.override(object_tokens=object_tokens([o.name for o in layout.objects], tokenizer))
     torch.manual_seed(seed)
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)

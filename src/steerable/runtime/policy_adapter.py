@@ -163,6 +163,9 @@ def load_low_level(path: str | Path, device: str = "cpu", observation: str = "st
     """The policy at `path` as the low-level controller (`observation` as for `load_high_level`);
     `flow_noise` replaces the checkpoint's scale of the noise its chunks are integrated from."""
     runner = _check_observation(_runner(path, device), observation)
+    if not runner.prompts.has("action"):
+        raise ConfigError(f"the policy's recipe ({runner.prompts.origin}) trains no actions conditioned on the "
+                          "command alone (a low_level turn that reads the subtask): it cannot be the low level")
     if flow_noise is not None:
         if flow_noise < 0:
             raise ConfigError(f"--policy.flow_noise must be >= 0, got {flow_noise}")

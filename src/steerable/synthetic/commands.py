@@ -75,8 +75,8 @@ DIRECTIONS: dict[str, tuple[float, float]] = {
 CUBE_NAMES: tuple[str, ...] = tuple(f"{color} cube" for color in CUBE_COLORS)
 RECEPTACLE_NAMES: tuple[str, ...] = tuple(RECEPTACLE_COLORS)
 DIRECTION_WORDS = "|".join(DIRECTIONS)  # a regular expression alternative of the direction words
-# The simulator's interchangeable names (cubes, places, push directions): `steerable train
-# --policy.name_slots synthetic` (docs/policy.md, "Name slots").
+# The simulator's interchangeable names (cubes, places, push directions): `benchmarks/policy_sim.py
+# --name_slots` passes them as `--policy.name_slots` (docs/policy.md, "Name slots").
 NAME_GROUPS: tuple[tuple[str, ...], ...] = (CUBE_NAMES, RECEPTACLE_NAMES, tuple(DIRECTIONS))
 
 # (kind of phrasing, template): the phrasings, in the order `parse_command` tries them.

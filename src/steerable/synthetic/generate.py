@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
+from steerable.dataset.objects import write_object_schema
 from steerable.errors import ConfigError
 from steerable.synthetic.difficulty import EASY, Difficulty, get_difficulty
 from steerable.synthetic.expert import Demo, demonstrate
@@ -21,6 +22,7 @@ from steerable.synthetic.ground_truth import (
     subtask_spans,
     write_ground_truth,
 )
+from steerable.synthetic.object_schema import simulator_objects
 from steerable.synthetic.privileged import (
     ENVIRONMENT_STATE_FEATURE,
     ENVIRONMENT_STATE_NAMES,
@@ -220,6 +222,7 @@ def generate_synthetic(
         write_ground_truth(
             builder.build_dir, fps, {camera_key(c): sizes[c] for c in cams}, truths, level.name
         )
+        write_object_schema(builder.build_dir, simulator_objects(privileged_state))
     if with_language:
         _write_language(out, seed, tasks, truths)
     return out
