@@ -41,10 +41,18 @@ def goal_features(goal: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
 
 
 class GoalHead(nn.Module):
-    """(B, cameras, 3, H, W) images and a (B, width) command summary -> (B, P) normalised goal pose."""
+    """(B, cameras, 3, H, W) images and a (B, width) command summary -> (B, P) normalised goal pose.
+
+    The command is read from its words alone (`command`: the token embeddings, their positions, one
+    self-attention layer), not from the backbone's reading of it, which also sees the state: from
+    that, "the goal is about where the gripper is" was the easy answer, and the head learnt it (a goal
+    beside the gripper at every command's start, 0.00 as both levels)."""
 
     def __init__(self, cfg: PolicyConfig, width: int, channels: int = 32, keypoints: int = 8) -> None:
         super().__init__()
+        heads = 4 if width % 4 == 0 else 1
+        self.positions = nn.Parameter(torch.randn(cfg.max_length, width) * 0.02)
+        self.reader = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True)
         self.cameras = max(len(cfg.cameras), 1)
         self.pose_dim = len(cfg.pose_pairs)
         self.trunk = nn.Sequential(nn.Conv2d(5, channels, 3, padding=1), nn.GELU(),
@@ -57,6 +65,13 @@ class GoalHead(nn.Module):
         self.camera_embed = nn.Parameter(torch.zeros(self.cameras, channels, 1, 1))
         reads = self.cameras * keypoints * (2 + channels) + width
         self.out = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(), nn.Linear(4 * channels, self.pose_dim))
+
+    def command(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, width) token embeddings of the command and its (B, T) mask -> (B, width)."""
+        x = embeds.float() + self.positions[: embeds.shape[1]]
+        x = self.reader(x, src_key_padding_mask=~mask.bool())
+        words = mask.float()[..., None]
+        return (x * words).sum(1) / words.sum(1).clamp(min=1.0)
 
     def forward(self, images: torch.Tensor, command: torch.Tensor) -> torch.Tensor:
         batch, cams, _, height, width = images.shape

@@ -192,9 +192,8 @@ class HierarchicalPolicy(nn.Module):
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
         goal = goal_token = None
         if self.goal is not None and images is not None and state is not None:
-            # The command as the backbone read it (its text positions, averaged), and where it ends.
-            words = attention_mask.to(last.dtype)[..., None]
-            command = (last[:, plen:] * words).sum(1) / words.sum(1).clamp(min=1.0)
+            # The command from its words alone (`GoalHead.command`), and where it ends.
+            command = self.goal.command(self.backbone.embed(input_ids), attention_mask)
             goal = self.goal(images, command)
             pose = state[:, cast(torch.Tensor, self.pose_index)].float()
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
