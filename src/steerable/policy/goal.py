@@ -41,53 +41,51 @@ def goal_features(goal: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
 
 
 class GoalHead(nn.Module):
-    """(B, cameras, 3, H, W) images and a (B, width) command summary -> (B, P) normalised goal pose.
+    """(B, cameras, 3, H, W) images and a command's (B, T) tokens -> (B, P) normalised goal pose.
 
-    The command is read from its words alone (`command`: the token embeddings, their positions, one
-    self-attention layer), not from the backbone's reading of it, which also sees the state: from
-    that, "the goal is about where the gripper is" was the easy answer, and the head learnt it (a goal
-    beside the gripper at every command's start, 0.00 as both levels)."""
+    Each word looks for itself in each camera: a word's query (its embedding read in context by one
+    self-attention layer) against every pixel's features (CoordConv) gives a soft arg-max, where that
+    word is in the image, and the features there. Per word, those give a goal candidate and a weight;
+    the goal is the weighted candidates. "red" learns to point at red from every command that says it,
+    the way the privileged policy read each word's object position (`objects`), here from pixels.
+    The head reads no state and no backbone state: from the backbone's reading of the command, which
+    also sees the state, "the goal is about where the gripper is" was the easy answer, and a head
+    that read it learnt that (a goal beside the gripper at every command's start, 0.00 as both levels).
+    """
 
-    def __init__(self, cfg: PolicyConfig, width: int, channels: int = 32, keypoints: int = 8) -> None:
+    def __init__(self, cfg: PolicyConfig, width: int, channels: int = 32) -> None:
         super().__init__()
         heads = 4 if width % 4 == 0 else 1
-        self.positions = nn.Parameter(torch.randn(cfg.max_length, width) * 0.02)
-        self.reader = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True)
         self.cameras = max(len(cfg.cameras), 1)
         self.pose_dim = len(cfg.pose_pairs)
+        self.positions = nn.Parameter(torch.randn(cfg.max_length, width) * 0.02)
+        self.reader = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True)
         self.trunk = nn.Sequential(nn.Conv2d(5, channels, 3, padding=1), nn.GELU(),
-                                   nn.Conv2d(channels, channels, 3, padding=1), nn.GELU())
-        self.film = nn.Linear(width, 2 * channels)
-        nn.init.zeros_(self.film.weight)
-        nn.init.zeros_(self.film.bias)
-        self.mid = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.GELU())
-        self.keys = nn.Conv2d(channels, keypoints, 1)
+                                   nn.Conv2d(channels, channels, 3, padding=1), nn.GELU(),
+                                   nn.Conv2d(channels, channels, 3, padding=1))
         self.camera_embed = nn.Parameter(torch.zeros(self.cameras, channels, 1, 1))
-        reads = self.cameras * keypoints * (2 + channels) + width
-        self.out = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(), nn.Linear(4 * channels, self.pose_dim))
+        self.query = nn.Linear(width, channels)
+        reads = self.cameras * (2 + channels) + width
+        self.candidate = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(), nn.Linear(4 * channels, self.pose_dim))
+        self.weight = nn.Linear(width, 1)
+        self.scale = channels ** -0.5
 
-    def command(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(B, T, width) token embeddings of the command and its (B, T) mask -> (B, width)."""
-        x = embeds.float() + self.positions[: embeds.shape[1]]
-        x = self.reader(x, src_key_padding_mask=~mask.bool())
-        words = mask.float()[..., None]
-        return (x * words).sum(1) / words.sum(1).clamp(min=1.0)
-
-    def forward(self, images: torch.Tensor, command: torch.Tensor) -> torch.Tensor:
+    def forward(self, images: torch.Tensor, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         batch, cams, _, height, width = images.shape
+        words = self.reader(embeds.float() + self.positions[: embeds.shape[1]], src_key_padding_mask=~mask.bool())
         x = images.float().flatten(0, 1)
         gy, gx = torch.meshgrid(torch.linspace(-1, 1, height, device=x.device),
                                 torch.linspace(-1, 1, width, device=x.device), indexing="ij")
         x = torch.cat([x, gx.expand(x.shape[0], 1, -1, -1), gy.expand(x.shape[0], 1, -1, -1)], dim=1)
-        feats = self.trunk(x) + self.camera_embed[:cams].repeat(batch, 1, 1, 1)
-        scale, shift = self.film(command.float()).repeat_interleave(cams, 0).chunk(2, dim=-1)
-        feats = self.mid(feats * (1 + scale[..., None, None]) + shift[..., None, None])
-        weights = self.keys(feats).flatten(2).softmax(-1)  # (B*cams, K, HW)
-        flat = feats.flatten(2)
-        point = torch.stack([weights @ gx.flatten(), weights @ gy.flatten()], dim=-1)  # (B*cams, K, 2)
-        under = torch.einsum("bkp,bcp->bkc", weights, flat)
-        read = torch.cat([point, under], dim=-1).reshape(batch, -1)
-        return self.out(torch.cat([read, command.float()], dim=-1))
+        feats = (self.trunk(x) + self.camera_embed[:cams].repeat(batch, 1, 1, 1)).flatten(2)  # (B*cams, C, HW)
+        feats = feats.unflatten(0, (batch, cams))  # (B, cams, C, HW)
+        query = self.query(words)  # (B, T, C)
+        attend = (torch.einsum("btc,bkcp->btkp", query, feats) * self.scale).softmax(-1)  # (B, T, cams, HW)
+        point = torch.stack([attend @ gx.flatten(), attend @ gy.flatten()], dim=-1)  # (B, T, cams, 2)
+        under = torch.einsum("btkp,bkcp->btkc", attend, feats)
+        per_word = torch.cat([torch.cat([point, under], dim=-1).flatten(2), words], dim=-1)
+        logits = self.weight(words).squeeze(-1).masked_fill(~mask.bool(), float("-inf"))
+        return torch.einsum("bt,btp->bp", logits.softmax(-1), self.candidate(per_word))
 
     @staticmethod
     def loss(estimate: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:

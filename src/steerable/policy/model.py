@@ -192,9 +192,8 @@ class HierarchicalPolicy(nn.Module):
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
         goal = goal_token = None
         if self.goal is not None and images is not None and state is not None:
-            # The command from its words alone (`GoalHead.command`), and where it ends.
-            command = self.goal.command(self.backbone.embed(input_ids), attention_mask)
-            goal = self.goal(images, command)
+            # Where the command ends, from the cameras and its words alone (`GoalHead`).
+            goal = self.goal(images, self.backbone.embed(input_ids), attention_mask)
             pose = state[:, cast(torch.Tensor, self.pose_index)].float()
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
         return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token)
