@@ -108,7 +108,10 @@ class HierarchicalPolicy(nn.Module):
         if cfg.locate_key:
             self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
         self.goal: GoalHead | None = None
-        if cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim:
+        # From pixels what grounding reads from the state: a policy whose state holds the named objects'
+        # positions (`_grounds`) has them exactly and builds no goal head.
+        if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
+                and _grounds(cfg) is None):
             self.goal = GoalHead(cfg, width)
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
