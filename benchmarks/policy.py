@@ -15,6 +15,17 @@ cameras), the decoding and the resizing of its frames to the policy's 32 px (the
 tensor, as the trainer did before #34, and frame by frame, as it does now: the same pixels, checked),
 then `--data_steps` steps of `steerable train` (tiny, batch 32 + 32, an actions-only recipe: the
 dataset may have no language) with each resize, all in one run.
+
+    .venv/bin/python benchmarks/policy.py --data DIR --breakdown [--data_steps 150]
+
+runs the default `steerable train --dataset DIR --recipe hierarchical` for that many steps, with timers
+wrapped around the trainer's calls (nothing timed in src/), and prints per phase the wall time a step
+(sampling, decoding, resizing, collation, tokenization, forward, backward, optimizer, scheduler, weight
+average, loss checks; held-out evaluation and checkpoint amortised over their default intervals) for the
+first pass (the steps that decode training episodes) and the steady state after, with user and system
+CPU time and context switches (getrusage) of each, and a projection of the default 2,500-step run.
+`--auto_threads` decodes with FFmpeg's automatic thread counts (as before #35); `--share_images` gives
+every training dataset one image cache (a proposed change: each decodes every episode on its own).
 """
 
 from __future__ import annotations
@@ -313,9 +324,8 @@ ABSORBING = {"evaluate": "held-out evaluation", "save": "checkpoint writing", "s
 
 
 class _Usage:
-    """Wall time, user and system CPU and context switches (whole process, all threads)."""
-
-    FIELDS = ("wall", "user", "sys", "vcsw", "ivcsw")
+    """Wall time, user and system CPU, voluntary and involuntary context switches (whole process, all
+    threads), as one array so that usage adds and subtracts."""
 
     @staticmethod
     def now() -> np.ndarray:
@@ -329,7 +339,6 @@ class Breakdown:
 
     def __init__(self) -> None:
         self.usage: dict[tuple[str, str], np.ndarray] = {}
-        self.calls: dict[tuple[str, str], int] = {}
         self.stack: list[str] = []
         self.mark = _Usage.now()
         self.window = "first"
@@ -352,8 +361,6 @@ class Breakdown:
             return False
         self._charge()
         self.stack.append(phase)
-        key = (self.window if phase not in ABSORBING else "once", phase)
-        self.calls[key] = self.calls.get(key, 0) + 1
         return True
 
     def _leave(self) -> None:
@@ -454,7 +461,11 @@ class Breakdown:
         self._charge()
 
     def total(self, window: str) -> np.ndarray:
-        return sum((u for (w, _), u in self.usage.items() if w == window), np.zeros(5))
+        out = np.zeros(5)
+        for (w, _), u in self.usage.items():
+            if w == window:
+                out = out + u
+        return out
 
 
 def breakdown_main(root: Path, steps: int, recipe: str, auto_threads: bool, share_images: bool) -> None:
@@ -469,7 +480,8 @@ def breakdown_main(root: Path, steps: int, recipe: str, auto_threads: bool, shar
     if auto_threads:
         timer.undo += [(video_decode, "CONVERT_THREADS", video_decode.CONVERT_THREADS),
                        (images, "DECODE_THREADS", images.DECODE_THREADS)]
-        video_decode.CONVERT_THREADS, images.DECODE_THREADS = 0, None
+        video_decode.CONVERT_THREADS = 0
+        images.DECODE_THREADS = None  # type: ignore[assignment]
     if share_images:
         _share_image_cache(PolicyDataset, timer)
     timer.install()
@@ -513,17 +525,17 @@ def _print_breakdown(root: Path, cfg: Any, summary: dict[str, Any], timer: Break
     print(f"where `steerable train` spends its time: {root}, recipe {cfg.recipe}, {summary['steps']} steps "
           f"(first pass: steps 1-{first}, while training episodes were decoded; steady: the {steady} after); "
           f"torch threads {torch.get_num_threads()}; {setting}")
-    print(f"{'phase':<44}{'first ms/step':>14}{'steady ms/step':>15}{'sys s':>8}{'vol. switches':>15}")
+    print(f"{'phase':<52}{'first ms/step':>14}{'steady ms/step':>15}{'sys s':>8}{'vol. switches':>15}")
     per_phase = {p: [timer.usage.get((w, p), np.zeros(5)) for w in ("first", "steady")] for p in PHASES}
     for phase, label in PHASES.items():
         f, s = per_phase[phase]
-        print(f"{label:<44}{f[0] / max(first, 1) * 1000:>14.1f}{s[0] / max(steady, 1) * 1000:>15.1f}"
+        print(f"{label:<52}{f[0] / max(first, 1) * 1000:>14.1f}{s[0] / max(steady, 1) * 1000:>15.1f}"
               f"{f[2] + s[2]:>8.2f}{int(f[3] + s[3]):>15}")
     once = {p: timer.usage.get(("once", p), np.zeros(5)) for p in ABSORBING}
     every = {"evaluate": eval_every, "save": save_every}
     for phase in ("evaluate", "save"):
         u = once[phase]
-        print(f"{ABSORBING[phase] + f' (1 run {u[0]:.1f} s, per {every[phase]} steps)':<44}"
+        print(f"{ABSORBING[phase] + f' (1 run {u[0]:.1f} s, per {every[phase]} steps)':<52}"
               f"{u[0] / every[phase] * 1000:>14.1f}{u[0] / every[phase] * 1000:>15.1f}{u[2]:>8.2f}{int(u[3]):>15}")
     result: dict[str, float] = {"steps": summary["steps"], "first_steps": first, "steady_steps": steady}
     for window, n in (("first", first), ("steady", steady)):
@@ -533,7 +545,7 @@ def _print_breakdown(root: Path, cfg: Any, summary: dict[str, Any], timer: Break
               f"system {t[2]:5.1f} s, {int(t[3])} voluntary + {int(t[4])} involuntary context switches")
         result.update({f"{window}_steps_per_s": rate, f"{window}_user_s": t[1], f"{window}_sys_s": t[2],
                        f"{window}_vcsw": t[3], f"{window}_ivcsw": t[4]})
-    decode, resize = sum(per_phase["decode"]), sum(per_phase["resize"])
+    decode, resize = per_phase["decode"][0] + per_phase["decode"][1], per_phase["resize"][0] + per_phase["resize"][1]
     frames = max(timer.frames_decoded, 1)
     roles = ", ".join(f"{role} {len(eps)} ({len(eps) - len(set(eps))} again)" for role, eps in timer.decoded.items())
     train_eps = [e for role, eps in timer.decoded.items() if role != "held-out" for e in eps]
@@ -555,7 +567,7 @@ def _print_breakdown(root: Path, cfg: Any, summary: dict[str, Any], timer: Break
     result.update(decode_ms_per_frame=decode[0] / frames * 1000, resize_ms_per_frame=resize[0] / frames * 1000,
                   frames_decoded=timer.frames_decoded, setup_s=setup[0], eval_s=once["evaluate"][0],
                   save_s=once["save"][0], decode_sys_s=decode[2], decode_vcsw=decode[3])
-    print("RESULT " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()))
+    print("RESULT " + " ".join(f"{k}={v:.0f}" if float(v).is_integer() else f"{k}={v:.3f}" for k, v in result.items()))
 
 
 if __name__ == "__main__":
