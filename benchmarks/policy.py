@@ -15,12 +15,24 @@ cameras), the decoding and the resizing of its frames to the policy's 32 px (the
 tensor, as the trainer did before #34, and frame by frame, as it does now: the same pixels, checked),
 then `--data_steps` steps of `steerable train` (tiny, batch 32 + 32, an actions-only recipe: the
 dataset may have no language) with each resize, all in one run.
+
+    .venv/bin/python benchmarks/policy.py --data DIR --breakdown [--data_steps 150]
+
+runs the default `steerable train --dataset DIR --recipe hierarchical` for that many steps, with timers
+wrapped around the trainer's calls (nothing timed in src/), and prints per phase the wall time a step
+(sampling, decoding, resizing, collation, tokenization, forward, backward, optimizer, scheduler, weight
+average, loss checks; held-out evaluation and checkpoint amortised over their default intervals) for the
+first pass (the steps that decode training episodes) and the steady state after, with user and system
+CPU time and context switches (getrusage) of each, and a projection of the default 2,500-step run.
+`--auto_threads` decodes with FFmpeg's automatic thread counts (as before #35); `--share_images` gives
+every training dataset one image cache (a proposed change: each decodes every episode on its own).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import resource
 import statistics
 import tempfile
 import time
@@ -72,12 +84,25 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data", type=Path, default=None,
                         help="a dataset with real-size video: time the training frames instead (see above)")
-    parser.add_argument("--data_steps", type=int, default=20, help="with --data: training steps per run")
+    parser.add_argument("--data_steps", type=int, default=None,
+                        help="with --data: training steps per run (20; with --breakdown 150)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="with --data: time each phase of the default `steerable train` on DIR (see above)")
+    parser.add_argument("--recipe", default="hierarchical", help="with --breakdown: the recipe trained")
+    parser.add_argument("--auto_threads", action="store_true",
+                        help="with --breakdown: decode training frames with FFmpeg's automatic thread counts "
+                             "(decoder and RGB conversion), as before #35")
+    parser.add_argument("--share_images", action="store_true",
+                        help="with --breakdown: the training datasets share one image cache (a proposed change "
+                             "to policy/data.py: the blend's and the action component's each decode every episode)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.data is not None and args.breakdown:
+        breakdown_main(args.data, args.data_steps or 150, args.recipe, args.auto_threads, args.share_images)
+        return
     if args.data is not None:
-        frames_main(args.data, args.data_steps)
+        frames_main(args.data, args.data_steps or 20)
         return
     torch.manual_seed(0)
     vocab = 512 if args.size == "tiny" else 49280
@@ -274,6 +299,275 @@ def frames_main(real: Path, steps: int) -> None:
               f"{secs['peak_mb_whole']:>13.0f} MB{secs['peak_mb_each']:>5.0f} MB"
               f"{secs['train_whole']:>14.1f}s{secs['train_each']:>7.1f}s")
     print("RESULT " + " ".join(f"{k}={v:.2f}" for k, v in result.items()))
+
+
+# --- --breakdown: where a `steerable train` step's time goes ------------------------------------------------
+
+# Phases charged to the innermost one running (exclusive time); inside an absorbing phase (held-out
+# evaluation, checkpoint) everything counts to it, so its collation or forward stays out of the step's.
+PHASES = {
+    "sample": "sampling: recipe render, actions, state",
+    "decode": "  decoding frames (PyAV, to RGB)",
+    "resize": "  resizing them to the policy's size",
+    "collate": "collation",
+    "processor": "tokenization (Processor.training_batch)",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "grad clip + AdamW + zero_grad",
+    "scheduler": "lr scheduler",
+    "average": "weight average",
+    "checks": "loss checks",
+    "log": "logs.jsonl",
+    "other": "the loop itself",
+}
+ABSORBING = {"evaluate": "held-out evaluation", "save": "checkpoint writing", "setup": "setup before step 1"}
+
+
+class _Usage:
+    """Wall time, user and system CPU, voluntary and involuntary context switches (whole process, all
+    threads), as one array so that usage adds and subtracts."""
+
+    @staticmethod
+    def now() -> np.ndarray:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return np.array([time.perf_counter(), r.ru_utime, r.ru_stime, r.ru_nvcsw, r.ru_nivcsw])
+
+
+class Breakdown:
+    """Monkeypatched timers around the trainer's calls; usage is charged per (window, phase), where the
+    window is "first" while training episodes are still being decoded and "steady" after."""
+
+    def __init__(self) -> None:
+        self.usage: dict[tuple[str, str], np.ndarray] = {}
+        self.stack: list[str] = []
+        self.mark = _Usage.now()
+        self.window = "first"
+        self.step_window: list[str] = []  # the window of each step, in order
+        self.last_decode_step = 0  # the last step that decoded a training episode (1-based; 0: setup)
+        self.frames_decoded = 0
+        self.decoded: dict[str, list[int]] = {}  # dataset role -> episodes it decoded, in order
+        self.undo: list[tuple[Any, str, Any]] = []
+
+    # Charging.
+    def _charge(self) -> None:
+        now = _Usage.now()
+        phase = self.stack[-1] if self.stack else "other"
+        key = (self.window if phase not in ABSORBING else "once", phase)
+        self.usage[key] = self.usage.get(key, 0) + (now - self.mark)
+        self.mark = now
+
+    def _enter(self, phase: str) -> bool:
+        if any(p in ABSORBING for p in self.stack):
+            return False
+        self._charge()
+        self.stack.append(phase)
+        return True
+
+    def _leave(self) -> None:
+        self._charge()
+        self.stack.pop()
+
+    def step_starts(self) -> None:
+        """Called as the trainer asks for a step's batch: the previous step ends here."""
+        self._charge()
+        if self.stack == ["setup"]:  # the first step: what came before was setup
+            self.stack.pop()
+        steps = len(self.step_window)
+        if steps and self.window == "first" and steps > self.last_decode_step:
+            self.window = "steady"  # a whole step went by without decoding a training episode
+        self.step_window.append(self.window)
+
+    # Patching.
+    def wrap(self, owner: Any, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            entered = self._enter(phase)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if entered:
+                    self._leave()
+
+        self.undo.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self.undo):
+            setattr(owner, name, original)
+        self.undo.clear()
+
+    def install(self) -> None:
+        import steerable.policy.data as policy_data
+        import steerable.policy.trainer as trainer
+        from steerable.dataset.lerobot import LeRobotDataset
+        from steerable.policy.averaging import WeightAverage
+        from steerable.policy.loss_checks import LossChecks
+        from steerable.policy.model import HierarchicalPolicy
+        from steerable.policy.processor import Processor
+
+        self.wrap(policy_data.PolicyDataset, "__getitem__", "sample")
+        self.wrap(policy_data, "resized_frames", "resize")
+        self.wrap(LeRobotDataset, "decode_frames", "decode")
+        self.wrap(trainer, "collate", "collate")
+        self.wrap(Processor, "training_batch", "processor")
+        self.wrap(HierarchicalPolicy, "forward", "forward")
+        self.wrap(torch.Tensor, "backward", "backward")
+        self.wrap(torch.nn.utils, "clip_grad_norm_", "optimizer")
+        self.wrap(torch.optim.AdamW, "step", "optimizer")
+        self.wrap(torch.optim.AdamW, "zero_grad", "optimizer")
+        self.wrap(torch.optim.lr_scheduler.LambdaLR, "step", "scheduler")
+        self.wrap(WeightAverage, "update", "average")
+        self.wrap(LossChecks, "step", "checks")
+        self.wrap(trainer, "_log", "log")
+        self.wrap(trainer, "_evaluate", "evaluate")
+        self.wrap(trainer, "_save", "save")
+        self._watch_decodes(policy_data.PolicyDataset)
+        self._watch_steps(trainer)
+
+    def _watch_decodes(self, cls: Any) -> None:
+        """Which dataset decoded which episode, and when: the first pass lasts while training episodes are
+        decoded (the held-out ones are decoded at setup, for the text cases, and at evaluation)."""
+        original = cls._episode_images
+
+        def watched(data: Any, episode: int) -> Any:
+            fresh = episode not in data._images
+            frames = original(data, episode)
+            if fresh:
+                role = "held-out" if "evaluate" in self.stack or not self.step_window else (
+                    "blend" if data.component is None else f"component {data.component}")
+                self.decoded.setdefault(role, []).append(episode)
+                self.frames_decoded += sum(len(v) for v in frames.values())
+                if role != "held-out":
+                    self.last_decode_step = len(self.step_window)
+            return frames
+
+        self.undo.append((cls, "_episode_images", original))
+        cls._episode_images = watched
+
+    def _watch_steps(self, trainer: Any) -> None:
+        original = trainer._batches
+
+        def batches(*args: Any, **kwargs: Any) -> Any:
+            inner = original(*args, **kwargs)
+            while True:
+                self.step_starts()
+                yield next(inner)
+
+        self.undo.append((trainer, "_batches", original))
+        trainer._batches = batches
+
+    def finish(self) -> None:
+        self._charge()
+
+    def total(self, window: str) -> np.ndarray:
+        out = np.zeros(5)
+        for (w, _), u in self.usage.items():
+            if w == window:
+                out = out + u
+        return out
+
+
+def breakdown_main(root: Path, steps: int, recipe: str, auto_threads: bool, share_images: bool) -> None:
+    """`steps` steps of the default `steerable train` on `root`, timed by phase (see Breakdown)."""
+    import steerable.dataset.video_decode as video_decode
+    import steerable.train.images as images
+    from steerable.policy.data import PolicyDataset
+    from steerable.policy.settings import TrainConfig
+    from steerable.policy.trainer import train
+
+    timer = Breakdown()
+    if auto_threads:
+        timer.undo += [(video_decode, "CONVERT_THREADS", video_decode.CONVERT_THREADS),
+                       (images, "DECODE_THREADS", images.DECODE_THREADS)]
+        video_decode.CONVERT_THREADS = 0
+        images.DECODE_THREADS = None  # type: ignore[assignment]
+    if share_images:
+        _share_image_cache(PolicyDataset, timer)
+    timer.install()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = TrainConfig(dataset=root, output_dir=Path(tmp) / "ckpt", recipe=recipe, steps=steps, progress=False)
+            timer.stack.append("setup")  # popped as the first step asks for its batch
+            timer.mark = _Usage.now()
+            summary = train(cfg)
+            timer.finish()
+    finally:
+        timer.restore()
+    windows = {w: timer.step_window.count(w) for w in ("first", "steady")}
+    threads = "FFmpeg's automatic (before #35)" if auto_threads else "one"
+    _print_breakdown(root, cfg, summary, timer, windows, f"decoder and RGB conversion threads: {threads}; "
+                     f"image cache {'shared' if share_images else 'per dataset'}")
+
+
+def _share_image_cache(cls: Any, timer: Breakdown) -> None:
+    """Every PolicyDataset of the run keeps its decoded frames in one cache (episode -> frames; the
+    datasets hold disjoint episodes or the same episode's same frames, and the cache's 4 GiB bound is
+    far above a 200-episode dataset's ~180 MB at 32 px)."""
+    shared: Any = None
+    original = cls.__init__
+
+    def init(data: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal shared
+        original(data, *args, **kwargs)
+        if shared is None:
+            shared = data._images
+        data._images = shared
+
+    timer.undo.append((cls, "__init__", original))
+    cls.__init__ = init
+
+
+def _print_breakdown(root: Path, cfg: Any, summary: dict[str, Any], timer: Breakdown, windows: dict[str, int],
+                     setting: str) -> None:
+    first, steady = windows["first"], windows["steady"]
+    eval_every, save_every = cfg.eval_every, cfg.save_every
+    print(f"where `steerable train` spends its time: {root}, recipe {cfg.recipe}, {summary['steps']} steps "
+          f"(first pass: steps 1-{first}, while training episodes were decoded; steady: the {steady} after); "
+          f"torch threads {torch.get_num_threads()}; {setting}")
+    print(f"{'phase':<52}{'first ms/step':>14}{'steady ms/step':>15}{'sys s':>8}{'vol. switches':>15}")
+    per_phase = {p: [timer.usage.get((w, p), np.zeros(5)) for w in ("first", "steady")] for p in PHASES}
+    for phase, label in PHASES.items():
+        f, s = per_phase[phase]
+        print(f"{label:<52}{f[0] / max(first, 1) * 1000:>14.1f}{s[0] / max(steady, 1) * 1000:>15.1f}"
+              f"{f[2] + s[2]:>8.2f}{int(f[3] + s[3]):>15}")
+    once = {p: timer.usage.get(("once", p), np.zeros(5)) for p in ABSORBING}
+    every = {"evaluate": eval_every, "save": save_every}
+    for phase in ("evaluate", "save"):
+        u = once[phase]
+        print(f"{ABSORBING[phase] + f' (1 run {u[0]:.1f} s, per {every[phase]} steps)':<52}"
+              f"{u[0] / every[phase] * 1000:>14.1f}{u[0] / every[phase] * 1000:>15.1f}{u[2]:>8.2f}{int(u[3]):>15}")
+    result: dict[str, float] = {"steps": summary["steps"], "first_steps": first, "steady_steps": steady}
+    for window, n in (("first", first), ("steady", steady)):
+        t = timer.total(window)
+        rate = n / t[0] if t[0] else float("nan")
+        print(f"{window + ' window':<14} {n:>4} steps in {t[0]:6.1f} s ({rate:.2f} steps/s): user {t[1]:6.1f} s, "
+              f"system {t[2]:5.1f} s, {int(t[3])} voluntary + {int(t[4])} involuntary context switches")
+        result.update({f"{window}_steps_per_s": rate, f"{window}_user_s": t[1], f"{window}_sys_s": t[2],
+                       f"{window}_vcsw": t[3], f"{window}_ivcsw": t[4]})
+    decode, resize = per_phase["decode"][0] + per_phase["decode"][1], per_phase["resize"][0] + per_phase["resize"][1]
+    frames = max(timer.frames_decoded, 1)
+    roles = ", ".join(f"{role} {len(eps)} ({len(eps) - len(set(eps))} again)" for role, eps in timer.decoded.items())
+    train_eps = [e for role, eps in timer.decoded.items() if role != "held-out" for e in eps]
+    print(f"episodes decoded: {roles}; training episodes decoded more than once: "
+          f"{len(train_eps) - len(set(train_eps))}; {timer.frames_decoded} frames (all cameras), decode "
+          f"{decode[0] / frames * 1000:.3f} ms + resize {resize[0] / frames * 1000:.3f} ms a frame")
+    setup = once["setup"]
+    print(f"setup before step 1 (datasets, the held-out text cases' frames): {setup[0]:.1f} s, "
+          f"system {setup[2]:.1f} s, {int(setup[3])} voluntary switches")
+    if steady:
+        # The default run: this setup and first pass, the steady rate for the other steps, and an evaluation
+        # and a checkpoint every eval_every / save_every steps.
+        default_steps = int(type(cfg).model_fields["steps"].default)
+        projected = (setup[0] + timer.total("first")[0]
+                     + timer.total("steady")[0] / steady * (default_steps - first)
+                     + once["evaluate"][0] * (default_steps // eval_every) + once["save"][0] * (default_steps // save_every))
+        print(f"projected default run ({default_steps} steps): {projected / 60:.1f} min")
+        result["projected_min"] = projected / 60
+    result.update(decode_ms_per_frame=decode[0] / frames * 1000, resize_ms_per_frame=resize[0] / frames * 1000,
+                  frames_decoded=timer.frames_decoded, setup_s=setup[0], eval_s=once["evaluate"][0],
+                  save_s=once["save"][0], decode_sys_s=decode[2], decode_vcsw=decode[3])
+    print("RESULT " + " ".join(f"{k}={v:.0f}" if float(v).is_integer() else f"{k}={v:.3f}" for k, v in result.items()))
 
 
 if __name__ == "__main__":

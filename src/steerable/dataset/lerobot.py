@@ -193,14 +193,17 @@ class LeRobotDataset:
         column = self.read_episode(episode_index, ["timestamp"]).column("timestamp")
         return column.to_numpy().astype(np.float32, copy=False)
 
-    def decode_frames(self, episode_index: int, camera: str, timestamps: Sequence[float]) -> list[np.ndarray]:
-        """RGB uint8 frames of `camera` at episode-relative `timestamps`, in one sequential pass."""
+    def decode_frames(self, episode_index: int, camera: str, timestamps: Sequence[float], *,
+                      threads: int | None = None) -> list[np.ndarray]:
+        """RGB uint8 frames of `camera` at episode-relative `timestamps`, in one sequential pass
+        (`threads`: the decoder's, `steerable.dataset.video.decode_frames`)."""
         from steerable.dataset.video import decode_frames
 
         ep = self.episode(episode_index)
         path = self.video_path(camera, ep)
         span = ep.videos[camera]
-        return decode_frames(path, timestamps, offset=span.from_timestamp, episode_index=ep.episode_index)
+        return decode_frames(path, timestamps, offset=span.from_timestamp, episode_index=ep.episode_index,
+                             threads=threads)
 
 
 def _only_episode(meta: Any, group: int, column: int, episode_index: int) -> bool:

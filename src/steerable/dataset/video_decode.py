@@ -28,6 +28,12 @@ logger = logging.getLogger(__name__)
 _REORDER_SLACK = 16
 # Float slack on the half-frame tolerance, so a time exactly between two frames still matches one.
 _EPS = 1e-6
+# Threads of the RGB conversion (swscale). PyAV's default, FFmpeg's automatic count, wakes a pool of
+# threads for every frame: at 224x160 that was ~4.5 voluntary context switches a frame, most of the
+# decode's system time, and a frame 30 % slower (on a busy machine each frame waited for every thread
+# to get a core); no faster at 640x480 (benchmarks/README.md, "Where `steerable train`'s time goes").
+# One thread gives the same pixels (tests/test_decode_threads.py).
+CONVERT_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -192,12 +198,14 @@ def _nearest(times: list[float], t: float, tol: float) -> int | None:
 
 
 def decode_frames(
-    path: Path, timestamps: Sequence[float], *, offset: float = 0.0, episode_index: int | None = None
+    path: Path, timestamps: Sequence[float], *, offset: float = 0.0, episode_index: int | None = None,
+    threads: int | None = None,
 ) -> list[np.ndarray]:
     """Return the RGB frames (H x W x 3 uint8) shown at episode times `timestamps`, in request order.
 
     File time is `offset + t` (`offset`: the episode's start inside a file shared by several episodes).
     Each request gets the frame whose timestamp is nearest, if within half a frame period.
+    `threads` is the decoder's thread count (None: FFmpeg's automatic count; the pixels are the same).
     """
     path = Path(path)
     where = _where(path, episode_index)
@@ -207,6 +215,8 @@ def decode_frames(
     if bad:
         raise VideoError(f"{where}: requested time {bad[0]} is not a finite number of seconds")
     with _open_stream(path, episode_index) as (container, stream):
+        if threads is not None:  # before the first packet: the decoder opens then
+            stream.codec_context.thread_count = threads
         wanted = _Wanted(
             sorted({offset + float(t) for t in timestamps}), 1 / float(_frame_rate(stream, where))
         )
@@ -229,6 +239,7 @@ def decode_frames(
             if index in rgb:  # a repeated frame gets its own copy, so callers may edit arrays in place
                 out.append(rgb[index].copy())
             else:
-                rgb[index] = to_rgb.reformat(kept[index][1], format="rgb24").to_ndarray()
+                frame = to_rgb.reformat(kept[index][1], format="rgb24", threads=CONVERT_THREADS)
+                rgb[index] = frame.to_ndarray()
                 out.append(rgb[index])
         return out

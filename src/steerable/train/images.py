@@ -69,6 +69,12 @@ def _jpeg(array: np.ndarray, quality: int) -> bytes:
 # full-size frames are never all in memory (a minute at 640x480 is 1.6 GB), at the cost of one
 # seek per window (under a GOP of decoding, from the keyframe before it).
 DECODE_WINDOW = 256
+# The decoder's threads for training frames. The training step runs on the same cores (one torch
+# thread for the tiny model), so decoder threads only compete with it: on a stream with several
+# slices, or AV1, FFmpeg's automatic count spent more CPU (and ~3 context switches a frame) for
+# little or no gain in wall time on 2 cores (benchmarks/README.md, "Where `steerable train`'s time
+# goes"). The same pixels either way (tests/test_decode_threads.py).
+DECODE_THREADS = 1
 
 
 def resized_frames(dataset: LeRobotDataset, episode_index: int, camera: str, timestamps: Sequence[float],
@@ -84,7 +90,8 @@ def resized_frames(dataset: LeRobotDataset, episode_index: int, camera: str, tim
 
     out = torch.empty((len(timestamps), size, size, 3), dtype=torch.uint8)
     for start in range(0, len(timestamps), DECODE_WINDOW):
-        window = dataset.decode_frames(episode_index, camera, list(timestamps[start:start + DECODE_WINDOW]))
+        window = dataset.decode_frames(episode_index, camera, list(timestamps[start:start + DECODE_WINDOW]),
+                                       threads=DECODE_THREADS)
         for k, frame in enumerate(window):
             x = torch.from_numpy(frame).permute(2, 0, 1)[None].float()
             x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True)
