@@ -138,3 +138,32 @@ def test_the_default_policy_trains_on_another_world_and_runs_in_steerable_run(wo
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(run.stdout)
     assert report["episodes"] == 1 and report["low_level"] == "policy"
+
+
+def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One decode per episode and camera for both datasets of a run (each decoded its own before)."""
+    from policy_helpers import build
+
+    import steerable.policy.data as data_module
+
+    calls: list[tuple[int, str]] = []
+    real = data_module.resized_frames
+
+    def counted(dataset: Any, episode: int, camera: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append((episode, camera))
+        return real(dataset, episode, camera, *args, **kwargs)
+
+    monkeypatch.setattr(data_module, "resized_frames", counted)
+    ds = open_dataset(world)
+    built = build(ds)
+    recipe = load_recipe("hierarchical")
+    blend = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size)
+    actions = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size, component="low_level_execution",
+                            images_from=blend)
+    for i in range(len(actions)):
+        actions[i]
+    for i in range(len(blend)):
+        blend[i]
+    assert sorted(calls) == sorted({(e.episode_index, c) for e in ds.episodes for c in CAMERAS})
+    with pytest.raises(ValueError, match="same dataset"):
+        PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size + 8, images_from=blend)

@@ -114,7 +114,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
-                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES) -> None:
+                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES,
+                 images_from: PolicyDataset | None = None) -> None:
         # The action chunks come from `episode_actions`; the items read the state features alone.
         features = tuple(cfg.state_keys)
         # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
@@ -171,6 +172,12 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # Decoded, resized frames are kept by size, not by episode count: a miss decodes a whole
         # episode, so a cache smaller than the episodes drawn from turns every draw into a decode.
         self.image_cache_bytes = image_cache_bytes
+        # Another dataset of the same run whose frames these are (the action component's items draw the
+        # blend's episodes): one decode and one cache for both, the same pixels.
+        if images_from is not None and (images_from.dataset is not dataset or images_from.image_size != image_size
+                                        or images_from.cfg.cameras != cfg.cameras):
+            raise ValueError("images_from must read the same dataset, cameras and image size")
+        self.images_from = images_from
         self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
         self._image_bytes = 0
 
@@ -261,6 +268,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         return self._actions[episode]
 
     def _episode_images(self, episode: int) -> dict[str, torch.Tensor]:
+        if self.images_from is not None:
+            return self.images_from._episode_images(episode)
         cached = self._images.get(episode)
         if cached is not None:
             self._images.move_to_end(episode)

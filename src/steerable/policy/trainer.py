@@ -87,7 +87,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     action_batch = int(built.state.get("action_batch_size", cfg.action_batch_size))
     components = action_components(recipe) if action_batch else []
     action_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
-                                component=components[0]) if components else None
+                                component=components[0], images_from=train_data) if components else None
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
     check_recipe(train_data, recipe, cfg.recipe)
