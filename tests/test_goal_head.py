@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from policy_helpers import TINY, TINY_FLAGS, one_thread  # noqa: F401
 
+from policy_helpers import TINY, TINY_FLAGS, one_thread  # noqa: F401
 from steerable.dataset import open_dataset
 from steerable.dataset.build import DatasetBuilder
 from steerable.dataset.writer import EpisodeLanguage, write_language
@@ -142,9 +142,8 @@ def test_the_default_policy_trains_on_another_world_and_runs_in_steerable_run(wo
 
 def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One decode per episode and camera for both datasets of a run (each decoded its own before)."""
-    from policy_helpers import build
-
     import steerable.policy.data as data_module
+    from policy_helpers import build
 
     calls: list[tuple[int, str]] = []
     real = data_module.resized_frames
