@@ -28,7 +28,7 @@ AUTO_ACTION_KEY = "auto"
 UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
     "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False, "flow_noise": 1.0,
-    "fine_offsets": False, "object_name_slots": False, "check_context": True,
+    "fine_offsets": False, "object_name_slots": False, "check_context": True, "goal_head": False,
 }
 
 
@@ -108,6 +108,10 @@ class PolicyConfig:
     locate_width: int = 32
     locate_loss_weight: float = 1.0
     done_loss_weight: float = 1.0
+    # Where the current command ends, predicted from the cameras and the command (`steerable.policy.goal`),
+    # learnt from where each command's segment ended in the demonstrations; the expert reads it.
+    goal_head: bool = True
+    goal_loss_weight: float = 1.0
     state_bins: int = 256
     expert_layers: int = 2
     expert_hidden: int = 64
@@ -170,7 +174,8 @@ class PolicyConfig:
             raise ConfigError(f"policy.check_clearance must be >= 0 (0: the object description's), got "
                               f"{self.check_clearance}")
         object_layout(self)  # its own checks
-        if self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0:
+        if (self.text_loss_weight < 0 or self.flow_loss_weight < 0 or self.done_loss_weight < 0
+                or self.goal_loss_weight < 0):
             raise ConfigError("loss weights must be >= 0")
         NameSlots(self.name_slots)  # its own checks
         if self.locate_key and self.state_key.strip() != AUTO_STATE_KEY:  # "auto" is expanded by the setup

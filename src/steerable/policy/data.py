@@ -114,7 +114,8 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
 
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
-                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES) -> None:
+                 component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES,
+                 images_from: PolicyDataset | None = None) -> None:
         # The action chunks come from `episode_actions`; the items read the state features alone.
         features = tuple(cfg.state_keys)
         # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
@@ -134,6 +135,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         self.layout = object_layout(cfg)  # the described objects (steerable.policy.objects), None without
         self._actions: dict[int, EpisodeActions] = {}
         self._subtasks: dict[int, EpisodeSubtasks] = {}
+        self._states: dict[int, np.ndarray] = {}
         # (frame position, command) items where the command is done: the done head's positives,
         # drawn with the action component's items.
         self.done_items: list[tuple[int, str]] = []
@@ -170,6 +172,12 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # Decoded, resized frames are kept by size, not by episode count: a miss decodes a whole
         # episode, so a cache smaller than the episodes drawn from turns every draw into a decode.
         self.image_cache_bytes = image_cache_bytes
+        # Another dataset of the same run whose frames these are (the action component's items draw the
+        # blend's episodes): one decode and one cache for both, the same pixels.
+        if images_from is not None and (images_from.dataset is not dataset or images_from.image_size != image_size
+                                        or images_from.cfg.cameras != cfg.cameras):
+            raise ValueError("images_from must read the same dataset, cameras and image size")
+        self.images_from = images_from
         self._images: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
         self._image_bytes = 0
 
@@ -227,6 +235,12 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
+        if self.cfg.goal_head:
+            # Where this command's segment ends (`EpisodeSubtasks.end_row`): the goal head's label, NaN unknown.
+            end = None if command is None else self._episode_subtasks(episode).end_row(row, command)
+            states = self._episode_states(episode)
+            item["goal"] = (torch.from_numpy(states[min(end, len(states) - 1)]) if end is not None
+                            else torch.full((states.shape[1],), float("nan")))
         if self.cfg.cameras:
             frames = self._episode_images(episode)
             item["images"] = {cam: frames[cam][row] for cam in self.cfg.cameras}
@@ -241,12 +255,21 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             self._subtasks[episode] = episode_subtasks(self.dataset, episode, self._episode_actions(episode))
         return self._subtasks[episode]
 
+    def _episode_states(self, episode: int) -> np.ndarray:
+        if episode not in self._states:
+            table = self.dataset.read_episode(episode, list(self.cfg.state_keys))
+            self._states[episode] = np.concatenate([feature_matrix(table, k) for k in self.cfg.state_keys],
+                                                   axis=1).astype(np.float32)
+        return self._states[episode]
+
     def _episode_actions(self, episode: int) -> EpisodeActions:
         if episode not in self._actions:
             self._actions[episode] = episode_actions(self.dataset, self.cfg, episode)
         return self._actions[episode]
 
     def _episode_images(self, episode: int) -> dict[str, torch.Tensor]:
+        if self.images_from is not None:
+            return self.images_from._episode_images(episode)
         cached = self._images.get(episode)
         if cached is not None:
             self._images.move_to_end(episode)

@@ -110,6 +110,22 @@ class EpisodeSubtasks:
         nxt = self.starts[k + 1][0]
         return 0.0 if row < nxt - self.margin else -1.0
 
+    def end_row(self, row: int, command: str) -> int | None:
+        """The last frame of `command`'s segment when `command` is active at `row` (or finished less
+        than `after` frames before it): where the robot was sent, the goal head's hindsight label. None
+        for a segment an interjection cut short (it did not end where its command sends the robot)."""
+        for k, (start, text) in enumerate(self.starts):
+            if text != command or start > row:
+                continue
+            if k == len(self.starts) - 1:
+                return self.final_still
+            nxt = self.starts[k + 1][0]
+            if nxt in self.events:
+                return None
+            if row < nxt + self.after:
+                return max(start, nxt - 1)
+        return None
+
     def final(self) -> list[tuple[int, str]]:
         """(row, command) pairs of the last command on the first `after` frames of the final stillness."""
         if not self.starts:

@@ -91,5 +91,8 @@ def heldout_losses(model: HierarchicalPolicy, processor: Processor, batches: Ite
         if model.locator is not None:
             sums["locate"] = sums.get("locate", 0.0) + float(out["locate_loss"])
             counts["locate"] = counts.get("locate", 0) + 1
+        if model.goal is not None:
+            sums["goal"] = sums.get("goal", 0.0) + float(out["goal_loss"])
+            counts["goal"] = counts.get("goal", 0) + 1
     model.train(was_training)
     return {f"{k}_loss": sums[k] / counts[k] if counts[k] else float("nan") for k in sums}

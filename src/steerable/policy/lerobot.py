@@ -29,12 +29,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from steerable.control import LanguageContext
 from steerable.dataset import LeRobotDataset
 from steerable.policy.checkpoint import LoadedPolicy, load_policy
 from steerable.policy.config import PolicyConfig
 from steerable.policy.episodes import EpisodeActions, episode_actions
 from steerable.policy.generation import GenerationConfig
-from steerable.control import LanguageContext
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes import Recipe

@@ -23,6 +23,7 @@ from torch import nn
 from steerable.policy.backbone import Backbone
 from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
+from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
@@ -47,6 +48,10 @@ class Encoded:
     state_token: torch.Tensor | None = None
     # The locator's estimate of the located state values (B, located), before detaching; None without one.
     located: torch.Tensor | None = None
+    # The goal head's (B, P) estimate of where the command ends, before detaching, and what the expert
+    # reads of it as one (B, 1, hidden) token; None without a goal head.
+    goal: torch.Tensor | None = None
+    goal_token: torch.Tensor | None = None
 
 
 class HierarchicalPolicy(nn.Module):
@@ -102,6 +107,15 @@ class HierarchicalPolicy(nn.Module):
         self.locator: Locator | None = None
         if cfg.locate_key:
             self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
+        self.goal: GoalHead | None = None
+        # From pixels what grounding reads from the state: a policy whose state holds the named objects'
+        # positions (`_grounds`) has them exactly and builds no goal head.
+        if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
+                and _grounds(cfg) is None):
+            self.goal = GoalHead(cfg, width)
+            self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
+                                         nn.Linear(width, width))
+            self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
@@ -179,7 +193,13 @@ class HierarchicalPolicy(nn.Module):
         token = None
         if self.expert_state is not None and state is not None:
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
-        return Encoded(last, hidden, valid, plen, cache, named, token, located)
+        goal = goal_token = None
+        if self.goal is not None and images is not None and state is not None:
+            # Where the command ends, from the cameras and its words alone (`GoalHead`).
+            goal = self.goal(images, self.backbone.embed(input_ids), attention_mask)
+            pose = state[:, cast(torch.Tensor, self.pose_index)].float()
+            goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
+        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token)
 
     def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
@@ -192,6 +212,10 @@ class HierarchicalPolicy(nn.Module):
             layers = [h + named for h in layers]
         if enc.state_token is not None:
             token = pick(enc.state_token).to(layers[0].dtype)
+            layers = [torch.cat([h, token], dim=1) for h in layers]
+            valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)
+        if enc.goal_token is not None:
+            token = pick(enc.goal_token).to(layers[0].dtype)
             layers = [torch.cat([h, token], dim=1) for h in layers]
             valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)
         return layers, valid
@@ -278,8 +302,15 @@ class HierarchicalPolicy(nn.Module):
         l_loss = enc.last.sum() * 0.0
         if self.locator is not None and enc.located is not None:
             l_loss = self.locator.loss(enc.located, batch["state"])
+        g_loss = enc.last.sum() * 0.0
+        if enc.goal is not None and "goal" in batch:
+            target = batch["goal"][:, cast(torch.Tensor, self.pose_index)]
+            known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
+            if bool(known.any()):
+                g_loss = GoalHead.loss(enc.goal[known], target[known])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
-                + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss)
+                + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss
+                + self.cfg.goal_loss_weight * g_loss)
         return {
             "loss": loss,
             "text_loss": t_loss.detach(),
@@ -287,6 +318,7 @@ class HierarchicalPolicy(nn.Module):
             "done_loss": d_loss.detach(),
             "check_loss": c_loss.detach(),
             "locate_loss": l_loss.detach(),
+            "goal_loss": g_loss.detach(),
             "done_labels": torch.tensor(n_done),
             "text_tokens": torch.tensor(n_text),
             "action_values": torch.tensor(n_act),

@@ -154,6 +154,8 @@ class Processor:
                 state = torch.as_tensor(batch["state"]) if "state" in batch else self.state_from(batch)
             out["actions"] = self.model_actions(torch.as_tensor(batch["actions"]), state).to(device)
             out["action_mask"] = batch["action_mask"].to(device)
+        if "goal" in batch:  # a raw state, NaN where unknown; normalised as the state is
+            out["goal"] = self.normalizer.state(torch.as_tensor(batch["goal"])).to(device)
         for key in ("done", "check", "relation"):
             if key in batch:
                 out[key] = torch.as_tensor(batch[key]).to(device)

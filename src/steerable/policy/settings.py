@@ -41,6 +41,10 @@ _POLICY_HELP = {
     "expert_reads_state": "true: the action expert reads the state as one more token",
     "done_head": "true: learn when a command is complete, so the learned low level reports it done",
     "done_loss_weight": "weight of the done head's loss",
+    "goal_head": "true: learn where each command ends (the state at the end of its segment) from the cameras and "
+                 "the command's words, and let the action expert read it (docs/policy.md, \"From pixels\"; built "
+                 "only for a policy with cameras whose state does not hold the named objects)",
+    "goal_loss_weight": "weight of the goal head's loss",
     "step_check": "true: the done head also learns whether a command reported done took, so the learned high "
                   "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\"; "
                   "off with --policy.locate_key)",

@@ -87,7 +87,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     action_batch = int(built.state.get("action_batch_size", cfg.action_batch_size))
     components = action_components(recipe) if action_batch else []
     action_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
-                                component=components[0]) if components else None
+                                component=components[0], images_from=train_data) if components else None
     if len(train_data) < cfg.batch_size:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
     check_recipe(train_data, recipe, cfg.recipe)
@@ -157,6 +157,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                        "flow_loss": float(out["flow_loss"]), "done_loss": float(out.get("done_loss", 0.0)),
                        **({"locate_loss": float(out["locate_loss"])} if model.cfg.locate_key else {}),
                        **({"check_loss": float(out["check_loss"])} if model.cfg.step_check else {}),
+                       **({"goal_loss": float(out["goal_loss"])} if model.goal is not None else {}),
                        "lr": optimizer.param_groups[0]["lr"],
                        "steps_per_s": window_steps / max(now - window_start, 1e-9)}
             _log(log_path, metrics)
@@ -235,6 +236,7 @@ def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
             "action_values": torch.tensor(n + m), "done_loss": torch.as_tensor(done),
             "done_labels": torch.tensor(dn + dm),
             "locate_loss": (out.get("locate_loss", 0.0) + more.get("locate_loss", 0.0)) / 2,
+            "goal_loss": (out.get("goal_loss", 0.0) + more.get("goal_loss", 0.0)) / 2,
             # Only the low-level batch holds the step check's items.
             "check_loss": more.get("check_loss", out.get("check_loss", 0.0))}
 
@@ -256,7 +258,8 @@ def _eval_line(m: dict[str, Any]) -> str:
     return (f"step {m['step']}: held-out text loss {m.get('eval_text_loss', float('nan')):.3f}, flow loss "
             f"{m.get('eval_flow_loss', float('nan')):.3f}, exact match {m.get('eval_exact_match', float('nan')):.2f} "
             f"(majority {m.get('eval_majority_baseline', float('nan')):.2f}, {m.get('eval_cases', 0)} cases)"
-            + (f", locate loss {m['eval_locate_loss']:.4f}" if "eval_locate_loss" in m else ""))
+            + (f", locate loss {m['eval_locate_loss']:.4f}" if "eval_locate_loss" in m else "")
+            + (f", goal loss {m['eval_goal_loss']:.4f}" if "eval_goal_loss" in m else ""))
 
 
 def _log(path: Path, record: dict[str, Any]) -> None:

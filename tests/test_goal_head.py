@@ -1,0 +1,168 @@
+"""The goal head: where a command ends, learnt from where its segment ended, read from cameras and words.
+
+A world that is not the simulator's: joints j0..j2 and a gripper, no object in the state, the words
+"mug" and "tray"; the default policy trains on it and runs through `steerable run`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from policy_helpers import TINY, TINY_FLAGS, one_thread  # noqa: F401
+from steerable.dataset import open_dataset
+from steerable.dataset.build import DatasetBuilder
+from steerable.dataset.writer import EpisodeLanguage, write_language
+from steerable.policy.checkpoint import load_policy
+from steerable.policy.data import PolicyDataset
+from steerable.policy.episodes import EpisodeSubtasks
+from steerable.recipes import load_recipe
+
+JOINTS = ["j0", "j1", "j2", "gripper"]
+SIZE = 32
+CAMERAS = ("observation.images.top", "observation.images.wrist")
+
+
+def _frames(where: np.ndarray, n: int) -> np.ndarray:
+    """A plain table with a dark square at `where` (in [0, 1]^2) on every frame."""
+    out = np.full((n, SIZE, SIZE, 3), 180, np.uint8)
+    u, v = (np.clip(where, 0, 0.9) * SIZE).astype(int)
+    out[:, v: v + 4, u: u + 4] = (40, 60, 200)
+    return out
+
+
+def _world(root: Path) -> Path:
+    """Four episodes: the arm goes to the mug ("lift the mug"), then to the tray ("set the mug onto the tray")."""
+    features = {"observation.state": {"dtype": "float32", "shape": [4], "names": JOINTS},
+                "action": {"dtype": "float32", "shape": [4], "names": JOINTS},
+                **{cam: {"dtype": "video", "shape": [SIZE, SIZE, 3]} for cam in CAMERAS}}
+    rng = np.random.default_rng(0)
+    with DatasetBuilder(root, fps=10, features=features, robot_type="arm") as builder:
+        for _ in range(4):
+            mug, tray = rng.uniform(0.1, 0.5, 2), rng.uniform(0.1, 0.5, 2)
+            t = np.minimum(np.arange(30, dtype=np.float32) / 12, 1.0)[:, None]
+            first = np.concatenate([0.3 + (mug - 0.3) * t[:15], 0.05 + 0 * t[:15], (t[:15] > 0.5)], axis=1)
+            last = first[-1]
+            second = np.concatenate([last[:2] + (tray - last[:2]) * t[:15], 0.05 + 0 * t[:15], 1 - (t[:15] > 0.9)],
+                                    axis=1)
+            arm = np.concatenate([first, second]).astype(np.float32)
+            builder.add_episode("set the mug onto the tray", {"observation.state": arm, "action": arm},
+                                {cam: _frames(mug, len(arm)) for cam in CAMERAS})
+    ds = open_dataset(root)
+
+    def row(content: str, at: float) -> dict[str, Any]:
+        return {"role": "assistant", "content": content, "style": "subtask", "camera": None, "tool_calls": None,
+                "timestamp": at}
+
+    write_language(ds, {e.episode_index: EpisodeLanguage(persistent=[row("lift the mug", 0.0),
+                                                                     row("set the mug onto the tray", 1.5)])
+                        for e in ds.episodes})
+    return root
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _world(tmp_path_factory.mktemp("goal") / "ds")
+
+
+def test_a_segment_ends_where_the_next_begins_and_a_cut_one_has_no_goal() -> None:
+    spans = EpisodeSubtasks([(0, "a"), (10, "b"), (20, "c"), (30, "a")], event_frames=[20], final_still=37,
+                            length=40, fps=10)
+    assert spans.end_row(0, "a") == 9 and spans.end_row(9, "a") == 9
+    assert spans.end_row(12, "a") == 9  # "a" reported done on the next segment's first second
+    assert spans.end_row(5, "b") is None  # not begun
+    assert spans.end_row(15, "b") is None  # an interjection started the next segment: "b" was cut short
+    assert spans.end_row(25, "c") == 29
+    assert spans.end_row(33, "a") == 37  # the episode's last command ends on its final stillness
+
+
+def test_the_goal_label_is_the_state_where_the_segment_ends(world: Path) -> None:
+    from policy_helpers import build
+
+    ds = open_dataset(world)
+    built = build(ds)
+    assert built.model.goal is not None  # cameras and commanded joints: the default policy has one
+    data = PolicyDataset(ds, load_recipe("hierarchical"), built.model.cfg, built.processor.image_size,
+                         component="low_level_execution")
+    state = np.asarray(ds.read_episode(0, ["observation.state"]).column("observation.state").to_pylist(), np.float32)
+    item = data[3]  # episode 0, frame 3: "lift the mug", which ends on frame 14
+    assert item is not None and item["messages"][-1]["content"] == "lift the mug"
+    assert torch.equal(item["goal"], torch.from_numpy(state[14]))
+
+
+def test_the_goal_reads_the_cameras_and_the_words_not_the_state(world: Path) -> None:
+    from policy_helpers import build
+
+    built = build(open_dataset(world))
+    model, proc = built.model.eval(), built.processor
+    for p in model.goal.parameters():  # type: ignore[union-attr]  # a head that reads all it is given
+        torch.nn.init.normal_(p, std=0.3)
+    obs = {"state": np.zeros(4, np.float32), "images": {c: _frames(np.array([0.2, 0.2]), 1)[0] for c in CAMERAS}}
+
+    def goal(observation: dict[str, Any], command: str) -> torch.Tensor:
+        inp = proc.observation(observation)
+        ids, mask = proc.prompt([[{"role": "user", "content": command}]], generation=False)
+        with torch.no_grad():
+            enc = model.encode(inp["images"], inp["state"], ids, mask)
+        assert enc.goal is not None
+        return enc.goal
+
+    base = goal(obs, "lift the mug")
+    # The state reaches it nowhere: a gripper elsewhere, the same goal (its shortcut, "near the gripper").
+    assert torch.equal(goal({**obs, "state": np.full(4, 0.4, np.float32)}, "lift the mug"), base)
+    assert not torch.equal(goal(obs, "set the mug onto the tray"), base)
+    moved = {c: _frames(np.array([0.6, 0.5]), 1)[0] for c in CAMERAS}
+    assert not torch.equal(goal({**obs, "images": moved}, "lift the mug"), base)
+
+
+def test_the_default_policy_trains_on_another_world_and_runs_in_steerable_run(world: Path, tmp_path: Path) -> None:
+    from steerable.cli.main import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--steps", "3", "--batch_size", "4",
+                 "--no_progress", "--eval_every", "100", *TINY_FLAGS]) == 0
+    cfg = load_policy(out).model.cfg
+    assert cfg.goal_head and cfg.objects == {} and cfg.state_keys == ["observation.state"]
+    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+    assert any("goal_loss" in r and np.isfinite(r["goal_loss"]) for r in logs)
+    run = subprocess.run([sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--high_level", "policy",
+                          "--low_level", "policy", "--policy.path", str(out), "--eval_episodes", "1",
+                          "--max_seconds", "1", "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert report["episodes"] == 1 and report["low_level"] == "policy"
+
+
+def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One decode per episode and camera for both datasets of a run (each decoded its own before)."""
+    import steerable.policy.data as data_module
+    from policy_helpers import build
+
+    calls: list[tuple[int, str]] = []
+    real = data_module.resized_frames
+
+    def counted(dataset: Any, episode: int, camera: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append((episode, camera))
+        return real(dataset, episode, camera, *args, **kwargs)
+
+    monkeypatch.setattr(data_module, "resized_frames", counted)
+    ds = open_dataset(world)
+    built = build(ds)
+    recipe = load_recipe("hierarchical")
+    blend = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size)
+    actions = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size, component="low_level_execution",
+                            images_from=blend)
+    for i in range(len(actions)):
+        actions[i]
+    for i in range(len(blend)):
+        blend[i]
+    assert sorted(calls) == sorted({(e.episode_index, c) for e in ds.episodes for c in CAMERAS})
+    with pytest.raises(ValueError, match="same dataset"):
+        PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size + 8, images_from=blend)
