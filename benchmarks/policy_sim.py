@@ -8,8 +8,8 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
 - `high`: `make-dataset synthetic --with_language --difficulty D` (cameras, no privileged state),
   held-out subtask exact match against the majority class, then the learned high level over the
   scripted controller (plain, with `--eval_interjections`) and the scripted ceiling.
-- `cameras`: the same checkpoint as both levels from cameras + proprioception alone
-  (`--high_level policy --low_level policy`, no privileged observation).
+- `cameras`: the same checkpoint as both levels, and its low level under the scripted planner, from
+  cameras + proprioception alone (no privileged observation).
 - `both`: `make-dataset ... --privileged_state` (the objects' true positions in the state; the
   default `--policy.state_key auto` reads them), then the policy as both levels and as the low
   level under the scripted planner, with `--observation privileged`.
@@ -211,6 +211,8 @@ def part_cameras(args: argparse.Namespace, rep: Report) -> None:
         part_high(args, rep)
     rep.evaluation("cameras_policy_policy", "policy high / policy low, cameras + proprioception", ckpt, "policy",
                    "policy", args, "--eval_difficulty", args.difficulty)
+    rep.evaluation("cameras_scripted_policy", "scripted high / policy low, cameras + proprioception", ckpt,
+                   "scripted", "policy", args, "--eval_difficulty", args.difficulty)
 
 
 def _privileged_data(args: argparse.Namespace) -> Path:
