@@ -222,7 +222,8 @@ def generate_synthetic(
         write_ground_truth(
             builder.build_dir, fps, {camera_key(c): sizes[c] for c in cams}, truths, level.name
         )
-        write_object_schema(builder.build_dir, simulator_objects(privileged_state))
+        if privileged_state:  # without it no object's position is recorded: nothing to describe
+            write_object_schema(builder.build_dir, simulator_objects(privileged_state))
     if with_language:
         _write_language(out, seed, tasks, truths)
     return out

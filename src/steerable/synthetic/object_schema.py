@@ -1,11 +1,13 @@
 """The simulator's object description (`meta/objects.json`, `steerable.dataset.objects`).
 
-`generate_synthetic` writes it into every dataset it makes: the end effector is `ee.x`, `ee.y`,
-`ee.z` of `observation.state`; with the privileged state, each cube colour and receptacle of the
-palette is an object of `observation.environment_state` in the layout of
-`steerable.synthetic.privileged` (its kind the last word of its name: cube, bin, zone, the groups of
-its name slots). Without the privileged state no object's position is recorded, so it lists none. The
-world's lengths are the table's, in metres.
+`generate_synthetic` writes it into a dataset made with the privileged state: the end effector is
+`ee.x`, `ee.y`, `ee.z` of `observation.state`, and each cube colour and receptacle of the palette is an
+object of `observation.environment_state` in the layout of `steerable.synthetic.privileged` (its kind
+the last word of its name: cube, bin, zone, the groups of its name slots). Without the privileged state
+no object's position is recorded and no file is written: a description with no object grounds nothing,
+and one that names the robot's state feature went stale when a user renamed it (a cameras-only dataset
+with `observation.state` renamed `state` was refused by `train`). The world's lengths are the table's,
+in metres.
 """
 
 from __future__ import annotations
