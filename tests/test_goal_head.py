@@ -166,3 +166,11 @@ def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monke
     assert sorted(calls) == sorted({(e.episode_index, c) for e in ds.episodes for c in CAMERAS})
     with pytest.raises(ValueError, match="same dataset"):
         PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size + 8, images_from=blend)
+
+
+def test_the_goal_head_benchmark_runs_and_prints_its_result(world: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "goal_head.py"
+    run = subprocess.run([sys.executable, str(script), "--data", str(world), "--steps", "2", "--train_items", "16",
+                          "--eval_items", "16", "--batch_size", "4"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "RESULT steps=2 far_median=" in run.stdout
