@@ -174,3 +174,21 @@ def test_the_goal_head_benchmark_runs_and_prints_its_result(world: Path) -> None
                           "--eval_items", "16", "--batch_size", "4"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "RESULT steps=2 far_median=" in run.stdout
+
+
+def test_only_the_rows_that_act_get_a_goal_and_theirs_is_the_same(world: Path) -> None:
+    from policy_helpers import batch_of, build
+
+    ds = open_dataset(world)
+    built = build(ds)
+    model, proc = built.model.eval(), built.processor
+    data = PolicyDataset(ds, load_recipe("hierarchical"), built.model.cfg, proc.image_size)
+    inputs = proc.training_batch(batch_of(data, list(range(0, len(data), max(1, len(data) // 12)))))
+    acting = inputs["predict_actions"].bool()
+    assert acting.any() and not acting.all()  # a blend batch: high-level prompts beside commands
+    args = (inputs["images"], inputs["state"], inputs["input_ids"], inputs["attention_mask"])
+    with torch.no_grad():
+        every, some = model.encode(*args), model.encode(*args, acting=acting)
+    assert every.goal is not None and some.goal is not None
+    torch.testing.assert_close(some.goal[acting], every.goal[acting], rtol=1e-5, atol=1e-6)
+    assert torch.equal(some.goal[~acting], torch.zeros_like(some.goal[~acting]))

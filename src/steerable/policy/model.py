@@ -171,7 +171,11 @@ class HierarchicalPolicy(nn.Module):
         return torch.bmm(match, objects.expand(input_ids.shape[0], -1, -1))
 
     def encode(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
-               attention_mask: torch.Tensor, *, use_cache: bool = False) -> Encoded:
+               attention_mask: torch.Tensor, *, use_cache: bool = False, acting: torch.Tensor | None = None
+               ) -> Encoded:
+        """The backbone pass and what the expert reads beside it. `acting` (B,) marks the rows that will
+        act (low-level samples; default all): only they get a goal (`GoalHead`), whose per-word reading
+        of a long high-level prompt cost four times a training step for nothing."""
         located = None
         if self.locator is not None and state is not None:
             if images is None:
@@ -195,9 +199,16 @@ class HierarchicalPolicy(nn.Module):
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
         goal = goal_token = None
         if self.goal is not None and images is not None and state is not None:
-            # Where the command ends, from the cameras and its words alone (`GoalHead`).
-            goal = self.goal(images, self.backbone.embed(input_ids), attention_mask)
+            # Where the command ends, from the cameras and its words alone (`GoalHead`), for the rows that
+            # act, their text cut to its longest (prompts are right-padded); zeros elsewhere.
             pose = state[:, cast(torch.Tensor, self.pose_index)].float()
+            goal = pose.new_zeros(pose.shape)
+            rows = torch.arange(len(pose), device=pose.device) if acting is None else torch.nonzero(acting.bool())[:, 0]
+            if rows.numel():
+                words = attention_mask[rows]
+                width = max(int(words.sum(1).max()), 1)
+                found = self.goal(images[rows], self.backbone.embed(input_ids[rows, :width]), words[:, :width])
+                goal = goal.index_put((rows,), found.to(goal.dtype))
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
         return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token)
 
@@ -260,7 +271,8 @@ class HierarchicalPolicy(nn.Module):
 
     def forward(self, batch: dict[str, Any], generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """The loss dict of a prepared batch: `loss`, `text_loss`, `flow_loss`, `text_tokens`, `action_values`."""
-        enc = self.encode(batch.get("images"), batch.get("state"), batch["input_ids"], batch["attention_mask"])
+        enc = self.encode(batch.get("images"), batch.get("state"), batch["input_ids"], batch["attention_mask"],
+                          acting=batch["predict_actions"])
         t_loss, n_text = text_loss(enc.last[:, enc.prefix_len:], batch["labels"], self.backbone.logits)
         f_loss, n_act = enc.last.sum() * 0.0, 0
         if "actions" in batch:
