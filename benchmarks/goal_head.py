@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     dataset = open_dataset(args.data)
-    built = build_fresh(dataset, {}, eval_fraction=0.1, seed=0)
+    built = build_fresh(dataset, {"goal_head": True}, eval_fraction=0.1, seed=0)
     cfg, processor = built.model.cfg, built.processor
     pose = [s for _, s in cfg.pose_pairs]
     recipe = load_recipe("hierarchical")

@@ -87,8 +87,8 @@ def test_the_goal_label_is_the_state_where_the_segment_ends(world: Path) -> None
     from policy_helpers import build
 
     ds = open_dataset(world)
-    built = build(ds)
-    assert built.model.goal is not None  # cameras and commanded joints: the default policy has one
+    built = build(ds, goal_head=True)
+    assert built.model.goal is not None  # cameras and commanded joints: a goal head is built
     data = PolicyDataset(ds, load_recipe("hierarchical"), built.model.cfg, built.processor.image_size,
                          component="low_level_execution")
     state = np.asarray(ds.read_episode(0, ["observation.state"]).column("observation.state").to_pylist(), np.float32)
@@ -100,7 +100,7 @@ def test_the_goal_label_is_the_state_where_the_segment_ends(world: Path) -> None
 def test_the_goal_reads_the_cameras_and_the_words_not_the_state(world: Path) -> None:
     from policy_helpers import build
 
-    built = build(open_dataset(world))
+    built = build(open_dataset(world), goal_head=True)
     model, proc = built.model.eval(), built.processor
     for p in model.goal.parameters():  # type: ignore[union-attr]  # a head that reads all it is given
         torch.nn.init.normal_(p, std=0.3)
@@ -125,19 +125,20 @@ def test_the_goal_reads_the_cameras_and_the_words_not_the_state(world: Path) -> 
 def test_the_default_policy_trains_on_another_world_and_runs_in_steerable_run(world: Path, tmp_path: Path) -> None:
     from steerable.cli.main import main
 
-    out = tmp_path / "run"
-    assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--steps", "3", "--batch_size", "4",
-                 "--no_progress", "--eval_every", "100", *TINY_FLAGS]) == 0
-    cfg = load_policy(out).model.cfg
-    assert cfg.goal_head and cfg.objects == {} and cfg.state_keys == ["observation.state"]
-    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
-    assert any("goal_loss" in r and np.isfinite(r["goal_loss"]) for r in logs)
-    run = subprocess.run([sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--high_level", "policy",
-                          "--low_level", "policy", "--policy.path", str(out), "--eval_episodes", "1",
-                          "--max_seconds", "1", "--json"], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    report = json.loads(run.stdout)
-    assert report["episodes"] == 1 and report["low_level"] == "policy"
+    for name, flags in (("default", []), ("goal", ["--policy.goal_head", "true"])):
+        out = tmp_path / name
+        assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--steps", "3", "--batch_size", "4",
+                     "--no_progress", "--eval_every", "100", *TINY_FLAGS, *flags]) == 0
+        cfg = load_policy(out).model.cfg
+        assert cfg.goal_head == bool(flags) and cfg.objects == {} and cfg.state_keys == ["observation.state"]
+        logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+        assert any("goal_loss" in r and np.isfinite(r["goal_loss"]) for r in logs) == bool(flags)
+        run = subprocess.run([sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--high_level",
+                              "policy", "--low_level", "policy", "--policy.path", str(out), "--eval_episodes", "1",
+                              "--max_seconds", "1", "--json"], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        report = json.loads(run.stdout)
+        assert report["episodes"] == 1 and report["low_level"] == "policy"
 
 
 def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,7 +155,7 @@ def test_the_action_items_read_the_blend_items_decoded_frames(world: Path, monke
 
     monkeypatch.setattr(data_module, "resized_frames", counted)
     ds = open_dataset(world)
-    built = build(ds)
+    built = build(ds, goal_head=True)
     recipe = load_recipe("hierarchical")
     blend = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size)
     actions = PolicyDataset(ds, recipe, built.model.cfg, built.processor.image_size, component="low_level_execution",
@@ -180,7 +181,7 @@ def test_only_the_rows_that_act_get_a_goal_and_theirs_is_the_same(world: Path) -
     from policy_helpers import batch_of, build
 
     ds = open_dataset(world)
-    built = build(ds)
+    built = build(ds, goal_head=True)
     model, proc = built.model.eval(), built.processor
     data = PolicyDataset(ds, load_recipe("hierarchical"), built.model.cfg, proc.image_size)
     inputs = proc.training_batch(batch_of(data, list(range(0, len(data), max(1, len(data) // 12)))))
