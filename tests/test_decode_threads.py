@@ -129,3 +129,21 @@ def test_decoding_training_frames_does_not_switch_threads_per_frame(video: Path)
     switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before
     # One thread blocks on nothing (the file is in the page cache); the automatic pools gave ~7 a frame.
     assert switches < FRAMES // 4, f"{switches} voluntary context switches for {FRAMES} frames"
+
+
+def test_a_pyav_without_threads_on_reformat_decodes_the_same(video: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyAV before 16 (what LeRobot 0.6 pins) takes no `threads`: the conversion runs without it."""
+    real = video_decode.VideoReformatter
+
+    class Old:
+        def __init__(self) -> None:
+            self.inner = real()
+
+        def reformat(self, frame: Any, *, format: str) -> Any:  # noqa: A002  # PyAV's own keyword
+            return self.inner.reformat(frame, format=format)
+
+    expected = decode_frames(video, _times()[:5])
+    monkeypatch.setattr(video_decode, "VideoReformatter", Old)
+    monkeypatch.setattr(video_decode, "_reformat_takes_threads", None)
+    got = decode_frames(video, _times()[:5])
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

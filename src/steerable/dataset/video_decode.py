@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -34,6 +35,23 @@ _EPS = 1e-6
 # to get a core); no faster at 640x480 (benchmarks/README.md, "Where `steerable train`'s time goes").
 # One thread gives the same pixels (tests/test_decode_threads.py).
 CONVERT_THREADS = 1
+# PyAV before 16 (LeRobot 0.6 pins av < 16) has no `threads` on `reformat`; set on the first call.
+_reformat_takes_threads: bool | None = None
+
+
+def _rgb(reformatter: Any, frame: Any) -> Any:
+    """`frame` converted to rgb24 on `CONVERT_THREADS` threads where this PyAV lets us say so."""
+    global _reformat_takes_threads
+    if _reformat_takes_threads is not False:
+        try:
+            out = reformatter.reformat(frame, format="rgb24", threads=CONVERT_THREADS)
+            _reformat_takes_threads = True
+            return out
+        except TypeError:
+            if _reformat_takes_threads:
+                raise
+            _reformat_takes_threads = False
+    return reformatter.reformat(frame, format="rgb24")
 
 
 @dataclass(frozen=True)
@@ -239,7 +257,7 @@ def decode_frames(
             if index in rgb:  # a repeated frame gets its own copy, so callers may edit arrays in place
                 out.append(rgb[index].copy())
             else:
-                frame = to_rgb.reformat(kept[index][1], format="rgb24", threads=CONVERT_THREADS)
+                frame = _rgb(to_rgb, kept[index][1])
                 rgb[index] = frame.to_ndarray()
                 out.append(rgb[index])
         return out
