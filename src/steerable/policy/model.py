@@ -24,10 +24,11 @@ from steerable.policy.backbone import Backbone
 from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
 from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
+from steerable.policy.grounding import OBJECT_FEATURES, grounded_layout, object_fields, object_match
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
-from steerable.policy.objects import RELATION_WIDTH, ObjectLayout, object_layout
+from steerable.policy.objects import RELATION_WIDTH
 from steerable.policy.processor import model_state_dim
 
 __all__ = ["Encoded", "HierarchicalPolicy"]
@@ -96,22 +97,22 @@ class HierarchicalPolicy(nn.Module):
             self.check_out = nn.Sequential(nn.Linear(reads, width), nn.GELU(), nn.Linear(width, width),
                                            nn.GELU(), nn.Linear(width, 1))
         self.object_in: nn.Module | None = None
-        grounded = _grounds(cfg)
-        # With `fine_offsets`, the magnifications of the object description's scales (see `_OBJECT_FEATURES`).
+        grounded = grounded_layout(cfg)
+        # With `fine_offsets`, the magnifications of the object description's scales (see `OBJECT_FEATURES`).
         self.fine_scales: tuple[float, ...] = grounded.scales.fine_offsets if grounded and cfg.fine_offsets else ()
         if grounded is not None:
-            features = _OBJECT_FEATURES + 3 * len(self.fine_scales)
+            features = OBJECT_FEATURES + 3 * len(self.fine_scales)
             self.object_in = nn.Sequential(nn.Linear(features, width), nn.GELU(), nn.Linear(width, width))
-            self.register_buffer("object_fields", _object_fields(cfg, grounded, state_in), persistent=False)
-            self.register_buffer("object_match", _object_match(cfg, grounded, backbone.vocab_size), persistent=False)
+            self.register_buffer("object_fields", object_fields(cfg, grounded, state_in), persistent=False)
+            self.register_buffer("object_match", object_match(cfg, grounded, backbone.vocab_size), persistent=False)
         self.locator: Locator | None = None
         if cfg.locate_key:
             self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
         self.goal: GoalHead | None = None
         # From pixels what grounding reads from the state: a policy whose state holds the named objects'
-        # positions (`_grounds`) has them exactly and builds no goal head.
+        # positions (`grounded_layout`) has them exactly and builds no goal head.
         if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
-                and _grounds(cfg) is None):
+                and grounded_layout(cfg) is None):
             self.goal = GoalHead(cfg, width)
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
@@ -370,45 +371,3 @@ class HierarchicalPolicy(nn.Module):
             else:
                 x = x + dt * guide(x, t, lambda y, t=t: self.expert(y, t, ctx, valid))
         return x.float()
-
-
-# Per object: x, y, z, present (normalised state; 0 for a missing axis, 1 for a missing `present`),
-# then its offset from the end effector (x, y, z). With `fine_offsets`, the offset again at the object
-# description's magnifications (`WorldScales.fine_offsets`) through tanh: the normalised offset spans
-# the work surface, so a gripper 2 cm beside a cube and one right above it read nearly the same, and a
-# small net stopped short and closed on nothing (docs/policy.md, "What made the low level act").
-_OBJECT_FEATURES = 7
-
-
-def _grounds(cfg: PolicyConfig) -> ObjectLayout | None:
-    """The described objects when the policy grounds them (they and the end effector in its state)."""
-    if not (cfg.ground_objects and cfg.state_mode != "none" and cfg.state_dim and cfg.object_tokens):
-        return None
-    layout = object_layout(cfg)
-    return layout if layout is not None and layout.end_effector is not None else None
-
-
-def _object_fields(cfg: PolicyConfig, layout: ObjectLayout, state_in: int) -> torch.Tensor:
-    """(O, 7) indices into [model state | 0 | 1] of each object's features (see `_OBJECT_FEATURES`)."""
-    zero, one = state_in, state_in + 1
-    first_offset = cfg.state_dim + cfg.motion_dim
-    rows = []
-    for o, slot in enumerate(layout.objects):
-        x, y, z = slot.axes
-        rows.append([x, y, zero if z is None else z, one if slot.present is None else slot.present,
-                     *(first_offset + 3 * o + k for k in range(3))])
-    return torch.tensor(rows, dtype=torch.long)
-
-
-def _object_match(cfg: PolicyConfig, layout: ObjectLayout, vocab: int) -> torch.Tensor:
-    """(vocab, O): 1 where a token id names object o (`cfg.object_tokens`)."""
-    slots = layout.objects
-    if len(cfg.object_tokens) != len(slots):
-        raise ValueError(f"policy.object_tokens lists {len(cfg.object_tokens)} objects; the object description "
-                         f"{len(slots)}")
-    match = torch.zeros(vocab, len(slots))
-    for o, ids in enumerate(cfg.object_tokens):
-        for t in ids:
-            if 0 <= t < vocab:
-                match[t, o] = 1.0
-    return match
