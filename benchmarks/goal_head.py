@@ -28,7 +28,8 @@ from steerable.recipes import load_recipe
 from steerable.train import collate
 
 
-def items(data: PolicyDataset, processor: object, pose: list[int], count: int, seed: int) -> dict[str, torch.Tensor]:
+def items(data: PolicyDataset, processor: object, pose: list[int], count: int, seed: int, width: int
+          ) -> dict[str, torch.Tensor]:
     """`count` random low-level items with a known goal: images, token ids and mask, goal, current pose."""
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(data.positions), size=min(count, len(data.positions)), replace=False)
@@ -41,7 +42,6 @@ def items(data: PolicyDataset, processor: object, pose: list[int], count: int, s
         parts["goal"].append(goal[known])
         parts["pose"].append(batch["state"][known][:, pose])
         ids, mask = batch["input_ids"][known], batch["attention_mask"][known]
-        width = 256
         parts["ids"].append(torch.nn.functional.pad(ids, (0, width - ids.shape[1])))
         parts["mask"].append(torch.nn.functional.pad(mask, (0, width - mask.shape[1])))
     out = {k: torch.cat(v) for k, v in parts.items()}
@@ -71,7 +71,7 @@ def main() -> None:
     for name, episodes, count in (("train", built.train_episodes, args.train_items),
                                   ("eval", built.eval_episodes, args.eval_items)):
         data = PolicyDataset(dataset, recipe, cfg, processor.image_size, episodes=episodes, component=component)
-        sets[name] = items(data, processor, pose, count, seed=0)
+        sets[name] = items(data, processor, pose, count, seed=0, width=cfg.max_length)
     span = torch.tensor(np.array(processor.normalizer.state_max) - np.array(processor.normalizer.state_min),
                         dtype=torch.float32)[pose][:2] / 2  # normalised units -> state units
     torch.manual_seed(0)
