@@ -1,5 +1,7 @@
 """An annotate run replaces only the styles its modules produce: a motion-only run on a dataset with
-oracle language keeps its plans, memory, interjections and speech."""
+oracle language keeps its interjections and speech, and its plans and memory where it does not name
+the episode's steps (`--motion.name_from_task false` here); where it names them, its own plan and
+memory replace the stored ones, so they agree with its subtasks."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def test_motion_run_keeps_the_oracle_plan_memory_and_speech(oracle: Path, tmp_pa
     before = _styles(oracle)
     assert before["plan"] and before["memory"] and before["interjection"] and before["tool_call"]
     out = tmp_path / "out"
-    run = steerable("annotate", str(oracle), "--output_dir", str(out))
+    run = steerable("annotate", str(oracle), "--output_dir", str(out), "--motion.name_from_task", "false")
     assert run.returncode == 0, run.stderr
     after = _styles(out)
     for kept in ("plan", "memory", "interjection", "tool_call"):
@@ -54,9 +56,29 @@ def test_motion_run_keeps_the_oracle_plan_memory_and_speech(oracle: Path, tmp_pa
     assert producers["motion"] == producers["subtask"] == "heuristic:motion"
     assert producers["plan"] == "synthetic:oracle", "make-dataset --with_language names its rows' producer"
     # Running it again replaces the motion rows instead of adding a second copy.
-    again = steerable("annotate", str(out), "--force")
+    again = steerable("annotate", str(out), "--force", "--motion.name_from_task", "false")
     assert again.returncode == 0, again.stderr
     assert _styles(out) == after
+
+
+def test_a_named_motion_run_writes_plan_and_memory_that_agree_with_its_subtasks(oracle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = steerable("annotate", str(oracle), "--output_dir", str(out))
+    assert run.returncode == 0, run.stderr
+    assert "named from the task's steps" in run.stdout
+    ds = open_dataset(out)
+    for ep in ds.episodes:
+        rows = ds.read_episode(ep.episode_index, ["language_persistent"]).column("language_persistent")[0].as_py()
+        subtasks = [r for r in rows if r["style"] == "subtask"]
+        plans = {r["timestamp"]: r["content"] for r in rows if r["style"] == "plan"}
+        memories = [r for r in rows if r["style"] == "memory"]
+        # One plan per subtask, listing it and what follows it (and none of the oracle's left over).
+        assert sorted(plans) == [r["timestamp"] for r in subtasks]
+        for k, row in enumerate(subtasks):
+            assert plans[row["timestamp"]].splitlines() == [f"{i}. {s['content']}" for i, s in enumerate(subtasks[k:], 1)]
+        assert [r["timestamp"] for r in memories] == [r["timestamp"] for r in subtasks[1:]]
+        assert all("cube" in r["content"] for r in subtasks), subtasks
+    assert _styles(out)["interjection"] == _styles(oracle)["interjection"]
 
 
 def test_write_language_replaces_only_the_named_styles(oracle: Path, tmp_path: Path) -> None:

@@ -163,10 +163,15 @@ def test_bad_invocations_are_one_line_errors(runs, tmp_path: Path, lingzu: Path)
 def test_embedding_label_matcher_accepts_paraphrases(runs, tmp_path: Path) -> None:
     a, _ = runs
     predicted, _ = dataset_segments(open_dataset(a))
-    paraphrase = {"pick up the object": "pick the object up", "place it at the target": "put it at the target"}
+
+    def paraphrase(label: str) -> str:  # "pick up the red cube" -> "pick the red cube up"; place -> put
+        if label.startswith("pick up "):
+            return f"pick {label[len('pick up '):]} up"
+        return "put " + label[len("place "):] if label.startswith("place ") else label
+
     rows = [
         {"episode_index": e,
-         "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": paraphrase.get(s.label, s.label)} for s in segs]}
+         "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": paraphrase(s.label)} for s in segs]}
         for e, segs in predicted.items()
     ]
     gold = tmp_path / "paraphrased.json"

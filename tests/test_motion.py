@@ -74,6 +74,10 @@ def texts(rows: list[dict]) -> list[str]:
     return [r["content"] for r in rows]
 
 
+def subtasks_of(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["style"] == "subtask"]
+
+
 # --- dims -------------------------------------------------------------------------------------
 
 
@@ -131,7 +135,7 @@ def test_config_errors_name_the_key() -> None:
 
 
 def test_the_flags_map_onto_the_library_parameters() -> None:
-    module_only = {"enabled", "subtask_granularity"}
+    module_only = {"enabled", "subtask_granularity", "name_from_task"}
     assert set(MotionConfig.model_fields) - module_only == {f.name for f in fields(MotionParams)}
     assert MotionConfig().params() == MotionParams()  # the same defaults
     config = MotionConfig(gripper_dims=["gripper.pos"], position_dims=[0, "ee.y"], smoothing_s=0.5)
@@ -263,7 +267,7 @@ def test_wrong_polarity_is_fixed_by_the_flag() -> None:
 def test_heuristic_subtasks_fine_and_coarse() -> None:
     ts, state = scripted()
     keystates = detect_keystates(ts, state, find_dims(EE_FEATURES, CLOSED_HIGH), CLOSED_HIGH)
-    fine = heuristic_subtasks(ts, keystates, "put the cube in the bin")
+    fine = heuristic_subtasks(ts, keystates, "put the cube in the bin", name_from_task=False)
     assert texts(fine) == [
         "reach for the object",
         "grasp the object",
@@ -271,8 +275,16 @@ def test_heuristic_subtasks_fine_and_coarse() -> None:
         "release it",
         "retreat",
     ]
-    coarse = heuristic_subtasks(ts, keystates, "put the cube in the bin", granularity="coarse")
+    coarse = heuristic_subtasks(ts, keystates, "put the cube in the bin", granularity="coarse", name_from_task=False)
     assert texts(coarse) == ["pick up the object", "place it at the target"]
+    # A task that names its one pick-and-place names the same phases, on the same frames.
+    named = heuristic_subtasks(ts, keystates, "put the cube in the bin")
+    assert texts(subtasks_of(named)) == [
+        "reach for the cube", "grasp the cube", "move the cube to the bin", "release the cube", "retreat"]
+    assert [r["timestamp"] for r in subtasks_of(named)] == [r["timestamp"] for r in fine]
+    named = heuristic_subtasks(ts, keystates, "put the cube in the bin", granularity="coarse")
+    assert texts(subtasks_of(named)) == ["pick up the cube", "place the cube in the bin"]
+    assert [r["timestamp"] for r in subtasks_of(named)] == [r["timestamp"] for r in coarse]
     lift_end = sum(p[0] for p in PLAN[:5])
     assert abs(coarse[1]["timestamp"] - lift_end) <= 2 / FPS  # pick ends where the lift stops
     for rows in (fine, coarse):

@@ -81,10 +81,13 @@ def test_the_provenance_file_names_each_episodes_producer(annotated: tuple[Path,
     root, summary = annotated
     block = json.loads((root / PROVENANCE).read_text())
     assert block["episodes"]["subtask"] == {"heuristic:motion": "1", MODEL: "0,2"}
-    assert block["episodes"]["plan"] == {MODEL: "0,2"} and block["episodes"]["motion"] == {"heuristic:motion": "0-2"}
+    # The episode the plan module could not watch gets its plan and memory from the task's steps too.
+    assert block["episodes"]["plan"] == {"heuristic:motion": "1", MODEL: "0,2"}
+    assert block["episodes"]["motion"] == {"heuristic:motion": "0-2"}
     # The dataset-level summary readers use stays as it was.
     assert block["producers"]["subtask"] == f"{MODEL} + heuristic:motion"
-    assert summary.heuristic_episodes == {"motion": [0, 1, 2], "subtask": [NO_VIDEO]}
+    assert summary.heuristic_episodes == {"motion": [0, 1, 2], "subtask": [NO_VIDEO], "plan": [NO_VIDEO],
+                                          "memory": [NO_VIDEO]}
     provenance = read_provenance(root, LeRobotDataset(root).info)
     assert provenance.producer("subtask", NO_VIDEO) == "heuristic:motion"
     assert provenance.producer("subtask", 0) == MODEL
@@ -102,7 +105,7 @@ def test_the_viewer_marks_the_heuristic_track_of_that_episode_only(annotated: tu
 
     track = subtask_track(NO_VIDEO)
     assert track["heuristic"] is True and track["producer"] == "heuristic:motion"
-    assert data.episode(NO_VIDEO, lambda camera, ep: ("", 0.0))["heuristic"] == ["motion", "subtask"]
+    assert data.episode(NO_VIDEO, lambda camera, ep: ("", 0.0))["heuristic"] == ["memory", "motion", "plan", "subtask"]
     for episode in (0, 2):
         track = subtask_track(episode)
         assert track["heuristic"] is False and track["producer"] == MODEL
@@ -123,7 +126,7 @@ def test_export_leaves_heuristic_rows_out_by_default(ds: LeRobotDataset, tmp_pat
 def test_motion_rows_are_measured_not_stand_ins_and_export_by_default(ds: LeRobotDataset, tmp_path: Path) -> None:
     """The motion style is heuristic on every episode (only a rule writes it), yet no model's text is replaced."""
     assert "motion" in read_provenance(ds.root, ds.info).heuristic_styles(0)
-    assert read_provenance(ds.root, ds.info).stand_in_styles(NO_VIDEO) == {"subtask"}
+    assert read_provenance(ds.root, ds.info).stand_in_styles(NO_VIDEO) == {"subtask", "plan", "memory"}
     report = export_samples(ds, load_recipe("motion"), tmp_path / "motion")
     assert report.samples > 0 and all("motion" not in styles for styles in report.heuristic.values())
 

@@ -17,29 +17,35 @@ or a rest may bring early, and sensor noise may hide).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from steerable.motion.dims import DimSelection
 from steerable.motion.keystates import Keystate
+from steerable.motion.naming import GENERIC, Naming, Phase, match_task, memory_at, phase_texts, plan_at
 from steerable.motion.params import Granularity, MotionParams
 from steerable.motion.trajectory import Contact, Trajectory
 
-__all__ = ["FINE_TEXTS", "PICK", "PLACE", "PUSH", "heuristic_subtasks"]
+__all__ = ["FINE_TEXTS", "PICK", "PLACE", "PUSH", "HeuristicLanguage", "heuristic_language", "heuristic_subtasks"]
 
-FINE_TEXTS = {
-    "reach": "reach for the object",
-    "grasp": "grasp the object",
-    "move": "move it to the target",
-    "release": "release it",
-    "retreat": "retreat",
-}
-PICK = "pick up the object"
-PLACE = "place it at the target"
-PUSH = "push the object"
+FINE_TEXTS = {k: GENERIC[k] for k in ("reach", "grasp", "move", "release", "retreat")}
+PICK = GENERIC["pick"]
+PLACE = GENERIC["place"]
+PUSH = GENERIC["push"]
 
 Pair = tuple[Keystate, "Keystate | None"]
+
+
+@dataclass(frozen=True)
+class HeuristicLanguage:
+    """An episode's heuristic rows: its subtasks, and, when the task named its units, a plan and a
+    memory at each subtask (`named`); `note` says what happened, for the run summary."""
+
+    rows: list[dict[str, Any]]
+    named: bool
+    note: str | None
 
 
 def heuristic_subtasks(
@@ -52,7 +58,26 @@ def heuristic_subtasks(
     state: np.ndarray | None = None,
     dims: DimSelection | None = None,
     params: MotionParams | None = None,
+    name_from_task: bool = True,
 ) -> list[dict[str, Any]]:
+    """The subtask rows of `heuristic_language` (named from the task where it names the units)."""
+    found = heuristic_language(timestamps, keystates, task, granularity=granularity, min_pause_s=min_pause_s,
+                               state=state, dims=dims, params=params, name_from_task=name_from_task)
+    return [r for r in found.rows if r["style"] == "subtask"]
+
+
+def heuristic_language(
+    timestamps: np.ndarray,
+    keystates: Sequence[Keystate],
+    task: str,
+    *,
+    granularity: Granularity = "fine",
+    min_pause_s: float = 0.3,
+    state: np.ndarray | None = None,
+    dims: DimSelection | None = None,
+    params: MotionParams | None = None,
+    name_from_task: bool = True,
+) -> HeuristicLanguage:
     """Subtask rows covering the episode from its first frame, on stored frame timestamps.
 
     With grasp/release pairs: "fine" gives reach, grasp, move, release, retreat; "coarse" gives
@@ -60,10 +85,12 @@ def heuristic_subtasks(
     into "<task> (part k of n)", or is one row with the task when the arm never pauses.
     With `state` (the episode's matrix of `dims.state_key`) and `dims`, the hand's path refines the
     cuts (see the module docstring), with the thresholds of `params` (defaults when None).
+    With `name_from_task`, the units are named from the task's steps where those match them
+    (`steerable.motion.naming`), and the rows gain a plan and a memory at each subtask.
     """
     ts = np.asarray(timestamps)
     if len(ts) == 0:
-        return []
+        return HeuristicLanguage([], False, None)
     ordered = sorted(keystates, key=lambda k: k.frame_index)
     pauses = [k for k in ordered if k.kind == "pause"]
     pairs = _grasp_release([k for k in ordered if k.kind != "pause"])
@@ -80,18 +107,31 @@ def heuristic_subtasks(
         )
         pairs = [p for p in pairs if p[1] is None or path.carried(p[0], p[1], thresholds.carry_ratio)]
         pushes = path.contacts(ordered, thresholds.push_travel_ratio)
-    if pairs or pushes:
-        starts = _manipulation(pairs, pushes, pauses, len(ts), granularity, path)
-    else:
+    if not (pairs or pushes):
         starts = _by_pauses(pauses, ts, task, min_pause_s)
-    return [_row(float(ts[i]), text) for i, text in _clean(starts, len(ts))]
+        return HeuristicLanguage([_row(float(ts[i]), text) for i, text in _clean_texts(starts, len(ts))], False, None)
+    items: list[Item] = sorted([*pairs, *pushes], key=_item_start)
+    naming = match_task(task, ["contact" if isinstance(i, Contact) else "pair" for i in items]) if name_from_task \
+        else Naming(None, "")
+    units = naming.units
+    phases = _clean(_manipulation(items, pauses, len(ts), granularity, path), len(ts))
+    texts = [phase_texts(units[item] if units else None)[phase] for _, phase, item in phases]
+    rows = [_row(float(ts[i]), text) for (i, _, _), text in zip(phases, texts, strict=True)]
+    if units is None:
+        return HeuristicLanguage(rows, False, f"subtasks unnamed: {naming.reason}" if naming.reason else None)
+    known = [(phase, item) for _, phase, item in phases]
+    for k, (i, _, _) in enumerate(phases):
+        rows.append(_row(float(ts[i]), plan_at(texts, k), "plan"))
+        if k:
+            rows.append(_row(float(ts[i]), memory_at(known, units, k), "memory"))
+    return HeuristicLanguage(rows, True, "subtasks, plan and memory named from the task's steps")
 
 
-def _row(timestamp: float, text: str) -> dict[str, Any]:
+def _row(timestamp: float, text: str, style: str = "subtask") -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": text,
-        "style": "subtask",
+        "style": style,
         "timestamp": timestamp,
         "camera": None,
         "tool_calls": None,
@@ -137,47 +177,45 @@ def _item_start(item: Item) -> int:
 
 
 def _manipulation(
-    pairs: list[Pair],
-    pushes: list[Contact],
+    items: list[Item],
     pauses: list[Keystate],
     n: int,
     granularity: Granularity,
     path: Trajectory | None,
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Phase, int]]:
+    """(start frame, phase, unit) of each phase, in order; `items` sorted by start."""
     fine = granularity == "fine"
-    items: list[Item] = sorted([*pairs, *pushes], key=_item_start)
 
-    def opening(item: Item) -> str:
-        return PUSH if isinstance(item, Contact) else PICK
+    def opening(j: int) -> Phase:
+        return "push" if isinstance(items[j], Contact) else "pick"
 
-    starts = [(0, FINE_TEXTS["reach"] if fine else opening(items[0]))]
+    starts: list[tuple[int, Phase, int]] = [(0, "reach" if fine else opening(0), 0)]
     for i, item in enumerate(items):
         more = i + 1 < len(items)
         next_start = _item_start(items[i + 1]) if more else n
-        after = (FINE_TEXTS["reach"] if more else FINE_TEXTS["retreat"]) if fine else None
+        # What follows a unit: reaching for the next one (or its opening, coarse), or the retreat.
+        after: tuple[Phase, int] | None = None
+        if fine:
+            after = ("reach", i + 1) if more else ("retreat", i)
+        elif more:
+            after = (opening(i + 1), i + 1)
         if isinstance(item, Contact):
             if fine:
-                starts.append((item.start_index, PUSH))
-            if fine or more:
-                starts.append(
-                    (_settle(item.end_index, pauses, next_start, path), after or opening(items[i + 1]))
-                )
+                starts.append((item.start_index, "push", i))
+            if after is not None:
+                starts.append((_settle(item.end_index, pauses, next_start, path), *after))
             continue
         grasp, release = item
         release_onset = release.start_index if release is not None else n
         if fine:
-            starts.append((grasp.start_index, FINE_TEXTS["grasp"]))
-        starts.append(
-            (_settle(grasp.end_index, pauses, release_onset, path), FINE_TEXTS["move"] if fine else PLACE)
-        )
+            starts.append((grasp.start_index, "grasp", i))
+        starts.append((_settle(grasp.end_index, pauses, release_onset, path), "move" if fine else "place", i))
         if release is None:
             continue
         if fine:
-            starts.append((release.start_index, FINE_TEXTS["release"]))
-        if fine or more:
-            starts.append(
-                (_settle(release.end_index, pauses, next_start, path), after or opening(items[i + 1]))
-            )
+            starts.append((release.start_index, "release", i))
+        if after is not None:
+            starts.append((_settle(release.end_index, pauses, next_start, path), *after))
     return starts
 
 
@@ -192,11 +230,26 @@ def _by_pauses(
     return [(start, f"{base} (part {k + 1} of {count})") for k, start in enumerate([0, *cuts])]
 
 
-def _clean(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
+def _clean(starts: list[tuple[int, Phase, int]], n: int) -> list[tuple[int, Phase, int]]:
     """Strictly increasing starts within the episode; a later phase on the same frame wins.
 
     A phase repeating the one before it merges into it, except a push: two pushes in a row are two.
     """
+    out: list[tuple[int, Phase, int]] = []
+    for index, phase, item in starts:
+        if index >= n:
+            continue
+        if out and index <= out[-1][0]:
+            out[-1] = (out[-1][0], phase, item)
+        else:
+            out.append((index, phase, item))
+        if len(out) > 1 and out[-1][1] == out[-2][1] and phase != "push":
+            out.pop()
+    return out
+
+
+def _clean_texts(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
+    """`_clean` for rows that are texts already (the cuts at pauses)."""
     out: list[tuple[int, str]] = []
     for index, text in starts:
         if index >= n:
@@ -205,6 +258,6 @@ def _clean(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
             out[-1] = (out[-1][0], text)
         else:
             out.append((index, text))
-        if len(out) > 1 and out[-1][1] == out[-2][1] and text != PUSH:
+        if len(out) > 1 and out[-1][1] == out[-2][1]:
             out.pop()
     return out

@@ -18,8 +18,8 @@ class MotionConfig(ModuleSettings):
 
     Every time is in seconds and every ratio is relative to the episode itself, so one setting
     works across robots whose state is in metres, radians, degrees or normalised motor units.
-    The motion library takes them as `MotionParams` (`params()`): every field but `enabled` and
-    `subtask_granularity`, with the same names and defaults.
+    The motion library takes them as `MotionParams` (`params()`): every field but `enabled`,
+    `subtask_granularity` and `name_from_task`, with the same names and defaults.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -30,6 +30,9 @@ class MotionConfig(ModuleSettings):
     """Run the no-model motion annotator."""
     subtask_granularity: Granularity = "coarse"
     """Heuristic subtasks without a VLM: coarse (pick up / place) or fine (reach, grasp, move...)."""
+    name_from_task: bool = True
+    """Heuristic subtasks: name each pick, place and push from the task's steps where the task names as
+    many as the motion shows, and write a plan and a memory at each subtask (docs/motion.md)."""
     state_key: str | None = None
     """Vector feature to read; None tries observation.state, state, then the action, then any float vector."""
     action_key: str | None = None

@@ -20,7 +20,7 @@ from steerable.errors import DatasetError
 from steerable.motion.dims import find_dims
 from steerable.motion.keystates import detect_keystates
 from steerable.motion.primitives import motion_rows
-from steerable.motion.subtasks import heuristic_subtasks
+from steerable.motion.subtasks import heuristic_language
 
 __all__ = ["MotionModule"]
 
@@ -40,7 +40,7 @@ class MotionModule:
         settings = self.config.model_dump(mode="json", exclude={"enabled"})
         # With the plan module running, subtasks are derived only for episodes without its video.
         derive: bool | str = self.derive_subtasks or "without video"
-        return {"config": settings, "derive_subtasks": derive, "algorithm": 2}
+        return {"config": settings, "derive_subtasks": derive, "algorithm": 3}
 
     async def run(self, ctx: EpisodeContext) -> ModuleOutput:
         return await asyncio.to_thread(self._run, ctx)
@@ -63,7 +63,7 @@ class MotionModule:
             "heuristic_subtasks": derive,
         }
         if derive:
-            rows += heuristic_subtasks(
+            found = heuristic_language(
                 timestamps,
                 keystates,
                 ctx.task,
@@ -71,7 +71,11 @@ class MotionModule:
                 state=state,
                 dims=dims,
                 params=self.params,
+                name_from_task=self.config.name_from_task,
             )
+            rows += found.rows
+            meta["named_from_task"] = found.named
+            notes += [found.note] if found.note else []
         return ModuleOutput(rows=rows, meta=meta, notes=notes)
 
 

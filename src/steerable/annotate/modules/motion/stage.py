@@ -21,11 +21,14 @@ class MotionStage(ModuleStage[MotionConfig]):
     settings_type: ClassVar[type[ModuleSettings]] = MotionConfig
     inputs: ClassVar[frozenset[Input]] = frozenset({"state"})
     needs_model: ClassVar[bool] = False
-    styles: ClassVar[frozenset[str | None]] = frozenset({"motion", "subtask"})
+    # Plan and memory only on the episodes whose task names the units (`name_from_task`).
+    styles: ClassVar[frozenset[str | None]] = frozenset({"motion", "subtask", "plan", "memory"})
 
     def replaces(self, running: Collection[str]) -> frozenset[str | None]:
-        # Heuristic subtasks only without the plan module, which then writes the subtasks itself.
-        return self.styles if "plan" not in running else frozenset({"motion"})
+        # Heuristic subtasks only without the plan module, which then writes the subtasks itself. Plan
+        # and memory rows replace the stored ones only on the episodes that get them (a named episode):
+        # elsewhere an earlier plan stays, as it did before naming existed.
+        return frozenset({"motion", "subtask"}) if "plan" not in running else frozenset({"motion"})
 
     def check(self, dataset: LeRobotDataset, *, camera: str | None) -> None:
         from steerable.motion.dims import find_dims
