@@ -47,14 +47,16 @@ VERBS: dict[str, StepKind] = {
     **dict.fromkeys(("pick up", "pick", "grab", "grasp", "take", "lift", "pick out", "take out", "remove",
                      "retrieve", "get"), "pick"),
     **dict.fromkeys(("put", "place", "drop", "move", "stack", "set", "insert", "transfer", "bring", "carry",
-                     "dunk", "hang", "pour", "throw", "toss", "pile", "put down", "place down", "return"),
+                     "dunk", "hang", "pour", "throw", "toss", "pile", "put down", "place down", "return",
+                     "store", "give", "hand"),
                     "place"),
     **dict.fromkeys(("push", "slide", "nudge", "sweep", "shove"), "push"),
     **dict.fromkeys(("open", "close", "shut", "turn on", "turn off", "switch on", "switch off", "press", "rotate",
                      "turn", "pull", "fold", "unfold", "wipe", "flip", "hammer", "lock", "unlock", "plug",
                      "unplug", "screw", "unscrew", "reach", "lift up", "stir", "cover", "uncover", "knock over",
                      "wrap", "hand over", "handover", "pass", "bypass", "dial", "empty", "fill", "sort",
-                     "clean", "tidy", "tidy up", "assemble", "disassemble", "peg", "kick", "shoot", "play"),
+                     "clean", "tidy", "tidy up", "assemble", "disassemble", "peg", "kick", "shoot", "play",
+                     "rinse", "wash", "use", "water", "spray", "scoop", "cut", "slice", "peel", "stir"),
                     "other"),
 }
 # Longest first, so "on top of" wins over "on" and "to the left of" over "to".
@@ -62,7 +64,7 @@ PREPOSITIONS = tuple(sorted((
     "in", "into", "inside", "in front of", "on", "onto", "on top of", "to", "towards", "toward", "under",
     "underneath", "out of", "from", "at", "next to", "beside", "near", "to the left of", "to the right of",
     "behind", "over", "above", "below", "between", "off", "off of", "through", "with", "across", "along",
-    "around", "against", "inside of", "within", "back to", "back in", "back into", "back on",
+    "around", "against", "inside of", "within", "back to", "back in", "back into", "back on", "back onto",
 ), key=len, reverse=True))
 _DIRECTIONS = ("left", "right", "forward", "forwards", "backward", "backwards", "back", "away", "up", "down",
                "aside", "sideways")
@@ -70,7 +72,7 @@ _CONTAINER_VERBS = ("open", "close", "shut", "turn on", "turn off", "switch on",
 _ARTICLES = ("the", "a", "an", "some", "one", "another", "both", "each", "all", "every", "two", "three", "this",
              "that", "these", "those", "its", "his", "her", "their", "my", "your")
 _LEADS = ("first of all,", "first,", "first", "to begin,", "to begin with,", "to start,", "start by",
-          "and", "then", "please", "can you", "could you", "would you", "now", "also", "next,", "next")
+          "and", "then", "please", "can you", "could you", "would you", "now", "also", "next,", "next", "go", "go and")
 _PRONOUNS = ("it", "them")
 # Where a pick takes its object from, or with what: not where it goes.
 _SOURCES = ("from ", "out of ", "off ", "off of ", "with ", "using ", "at ")
@@ -124,8 +126,18 @@ def parse_task(task: str) -> list[Step]:
     text = _normalise(task)
     steps: list[Step] = []
     verb: str | None = None
-    for clause in _clauses(text):
+    clauses = _clauses(text)
+    for k, clause in enumerate(clauses):
         found = _verb(clause)
+        if found is not None and clause == found and k + 1 < len(clauses):
+            # "pick and place a puck onto a shelf": the bare verb acts on the next clause's object.
+            after = _verb(clauses[k + 1])
+            thing = _split_place(after, clauses[k + 1][len(after):].strip())[0] if after else None
+            if thing is not None:
+                steps.append(Step(found, thing, None))
+                clauses[k + 1] = f"{after} {_definite(thing)}{clauses[k + 1][len(after) + 1 + len(thing):]}"
+                verb = found
+                continue
         if found is None:
             if verb is None or clause.split(" ", 1)[0] not in _ARTICLES:
                 return []
@@ -270,6 +282,8 @@ def _resolve(step: Step, before: list[Step]) -> Step:
     """Pronouns replaced by what they refer to, with "the" as their article."""
     prev = before[-1] if before else None
     thing, place = step.thing, step.place
+    if thing is None and place is not None and VERBS.get(step.verb) == "place" and prev is not None and prev.thing:
+        thing = _definite(prev.thing)  # "pick up the cube and put in the box": the cube
     if thing in _PRONOUNS and prev is not None:
         container = step.verb in _CONTAINER_VERBS and prev.place is not None
         target = _place_noun(prev.place) if container else prev.thing
@@ -301,6 +315,8 @@ def _bare(phrase: str) -> str:
 
 def _definite(phrase: str) -> str:
     first, _, rest = phrase.partition(" ")
-    if first in ("a", "an", "the", "one", "some", "another") and rest:
+    if first in ("all", "both") and rest.startswith("the "):
+        return rest
+    if first in ("a", "an", "the", "one", "some", "another") and rest and not rest.startswith("of "):
         return f"the {rest}"
     return phrase if first in _ARTICLES else f"the {phrase}"
