@@ -10,6 +10,7 @@ from steerable.eval.labels import make_label_matcher
 from steerable.eval.metrics import spans_from_starts
 from steerable.eval.report import evaluate_segments
 from steerable.motion import MotionParams, detect_keystates, find_dims, heuristic_subtasks
+from steerable.motion.subtasks import heuristic_language
 from steerable.motion.trajectory import Trajectory
 from steerable.synthetic import record_episode
 from steerable.synthetic.generate import STATE_NAMES
@@ -115,3 +116,23 @@ def test_joint_space_robots_fall_back_to_pauses() -> None:
     keystates = detect_keystates(t.astype(np.float32), state, dims, MotionParams())
     with_path = heuristic_subtasks(t, keystates, "x", state=state, dims=dims, granularity="coarse")
     assert with_path == heuristic_subtasks(t, keystates, "x", granularity="coarse")
+
+
+def test_hard_episodes_are_named_as_the_simulator_names_them_re_grips_joined() -> None:
+    """On `hard` (re-grips, nudges, glitches) the task names fewer pick-and-places than the motion shows
+    in about half the episodes; joining a release with a grasp where it was left (a re-grip) brings the
+    two to agree. Held-out seed: most episodes named, and named ones read as the simulator's own."""
+    named = exact = 0
+    episodes = 20
+    for episode in range(episodes):
+        task, rec, truth = record_episode(HELD_OUT[0], episode, FPS, "hard")
+        ts = (np.arange(len(rec.ticks)) / FPS).astype(np.float32)
+        state = rec.state.astype(np.float64)
+        found = heuristic_language(ts, detect_keystates(ts, state, DIMS, PARAMS), task.text, granularity="coarse",
+                                   state=state, dims=DIMS, params=PARAMS)
+        if not found.named:
+            assert found.note and found.note.startswith("subtasks unnamed: the task names")
+            continue
+        named += 1
+        exact += [r["content"] for r in found.rows if r["style"] == "subtask"] == [s.text for s in truth.subtasks]
+    assert named >= 0.8 * episodes and exact >= 0.8 * named, (named, exact)

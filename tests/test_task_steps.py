@@ -47,8 +47,8 @@ def test_the_fixture_holds_none_of_the_simulators_phrasings() -> None:
 
 @pytest.mark.parametrize("phrasing", ["seen", "unseen"])
 def test_every_simulated_task_names_the_simulators_own_subtasks(phrasing: str) -> None:
-    """Every drawn task (both phrasing shares, every difficulty) reads as its steps' subtask texts; only a
-    stack said "on top of" keeps those words where the simulator writes "on"."""
+    """Every drawn task (both phrasing shares, every difficulty) reads as its steps' subtask texts, word
+    for word ("into", "onto" and "on top of" are said where the thing comes to rest: "in", "on")."""
     for level in DIFFICULTIES:
         for seed in range(60):
             rng = np.random.default_rng([seed, 7])
@@ -57,8 +57,7 @@ def test_every_simulated_task_names_the_simulators_own_subtasks(phrasing: str) -
             text = spec.text if phrasing == "seen" else held_out_task(spec.steps, np.random.default_rng([seed, 7, 1]))
             units = manipulations(parse_task(text))
             assert units is not None, text
-            named = [t.replace(" on top of ", " on ").replace(" into ", " in ").replace(" onto ", " on ")
-                     for u in units for t in u.subtasks()]
+            named = [t for u in units for t in u.subtasks()]
             assert named == [t for step in spec.steps for t in step.subtasks], text
 
 
@@ -96,3 +95,15 @@ def test_a_task_that_does_not_match_the_motion_says_why() -> None:
     assert match_task("hello there", []).reason == "the task names no steps the grammar reads"
     assert phase_texts(None)["pick"] == "pick up the object"
     assert phase_texts(Manipulation("pick_place", "the cup", "on the plate"))["move"] == "move the cup to the plate"
+
+
+def test_re_grips_are_joined_only_to_reach_the_tasks_units() -> None:
+    from steerable.motion.naming import regrips
+
+    assert regrips("put the red cube in the bin", ["pair", "pair"], [0.02]) == [0]
+    assert regrips("put the red cube in the bin", ["pair", "pair"], [0.5]) == []  # taken far from where it was left
+    assert regrips("put the red cube in the bin, then push the cup left", ["pair", "pair", "contact"],
+                   [0.1, float("inf")]) == [0]
+    assert regrips("put the red cube in the bin, then put the cup in the tray", ["pair", "pair", "pair"],
+                   [0.01, 0.1]) == [0]  # the closest of two candidates
+    assert regrips("push the cup left", ["pair", "pair"], [0.0]) == []  # no join makes a push

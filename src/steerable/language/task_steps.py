@@ -115,10 +115,11 @@ class Manipulation:
     place: str | None
 
     def subtasks(self) -> list[str]:
-        """The unit's subtask texts, in the simulator's and a VLM's style: pick, then place; or one push."""
+        """The unit's subtask texts, in the simulator's and a VLM's style: pick, then place (where it
+        comes to rest: "into the bin" is said "in the bin"); or one push."""
         if self.kind == "push":
             return [" ".join(p for p in ("push", self.thing, self.place) if p)]
-        return [f"pick up {self.thing}", *([f"place {self.thing} {self.place}"] if self.place else [])]
+        return [f"pick up {self.thing}", *([f"place {self.thing} {_resting(self.place)}"] if self.place else [])]
 
 
 def parse_task(task: str) -> list[Step]:

@@ -14,7 +14,11 @@ from typing import Literal
 
 from steerable.language.task_steps import Manipulation, manipulations, memory_text, parse_task, plan_text
 
-__all__ = ["GENERIC", "Naming", "Phase", "match_task", "memory_at", "phase_texts", "plan_at"]
+__all__ = ["GENERIC", "REGRIP_GAP", "Naming", "Phase", "UnitKind", "match_task", "memory_at", "phase_texts", "plan_at", "regrips"]
+
+# A release and the next grasp this close (share of the hand's extent) may be one thing set down and
+# taken again: a re-grip, one step of the task, when the task names fewer pick-and-places.
+REGRIP_GAP = 0.15
 
 Phase = Literal["reach", "grasp", "move", "release", "retreat", "pick", "place", "push"]
 UnitKind = Literal["pair", "contact"]
@@ -53,6 +57,31 @@ def match_task(task: str, kinds: Sequence[UnitKind]) -> Naming:
     if said != seen:
         return Naming(None, f"the task names {_count(said)}, the motion shows {_count(seen)}")
     return Naming(units, "")
+
+
+def regrips(task: str, kinds: Sequence[UnitKind], gaps: Sequence[float]) -> list[int]:
+    """Which boundaries between motion units (k: between unit k and k + 1) are re-grips to join so the
+    motion shows the units the task names, closest first; [] when no such joining exists.
+
+    `gaps[k]`: how far the hand moved from unit k's release to unit k + 1's grasp (`Trajectory.gap`).
+    Only two pick-and-places in a row with a gap under `REGRIP_GAP` may join.
+    """
+    steps = parse_task(task)
+    units = manipulations(steps) if steps else None
+    if units is None:
+        return []
+    want = ["contact" if u.kind == "push" else "pair" for u in units]
+    have = list(kinds)
+    extra = len(have) - len(want)
+    if extra <= 0 or have.count("contact") != want.count("contact"):
+        return []
+    joinable = sorted((g, k) for k, g in enumerate(gaps)
+                      if g < REGRIP_GAP and have[k] == "pair" and have[k + 1] == "pair")
+    if len(joinable) < extra:
+        return []
+    chosen = sorted(k for _, k in joinable[:extra])
+    merged = [kind for k, kind in enumerate(have) if k - 1 not in chosen]
+    return chosen if merged == want else []
 
 
 def phase_texts(unit: Manipulation | None) -> dict[Phase, str]:

@@ -24,7 +24,17 @@ import numpy as np
 
 from steerable.motion.dims import DimSelection
 from steerable.motion.keystates import Keystate
-from steerable.motion.naming import GENERIC, Naming, Phase, match_task, memory_at, phase_texts, plan_at
+from steerable.motion.naming import (
+    GENERIC,
+    Naming,
+    Phase,
+    UnitKind,
+    match_task,
+    memory_at,
+    phase_texts,
+    plan_at,
+    regrips,
+)
 from steerable.motion.params import Granularity, MotionParams
 from steerable.motion.trajectory import Contact, Trajectory
 
@@ -111,8 +121,13 @@ def heuristic_language(
         starts = _by_pauses(pauses, ts, task, min_pause_s)
         return HeuristicLanguage([_row(float(ts[i]), text) for i, text in _clean_texts(starts, len(ts))], False, None)
     items: list[Item] = sorted([*pairs, *pushes], key=_item_start)
-    naming = match_task(task, ["contact" if isinstance(i, Contact) else "pair" for i in items]) if name_from_task \
-        else Naming(None, "")
+    naming = Naming(None, "")
+    if name_from_task:
+        naming = match_task(task, _kinds(items))
+        if naming.units is None and path is not None:
+            joined = _join_regrips(items, task, path)
+            if joined is not None:
+                items, naming = joined, match_task(task, _kinds(joined))
     units = naming.units
     phases = _clean(_manipulation(items, pauses, len(ts), granularity, path), len(ts))
     texts = [phase_texts(units[item] if units else None)[phase] for _, phase, item in phases]
@@ -125,6 +140,31 @@ def heuristic_language(
         if k:
             rows.append(_row(float(ts[i]), memory_at(known, units, k), "memory"))
     return HeuristicLanguage(rows, True, "subtasks, plan and memory named from the task's steps")
+
+
+def _kinds(items: list[Item]) -> list[UnitKind]:
+    return ["contact" if isinstance(i, Contact) else "pair" for i in items]
+
+
+def _join_regrips(items: list[Item], task: str, path: Trajectory) -> list[Item] | None:
+    """`items` with the re-grips the task implies joined (one grasp to the last release), or None.
+
+    A task naming fewer pick-and-places than the motion shows may be one thing set down and taken
+    again where it was left (`naming.regrips`): those pairs become one, from its first grasp to its
+    last release, and its phases are timed as one.
+    """
+    gaps = [path.gap(a[1], b[0]) if isinstance(a, tuple) and isinstance(b, tuple) and a[1] is not None
+            else float("inf") for a, b in zip(items, items[1:], strict=False)]
+    chosen = regrips(task, _kinds(items), gaps)
+    if not chosen:
+        return None
+    out: list[Item] = []
+    for k, item in enumerate(items):
+        if k - 1 in chosen and isinstance(item, tuple) and isinstance(out[-1], tuple):
+            out[-1] = (out[-1][0], item[1])
+        else:
+            out.append(item)
+    return out
 
 
 def _row(timestamp: float, text: str, style: str = "subtask") -> dict[str, Any]:

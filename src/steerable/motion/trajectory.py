@@ -93,6 +93,14 @@ class Trajectory:
         travel = float(np.max(np.linalg.norm(held - held[0], axis=1)))
         return travel >= ratio * self.extent
 
+    def gap(self, release: Keystate, grasp: Keystate) -> float:
+        """How far the hand is, at `grasp`, from where it opened at `release`, as a share of the extent
+        (near 0 for a re-grip: the thing set down is taken again where it was left)."""
+        if self.positions.shape[1] == 0 or self.extent <= 0:
+            return float("inf")
+        moved = self.positions[grasp.end_index] - self.positions[release.start_index]
+        return float(np.linalg.norm(moved)) / self.extent
+
     def contacts(self, keystates: Sequence[Keystate], travel_ratio: float) -> list[Contact]:
         """Low stretches of the hand with no gripper event and at least `travel_ratio` sideways travel."""
         if not self.cartesian or self.travel - self.floor <= 1e-9 or self.flat.shape[1] == 0:
