@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from steerable.annotate.run import annotate
 from steerable.annotate.config import AnnotateConfig
+from steerable.annotate.run import annotate
 from steerable.eval.labels import make_label_matcher
 from steerable.eval.runs import evaluate_dataset
 from steerable.language.task_steps import parse_task
