@@ -134,7 +134,7 @@ def parse_task(task: str) -> list[Step]:
             # "pick and place a puck onto a shelf": the bare verb acts on the next clause's object.
             after = _verb(clauses[k + 1])
             thing = _split_place(after, clauses[k + 1][len(after):].strip())[0] if after else None
-            if thing is not None:
+            if after is not None and thing is not None:
                 steps.append(Step(found, thing, None))
                 clauses[k + 1] = f"{after} {_definite(thing)}{clauses[k + 1][len(after) + 1 + len(thing):]}"
                 verb = found
