@@ -17,7 +17,10 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
   dataset, language from (a) the oracle (the `both` checkpoint), (b) `steerable annotate` with no
   model (the proprioception annotator), (c) `steerable annotate` through the test server (the
   placeholder annotator, a floor); the same training, the policy as both levels, privileged state.
-  `--language` picks the rows (default all three). A real VLM's annotations: annotate a copy of
+  `--language` picks the rows (default all three). `--interjection_rate R` (default 0.5, make-dataset's)
+  sets how many of those episodes a person redirects mid-way: the oracle's rows say so, while an
+  annotator without a model sees no interjection and names the task's place (`--interjection_rate 0`:
+  demonstrations that do what their task says). A real VLM's annotations: annotate a copy of
   `WORK/data_privileged_bare` with `--vlm.base_url ...`, train on it with the default command and run
   the same evaluation (`--annotated_dataset DIR` adds it as a row).
 
@@ -216,7 +219,8 @@ def part_cameras(args: argparse.Namespace, rep: Report) -> None:
 
 
 def _privileged_data(args: argparse.Namespace) -> Path:
-    return _dataset(args.work / "data_privileged", args.episodes, "easy", "--with_language", "--privileged_state")
+    return _dataset(args.work / "data_privileged", args.episodes, "easy", "--with_language", "--privileged_state",
+                    "--interjection_rate", str(args.interjection_rate))
 
 
 def part_both(args: argparse.Namespace, rep: Report) -> Path:
@@ -277,7 +281,7 @@ def unaveraged(trained: Path, out: Path) -> Path | None:
 def _annotated(args: argparse.Namespace, language: str) -> Path:
     """The privileged episodes without language, annotated by `language`'s annotator."""
     bare = _dataset(args.work / "data_privileged_bare", args.episodes, "easy", "--privileged_state",
-                    "--interjection_rate", "0.5")  # the same demonstrations as the oracle dataset's
+                    "--interjection_rate", str(args.interjection_rate))  # the oracle dataset's demonstrations
     out = args.work / f"data_privileged_{language}"
     if (out / "meta" / "info.json").is_file():
         return out
@@ -338,6 +342,9 @@ def main() -> None:
     parser.add_argument("--eval_phrasings", choices=("seen", "unseen", "both"), default="seen",
                         help="every evaluation's --eval_phrasings: both prints seen and unseen columns")
     parser.add_argument("--language", default=",".join(LANGUAGES), help="rows of the language part")
+    parser.add_argument("--interjection_rate", type=float, default=0.5,
+                        help="share of the privileged datasets' episodes where a person redirects a placement "
+                             "(make-dataset's default 0.5; 0: the robot does what the task says)")
     parser.add_argument("--annotated_dataset", type=Path, default=None,
                         help="language part: also a copy of the bare privileged dataset annotated elsewhere")
     args = parser.parse_args()
