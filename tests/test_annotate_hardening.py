@@ -158,7 +158,7 @@ def test_producers_are_recorded_in_the_provenance_file_the_card_and_info(ds: Pat
     result = steerable("annotate", "--root", str(ds))
     assert result.returncode == 0, result.stderr
     block = json.loads((ds / "meta" / "steerable_provenance.json").read_text())
-    assert block["producers"] == {"motion": "heuristic:motion", "subtask": "heuristic:motion"}
+    assert block["producers"] == {style: "heuristic:motion" for style in ("motion", "subtask", "plan", "memory")}
     assert "| subtask | heuristic:motion |" in dataset_card(ds)
     shown = steerable("info", str(ds))
     assert any("subtask" in line and "heuristic:motion" in line for line in shown.stdout.splitlines())

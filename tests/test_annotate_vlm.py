@@ -107,7 +107,8 @@ def test_missing_video_fails_that_episode_with_the_file_named(writable_copy, ser
     assert failure["written_modules"] == ["motion"] and "plan" in failure["failed_modules"]
     assert result.stdout.splitlines()[-2].startswith("failed: episode 0: ")
     persistent, _ = _episode_rows(root, 0)
-    assert {r["style"] for r in persistent} == {"motion", "subtask"}  # motion's subtasks stand in for plan's
+    # motion's subtasks, named from the task with their plan and memory, stand in for plan's
+    assert {r["style"] for r in persistent} == {"motion", "subtask", "plan", "memory"}
 
 
 @pytest.mark.parametrize("case", ["unreachable", "wrong_model", "no_videos"])

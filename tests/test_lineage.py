@@ -112,4 +112,5 @@ def test_annotate_notes_the_rows_it_found_without_a_producer(source: Path, tmp_p
     assert (f"note: {out} lacks provenance of the language rows it already had ({PROVENANCE}), which "
             f"LeRobot's dataset tools drop: `steerable restore {out} --from SOURCE`") in done.stdout
     assert json.loads((out / PROVENANCE).read_text())["producers"] == {
-        "motion": "heuristic:motion", "subtask": "heuristic:motion"}
+        "motion": "heuristic:motion", "subtask": "heuristic:motion", "plan": "heuristic:motion",
+        "memory": "heuristic:motion"}

@@ -92,13 +92,13 @@ def test_cli_lists_shows_and_goes_back_and_info_names_the_person(ds: LeRobotData
     assert "has no revisions" in steerable("revisions", str(ds.root)).stdout
     rows = episode_rows(ds, 0)
     persistent = [dict(r) for r in rows.persistent]
-    subtasks(persistent)[0]["content"] = "pick up the green cube"
+    subtasks(persistent)[0]["content"] = "pick up the green cube first"
     save_episode(ds, 0, persistent, None, ops={"retype": 1}, status="reviewed")
 
     listed = steerable("revisions", str(ds.root))
     assert listed.returncode == 0 and "r1" in listed.stdout and "1 retype" in listed.stdout
     shown = steerable("revisions", str(ds.root), "--show", "1")
-    assert "+ 0.000s assistant: pick up the green cube" in shown.stdout and "episode 0 reviewed" in shown.stdout
+    assert "+ 0.000s assistant: pick up the green cube first" in shown.stdout and "episode 0 reviewed" in shown.stdout
     info = steerable("info", str(ds.root))
     assert "heuristic:motion; human: episode(s) 0" in info.stdout and "1 reviewed" in info.stdout
     as_json = json.loads(steerable("info", str(ds.root), "--json").stdout)

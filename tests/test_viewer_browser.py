@@ -76,9 +76,9 @@ def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
     assert pg.locator(".marker.vqa").count() == 2 and pg.locator(".marker.speech").count() == 1
     # `annotate` without a model wrote the subtask and motion rows: marked heuristic, as `steerable info` shows
     badges = pg.eval_on_selector_all(".track-label .heuristic", "ns => ns.map(n => n.parentNode.dataset.style)")
-    assert badges == ["subtask", "motion"]
+    assert badges == ["subtask", "plan", "memory", "motion"]
     assert pg.locator("#active dt.subtask .heuristic").count() == 1
-    assert pg.locator("#active dt.plan .heuristic").count() == 0
+    assert pg.locator("#active dt.plan .heuristic").count() == 1  # named from the task by the motion annotator
     offset = {c["key"]: c["offset"] for c in ep["cameras"]}
     pg.click("#zoom-in")
     pg.click("#zoom-in")

@@ -115,7 +115,8 @@ def test_refused_writes_write_nothing(editor: Edit, edit_ds: Path) -> None:
     ds = LeRobotDataset(edit_ds)
     before = all_files(edit_ds)
     good = episode_body(ds, 1)
-    good["persistent"][1]["content"] = "a correction"
+    second = [i for i, r in enumerate(good["persistent"]) if r["style"] == "subtask"][1]
+    good["persistent"][second]["content"] = "a correction"
     save = "/api/episodes/1/language"
 
     status, reply = editor.post(save, good, token=None)
