@@ -1,10 +1,11 @@
 """How well the goal head finds where a command ends, from cameras and words alone (issue 35).
 
-Trains `steerable.policy.goal.GoalHead` by itself (with its own copy of a fresh tiny backbone's token
-embeddings) on the low-level items of a dataset's training episodes, as `steerable train` splits them,
+Trains `steerable.policy.goal.GoalHead` by itself (its own embeddings start as a fresh tiny backbone's)
+on the low-level items of a dataset's training episodes, as `steerable train` splits them (what
+`steerable train --goal_pretrain_steps N` does before the policy trains; `steerable.policy.goal_training`),
 and reports the error of the predicted goal's first two pose dimensions (x, y on the simulator, in the
 state's units: metres there) on items of the held-out episodes. "far" items are those where the robot
-stands more than `--far` from the goal: a command's start, where the goal can only come from the image.
+stands more than 5 cm from the goal: a command's start, where the goal can only come from the image.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/goal_head.py --data /tmp/easy200 --steps 2500
 
@@ -23,31 +24,9 @@ import torch
 from steerable.dataset import open_dataset
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.goal import GoalHead
+from steerable.policy.goal_training import FAR, goal_errors, goal_items
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
-from steerable.train import collate
-
-
-def items(data: PolicyDataset, processor: object, pose: list[int], count: int, seed: int, width: int
-          ) -> dict[str, torch.Tensor]:
-    """`count` random low-level items with a known goal: images, token ids and mask, goal, current pose."""
-    rng = np.random.default_rng(seed)
-    pick = rng.choice(len(data.positions), size=min(count, len(data.positions)), replace=False)
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("images", "ids", "mask", "goal", "pose")}
-    for j in range(0, len(pick), 64):
-        batch = processor.training_batch(collate([data[int(i)] for i in pick[j:j + 64]]))  # type: ignore[attr-defined]
-        goal = batch["goal"][:, pose]
-        known = torch.isfinite(goal).all(-1)
-        parts["images"].append(batch["images"][known])
-        parts["goal"].append(goal[known])
-        parts["pose"].append(batch["state"][known][:, pose])
-        ids, mask = batch["input_ids"][known], batch["attention_mask"][known]
-        parts["ids"].append(torch.nn.functional.pad(ids, (0, width - ids.shape[1])))
-        parts["mask"].append(torch.nn.functional.pad(mask, (0, width - mask.shape[1])))
-    out = {k: torch.cat(v) for k, v in parts.items()}
-    longest = int(out["mask"].sum(1).max())
-    out["ids"], out["mask"] = out["ids"][:, :longest], out["mask"][:, :longest]
-    return out
 
 
 def main() -> None:
@@ -57,7 +36,6 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--train_items", type=int, default=8000)
     parser.add_argument("--eval_items", type=int, default=800)
-    parser.add_argument("--far", type=float, default=0.05, help="distance from the goal of a 'far' item")
     parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -71,43 +49,32 @@ def main() -> None:
     for name, episodes, count in (("train", built.train_episodes, args.train_items),
                                   ("eval", built.eval_episodes, args.eval_items)):
         data = PolicyDataset(dataset, recipe, cfg, processor.image_size, episodes=episodes, component=component)
-        sets[name] = items(data, processor, pose, count, seed=0, width=cfg.max_length)
+        sets[name] = goal_items(data, processor, pose, count, seed=0, width=cfg.max_length)
     span = torch.tensor(np.array(processor.normalizer.state_max) - np.array(processor.normalizer.state_min),
                         dtype=torch.float32)[pose][:2] / 2  # normalised units -> state units
     torch.manual_seed(0)
     backbone = built.model.backbone
-    head = GoalHead(cfg, backbone.hidden_size)
-    embed = torch.nn.Embedding.from_pretrained(backbone.embed(torch.arange(backbone.vocab_size)).detach().clone(),
-                                               freeze=False)
-    optimizer = torch.optim.AdamW([*head.parameters(), *embed.parameters()], lr=args.lr, weight_decay=0.01)
+    head = GoalHead(cfg, backbone.hidden_size, backbone.vocab_size)
+    with torch.no_grad():
+        head.embed.weight.copy_(backbone.embed(torch.arange(backbone.vocab_size)))
+    optimizer = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.01)
     train, held = sets["train"], sets["eval"]
-
-    def errors() -> tuple[float, float, float]:
-        head.eval()
-        with torch.no_grad():
-            guess = torch.cat([head(held["images"][j:j + 128], embed(held["ids"][j:j + 128]), held["mask"][j:j + 128])
-                               for j in range(0, len(held["goal"]), 128)])
-        head.train()
-        miss = ((guess - held["goal"])[:, :2] * span).norm(dim=-1)
-        far = ((held["pose"] - held["goal"])[:, :2] * span).norm(dim=-1) > args.far
-        return float(miss[far].median()), float(miss[far].quantile(0.9)), float(miss[~far].median())
-
     started = time.perf_counter()
-    print(f"{len(train['goal'])} training items, {len(held['goal'])} held-out items "
-          f"({int(((held['pose'] - held['goal'])[:, :2] * span).norm(dim=-1).gt(args.far).sum())} far)")
+    far_items = int(((held.pose - held.goal)[:, :2] * span).norm(dim=-1).gt(FAR).sum())
+    print(f"{len(train)} training items, {len(held)} held-out items ({far_items} far)")
     for step in range(1, args.steps + 1):
-        pick = torch.randint(0, len(train["goal"]), (args.batch_size,))
-        guess = head(train["images"][pick], embed(train["ids"][pick]), train["mask"][pick])
-        loss = GoalHead.loss(guess, train["goal"][pick])
+        pick = torch.randint(0, len(train), (args.batch_size,))
+        loss = GoalHead.loss(head(train.images[pick], train.ids[pick], train.mask[pick]), train.goal[pick])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         if step % max(1, args.steps // 5) == 0 or step == args.steps:
-            far, far90, near = errors()
-            print(f"step {step}: loss {loss.item():.4f}, held-out far median {far:.4f} p90 {far90:.4f}, "
-                  f"near median {near:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
-    far, far90, near = errors()
-    print(f"RESULT steps={args.steps} far_median={far:.4f} far_p90={far90:.4f} near_median={near:.4f}")
+            found = goal_errors(head, held, span)
+            print(f"step {step}: loss {loss.item():.4f}, held-out far median {found['goal_far_median']:.4f}, "
+                  f"near median {found['goal_near_median']:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
+    found = goal_errors(head, held, span)
+    print(f"RESULT steps={args.steps} far_median={found['goal_far_median']:.4f} "
+          f"near_median={found['goal_near_median']:.4f}")
 
 
 if __name__ == "__main__":

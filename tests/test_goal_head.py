@@ -193,3 +193,42 @@ def test_only_the_rows_that_act_get_a_goal_and_theirs_is_the_same(world: Path) -
     assert every.goal is not None and some.goal is not None
     torch.testing.assert_close(some.goal[acting], every.goal[acting], rtol=1e-5, atol=1e-6)
     assert torch.equal(some.goal[~acting], torch.zeros_like(some.goal[~acting]))
+
+
+def test_the_goal_head_trains_first_then_holds_still_and_a_resumed_run_keeps_it_still(
+        world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from safetensors.torch import load_file
+
+    import steerable.policy.trainer as trainer
+    from steerable.cli.main import main
+
+    seen: dict[str, dict[str, torch.Tensor]] = {}
+    real = trainer.pretrain_goal
+
+    def watched(model: Any, *args: Any, **kwargs: Any) -> Any:
+        seen["before"] = {k: v.clone() for k, v in model.goal.state_dict().items()}
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "pretrain_goal", watched)
+
+    out = tmp_path / "pre"
+    flags = ["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
+             "--eval_every", "100", "--save_every", "1", "--policy.goal_head", "true", "--goal_pretrain_steps", "3",
+             "--goal_pretrain_items", "64", *TINY_FLAGS]
+    assert main([*flags, "--steps", "2"]) == 0
+    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+    assert logs[0]["step"] == 0 and "goal_far_median" in logs[0] and "goal_pretrain_s" in logs[0]
+
+    def head(step: int) -> dict[str, torch.Tensor]:
+        weights = load_file(str(out / "checkpoints" / f"step_{step:08d}" / "model.safetensors"))
+        return {k: v for k, v in weights.items() if k.startswith("goal.")}
+
+    first = head(1)
+    assert first and any(not torch.equal(first[f"goal.{k}"], v) for k, v in seen["before"].items())  # it learnt
+    assert all(torch.equal(v, head(2)[k]) for k, v in first.items())  # then held still
+    seen.clear()
+    assert main([*flags, "--steps", "3"]) == 0  # resumed: no second phase, still frozen
+    assert not seen
+    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+    assert sum(1 for r in logs if "goal_pretrain_s" in r) == 1
+    assert all(torch.equal(v, head(3)[k]) for k, v in first.items())

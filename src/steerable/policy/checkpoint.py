@@ -164,7 +164,14 @@ def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedP
     tokenizer = load_tokenizer(where / "tokenizer")
     backbone, size = build_backbone(cfg, len(tokenizer))
     model = HierarchicalPolicy(cfg, backbone)
-    load_model(model, str(where / "model.safetensors"), device="cpu")
+    missing, unexpected = load_model(model, str(where / "model.safetensors"), strict=False, device="cpu")
+    if missing == ["goal.embed.weight"] and not unexpected and model.goal is not None:
+        # A goal head from before it had its own embeddings read the backbone's: the same start.
+        with torch.no_grad():
+            model.goal.embed.weight.copy_(model.backbone.embed(torch.arange(model.backbone.vocab_size)))
+    elif missing or unexpected:
+        raise ConfigError(f"{where / 'model.safetensors'} does not fit its config.json (missing "
+                          f"{', '.join(missing) or 'nothing'}; unexpected {', '.join(unexpected) or 'nothing'})")
     model.to(device).eval()
     # Format 2 keeps the processor's image size in stats.json (config.json's image_size is a policy setting).
     image_size = int(stats.get("image_size") or config.get("image_size", size))

@@ -41,7 +41,7 @@ def goal_features(goal: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
 
 
 class GoalHead(nn.Module):
-    """(B, cameras, 3, H, W) images and a command's (B, T) tokens -> (B, P) normalised goal pose.
+    """(B, cameras, 3, H, W) images and a command's (B, T) token ids -> (B, P) normalised goal pose.
 
     Each word looks for itself in each camera: a word's query (its embedding read in context by one
     self-attention layer) against every pixel's features (CoordConv) gives a soft arg-max, where that
@@ -53,8 +53,11 @@ class GoalHead(nn.Module):
     that read it learnt that (a goal beside the gripper at every command's start, 0.00 as both levels).
     """
 
-    def __init__(self, cfg: PolicyConfig, width: int, channels: int = 32) -> None:
+    def __init__(self, cfg: PolicyConfig, width: int, vocab: int, channels: int = 32) -> None:
         super().__init__()
+        # Its own copy of the token embeddings (`HierarchicalPolicy` starts it as the backbone's): the
+        # text loss moves the backbone's, and a head trained first and then frozen must read what it learnt on.
+        self.embed = nn.Embedding(vocab, width)
         heads = 4 if width % 4 == 0 else 1
         self.cameras = max(len(cfg.cameras), 1)
         self.pose_dim = len(cfg.pose_pairs)
@@ -70,7 +73,8 @@ class GoalHead(nn.Module):
         self.weight = nn.Linear(width, 1)
         self.scale = channels ** -0.5
 
-    def forward(self, images: torch.Tensor, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, images: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        embeds = self.embed(ids)
         batch, cams, _, height, width = images.shape
         words = self.reader(embeds.float() + self.positions[: embeds.shape[1]], src_key_padding_mask=~mask.bool())
         x = images.float().flatten(0, 1)

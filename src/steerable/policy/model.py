@@ -113,7 +113,9 @@ class HierarchicalPolicy(nn.Module):
         # positions (`grounded_layout`) has them exactly and builds no goal head.
         if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
                 and grounded_layout(cfg) is None):
-            self.goal = GoalHead(cfg, width)
+            self.goal = GoalHead(cfg, width, backbone.vocab_size)
+            with torch.no_grad():
+                self.goal.embed.weight.copy_(backbone.embed(torch.arange(backbone.vocab_size)))
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
             self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
@@ -208,7 +210,7 @@ class HierarchicalPolicy(nn.Module):
             if rows.numel():
                 words = attention_mask[rows]
                 width = max(int(words.sum(1).max()), 1)
-                found = self.goal(images[rows], self.backbone.embed(input_ids[rows, :width]), words[:, :width])
+                found = self.goal(images[rows], input_ids[rows, :width], words[:, :width])
                 goal = goal.index_put((rows,), found.to(goal.dtype))
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
         return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token)

@@ -140,6 +140,11 @@ class TrainConfig(Settings):
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")
     grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
+    goal_pretrain_steps: int = Field(
+        0, ge=0, description="with --policy.goal_head true: first train the goal head alone this many steps "
+        "(batch 64, lr 1e-3), then hold it fixed (docs/policy.md, 'From pixels'; 0: trained with the rest)"
+    )
+    goal_pretrain_items: int = Field(8000, ge=64, description="low-level items the goal head's own phase decodes")
     ema_decay: float = Field(
         0.999, ge=0, lt=1, description="checkpoints hold a moving average of the weights with this decay, warmed up "
         "as (1 + step) / (10 + step) (0: the weights themselves; a resumed run keeps its own)"

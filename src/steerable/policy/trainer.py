@@ -28,6 +28,7 @@ from steerable.policy.averaging import TRAINING_WEIGHTS, WeightAverage
 from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
+from steerable.policy.goal_training import freeze_goal, pretrain_goal
 from steerable.policy.loss_checks import LossChecks
 from steerable.policy.preflight import check_dataset, check_language, check_recipe, teaches_text
 from steerable.policy.settings import TrainConfig
@@ -92,6 +93,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
     check_recipe(train_data, recipe, cfg.recipe)
     checks = LossChecks(teaches_text(recipe))
+    goal_phase = _goal_phase(cfg, model, processor, dataset, recipe, built)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
@@ -119,7 +121,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     bar = _progress(cfg, step)
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
-    state = dict(built.state)
+    state = {**built.state, **({"goal_pretrained": True} if goal_phase is not None else {})}
+    if goal_phase:
+        _log(log_path, {"step": 0, **goal_phase})
     last = built.checkpoint
     while step < cfg.steps:
         (epoch, index), batch = next(batches)
@@ -181,6 +185,21 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
             "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None}
+
+
+def _goal_phase(cfg: TrainConfig, model: Any, processor: Any, dataset: Any, recipe: Any, built: Any
+                ) -> dict[str, float] | None:
+    """The goal head's own phase (`goal_training`) on a fresh run with `--goal_pretrain_steps`: its
+    held-out errors; a resumed run that had one keeps the head frozen. None: no such phase."""
+    if model.goal is None or not (cfg.goal_pretrain_steps or built.state.get("goal_pretrained")):
+        return None
+    if built.checkpoint is not None:
+        if built.state.get("goal_pretrained"):
+            freeze_goal(model)
+            return {}
+        return None  # a run started without the phase does not gain one half way
+    return pretrain_goal(model, processor, dataset, recipe, (built.train_episodes, built.eval_episodes),
+                         cfg.goal_pretrain_steps, items=cfg.goal_pretrain_items, seed=cfg.seed)
 
 
 def _save(output: Path, step: int, previous: Path | None, *args: Any, **kwargs: Any) -> Path:
