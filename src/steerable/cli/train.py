@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError(exc.name or "torch", "policy") from exc
     summary = train(cfg)
+    if not summary.get("main", True):  # under torchrun: rank 0 reports (and pushes) for the job
+        return 0
     m = summary["metrics"]
     line = f"trained {summary['steps']} steps in {summary['seconds']:.0f} s; checkpoint {summary['checkpoint']}"
     if summary["resumed_from"]:

@@ -135,7 +135,12 @@ class TrainConfig(Settings):
     )
     policy: PolicySettings = Field(default_factory=PolicySettings)
     steps: int = Field(2500, description="optimizer steps")
-    batch_size: int = Field(32, description="samples per step")
+    batch_size: int = Field(
+        32, description="samples per step and process (the global batch is processes x batch_size x grad_accum; "
+        "a resumed run keeps its global batch)"
+    )
+    grad_accum: int = Field(1, ge=1, description="micro-batches of --batch_size per optimizer step (gradient "
+                            "accumulation)")
     lr: float = Field(1e-3, gt=0, description="peak learning rate")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")

@@ -5,6 +5,11 @@ warm-up + cosine decay and gradient clipping (bf16 autocast on CUDA). Every `eva
 the held-out episodes are scored (losses, and exact match of generated text); every `save_every`
 steps a checkpoint is written atomically. The data order is a seeded permutation per epoch, so a
 resumed run (automatic when `output_dir` holds a checkpoint) continues with the same batches.
+
+Under torchrun or `accelerate launch` (`steerable.policy.parallel`) each process trains its share of
+a global batch of processes x batch_size x grad_accum samples: the order is drawn for the global batch
+as one process would, and rank r takes the r-th slice of each micro-batch's part, so N processes step
+like one with N times the batch. Rank 0 alone logs, evaluates and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
 from steerable.policy.goal_training import freeze_goal, pretrain_goal
 from steerable.policy.loss_checks import LossChecks
+from steerable.policy.parallel import Parallel, launched, share, split
 from steerable.policy.preflight import check_dataset, check_language, check_recipe, teaches_text
 from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
@@ -58,6 +64,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train (or resume) and return a summary: steps, final metrics, the last checkpoint's path."""
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
+    parallel = launched()
+    device = parallel.start(cfg.device)
+    try:
+        return _train(cfg, parallel, device)
+    finally:
+        parallel.close()
+
+
+def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     dataset = open_dataset(cfg.dataset)
     recipe = load_recipe(cfg.recipe)
     check_language(dataset, recipe, cfg.recipe)  # at once: nothing else is worth building then
@@ -73,7 +88,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                   resumed=built.checkpoint is not None)
     if built.checkpoint is not None:
         recipe_text = (built.checkpoint / "recipe.yaml").read_text(encoding="utf-8")
-    model, processor = built.model.to(cfg.device), built.processor
+    model, processor = built.model.to(device), built.processor
     model.train()
     if cfg.threads is not None or model.cfg.is_tiny:
         # A tiny model gains nothing from intra-op threads, and on a busy machine they spin-wait.
@@ -85,12 +100,19 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
     # Low-level samples are a share of the blend's draws (30 % in `hierarchical`); each step adds
     # `action_batch_size` more, through the action component alone: short prompts, a cheap pass.
-    action_batch = int(built.state.get("action_batch_size", cfg.action_batch_size))
+    # Global batches (what the data order and a checkpoint count in), each rank's share of a micro-batch.
+    parts = parallel.world * cfg.grad_accum
+    global_batch = int(built.state.get("global_batch", 0)) or parts * cfg.batch_size
+    batch = split(global_batch, parts, f"the checkpoint's global batch ({built.checkpoint})")
+    action_global = int(built.state.get("global_action_batch", 0)) or parts * int(
+        built.state.get("action_batch_size", cfg.action_batch_size))
+    action_batch = split(action_global, parts, f"the checkpoint's global action batch ({built.checkpoint})")
     components = action_components(recipe) if action_batch else []
     action_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
                                 component=components[0], images_from=train_data) if components else None
-    if len(train_data) < cfg.batch_size:
-        raise ConfigError(f"{len(train_data)} training frames is fewer than --batch_size {cfg.batch_size}")
+    if len(train_data) < global_batch:
+        raise ConfigError(f"{len(train_data)} training frames is fewer than the global batch {global_batch} "
+                          f"({parallel.world} processes x --batch_size {batch} x --grad_accum {cfg.grad_accum})")
     check_recipe(train_data, recipe, cfg.recipe)
     checks = LossChecks(teaches_text(recipe))
     goal_phase = _goal_phase(cfg, model, processor, dataset, recipe, built)
@@ -105,9 +127,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         average.resume(built.checkpoint / TRAINING_WEIGHTS)
     # The flow noise and times come from this generator alone, so a resumed run draws what the
     # uninterrupted one would have.
-    noise = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    noise = torch.Generator(device=device).manual_seed(cfg.seed)
     if "noise_rng" in built.state:
         noise.set_state(torch.tensor(built.state["noise_rng"], dtype=torch.uint8))
+    if parallel.rank:  # its own draws (rank 0's stream is the checkpoint's), seeded by rank and step
+        noise.manual_seed(cfg.seed * 100_003 + parallel.rank * 7_919 + int(built.state.get("step", 0)))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, cfg.steps))
     step = int(built.state.get("step", 0))
     scheduler.last_epoch = step
@@ -116,33 +140,42 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     provenance = dataset_provenance(dataset)
     log_path = output / "logs.jsonl"
     eval_cases = text_cases((eval_data[i] for i in range(0, len(eval_data), 3)), limit=cfg.eval_text_cases)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.device.startswith("cuda"))
-    batches = _batches(train_data, cfg, built.state)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
+    shares = (parallel.rank, parallel.world, cfg.grad_accum)
+    batches = _batches(train_data, cfg, built.state, global_batch, shares)
+    stepper = parallel.wrap(_Step(model), device)
     metrics: dict[str, Any] = {}
-    bar = _progress(cfg, step)
+    bar = _progress(cfg, step) if parallel.is_main else None
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
     state = {**built.state, **({"goal_pretrained": True} if goal_phase is not None else {})}
-    if goal_phase:
-        _log(log_path, {"step": 0, **goal_phase})
+    plan = {"global_batch": global_batch, "processes": parallel.world, "batch_size": batch,
+            "grad_accum": cfg.grad_accum, "action_batch_size": action_batch, "global_action_batch": action_global}
+    logger.info("global batch %d = %d processes x batch %d x grad_accum %d (+ %d low-level samples per step)",
+                global_batch, parallel.world, batch, cfg.grad_accum, action_global)
+    if parallel.is_main:
+        _log(log_path, {"step": step, **(goal_phase or {}), **plan})
     last = built.checkpoint
     while step < cfg.steps:
-        (epoch, index), batch = next(batches)
-        with autocast:
-            inputs = processor.training_batch(batch, cfg.device)
-            out = model(inputs, generator=noise)
-            loss = out["loss"]
-            samples, asked = len(inputs["predict_actions"]), int(inputs["predict_actions"].sum())
-            extra = _action_batch(action_data, action_batch, cfg.seed, step)
-            if extra is not None:
-                inputs = processor.training_batch(extra, cfg.device)
-                more = model(inputs, generator=noise)
-                loss = loss + more["loss"]
-                out = _joined(out, more)
-                samples, asked = samples + len(inputs["predict_actions"]), asked + int(inputs["predict_actions"].sum())
-        # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.
-        checks.step(step + 1, {**out, "loss": loss.detach()}, samples, asked, last=step + 1 == cfg.steps)
+        (epoch, index), micro = next(batches)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if not parallel.everyone(bool(micro)):  # every rank skips a step that left one of them nothing
+            continue
+        sums, samples, asked = [0.0] * 2 * len(_LOSSES), 0, 0
+        for k, part in enumerate(micro):
+            extra = _action_batch(action_data, action_global, cfg.seed, step, shares, k)
+            # The all-reduce of the gradients happens in the last micro-batch's backward only.
+            with parallel.no_sync(stepper, sync=k == len(micro) - 1), parallel.guard():
+                with autocast:
+                    inputs = processor.training_batch(part, device)
+                    more = processor.training_batch(extra, device) if extra is not None else None
+                    loss, out = stepper(inputs, more, noise)
+                (loss / len(micro)).backward()
+            for part_inputs in (inputs, more) if more is not None else (inputs,):
+                samples, asked = samples + len(part_inputs["predict_actions"]), asked + int(part_inputs["predict_actions"].sum())
+            sums = [a + b for a, b in zip(sums, _sums(out), strict=True)]
+        out = _pooled(sums)
+        # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.
+        checks.step(step + 1, out, samples, asked, last=step + 1 == cfg.steps)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         optimizer.step()
         scheduler.step()
@@ -153,38 +186,42 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         state.update(epoch=epoch, batch_in_epoch=index + 1)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{out['loss'].item():.3f}", text=f"{out['text_loss'].item():.3f}",
-                            flow=f"{out['flow_loss'].item():.3f}")
+            bar.set_postfix(loss=f"{out['loss']:.3f}", text=f"{out['text_loss']:.3f}", flow=f"{out['flow_loss']:.3f}")
         if step % cfg.log_every == 0 or step == cfg.steps:
             now = time.perf_counter()
-            metrics = {"step": step, "loss": out["loss"].item(), "text_loss": float(out["text_loss"]),
-                       "flow_loss": float(out["flow_loss"]), "done_loss": float(out.get("done_loss", 0.0)),
-                       **({"locate_loss": float(out["locate_loss"])} if model.cfg.locate_key else {}),
-                       **({"check_loss": float(out["check_loss"])} if model.cfg.step_check else {}),
-                       **({"goal_loss": float(out["goal_loss"])} if model.goal is not None else {}),
+            off = {"locate_loss": not model.cfg.locate_key, "check_loss": not model.cfg.step_check,
+                   "goal_loss": model.goal is None, "text_tokens": True, "action_values": True}
+            pooled = _pooled(parallel.total(sums))  # the whole global batch's losses
+            metrics = {"step": step, **{n: v for n, v in pooled.items() if not off.get(n)},
                        "lr": optimizer.param_groups[0]["lr"],
                        "steps_per_s": window_steps / max(now - window_start, 1e-9)}
-            _log(log_path, metrics)
+            if parallel.is_main:
+                _log(log_path, metrics)
             window_start, window_steps = now, 0
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            with _averaged(average):
-                metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step)
-            _log(log_path, metrics)
-            checks.heldout(metrics)
-            if bar is not None:
-                bar.write(_eval_line(metrics))
+            if parallel.is_main:
+                with _averaged(average):
+                    metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step, batch, device)
+                _log(log_path, metrics)
+                checks.heldout(metrics)
+                if bar is not None:
+                    bar.write(_eval_line(metrics))
+            parallel.barrier()
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
-                         eval_episodes=built.eval_episodes, seed=cfg.seed, batch_size=cfg.batch_size,
-                         event_repeat=event_repeat, action_batch_size=action_batch, ema_decay=ema_decay)
-            with _averaged(average):
-                last = _save(output, step, last, model, processor, recipe_text, optimizer=optimizer,
-                             trainer_state=state, trained_on=provenance,
-                             training_weights=average.save_training_weights if average else None)
+                         eval_episodes=built.eval_episodes, seed=cfg.seed, event_repeat=event_repeat,
+                         ema_decay=ema_decay, **plan)
+            if parallel.is_main:
+                with _averaged(average):
+                    last = _save(output, step, last, model, processor, recipe_text, optimizer=optimizer,
+                                 trainer_state=state, trained_on=provenance,
+                                 training_weights=average.save_training_weights if average else None)
+            parallel.barrier()
     if bar is not None:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
-            "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None}
+            "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None,
+            "main": parallel.is_main}
 
 
 def _goal_phase(cfg: TrainConfig, model: Any, processor: Any, dataset: Any, recipe: Any, built: Any
@@ -220,29 +257,67 @@ def _averaged(average: WeightAverage | None) -> Any:
     return average.applied() if average is not None else contextlib.nullcontext()
 
 
-def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any]) -> Iterator[tuple[tuple[int, int], Any]]:
-    """((epoch, batch index), collated batch) forever, starting where a resumed run stopped."""
+def _batches(data: PolicyDataset, cfg: TrainConfig, state: dict[str, Any], global_batch: int,
+             shares: tuple[int, int, int]) -> Iterator[tuple[tuple[int, int], list[Any]]]:
+    """((epoch, global batch index), this rank's collated micro-batches) forever, from where a resumed run
+    stopped. A micro-batch that collates to nothing is kept out (a step with none on some rank is skipped)."""
     epoch, skip = int(state.get("epoch", 0)), int(state.get("batch_in_epoch", 0))
+    accum = shares[2]
     while True:
-        plan = _epoch_batches(len(data), cfg.batch_size, cfg.seed, epoch)[skip:]
+        plan = [share(g, shares, k) for g in _epoch_batches(len(data), global_batch, cfg.seed, epoch)[skip:]
+                for k in range(accum)]
         # Its own generator: creating the iterator must not draw from the global RNG.
-        loader = DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
-                            generator=torch.Generator().manual_seed(cfg.seed + epoch))
-        for i, batch in enumerate(loader):
-            if batch is not None:
-                yield (epoch, skip + i), batch
+        loader = iter(DataLoader(data, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
+                                 generator=torch.Generator().manual_seed(cfg.seed + epoch)))
+        for i in range(len(plan) // accum):
+            micro = [b for b in (next(loader) for _ in range(accum)) if b is not None]
+            yield (epoch, skip + i), micro
         epoch, skip = epoch + 1, 0
 
 
-def _action_batch(data: PolicyDataset | None, size: int, seed: int, step: int) -> Any:
-    """The extra low-level batch of `step` (None without one): a seeded permutation per pass over the
-    action frames, so a resumed run draws what the uninterrupted one would have."""
+def _action_batch(data: PolicyDataset | None, size: int, seed: int, step: int, shares: tuple[int, int, int] = (0, 1, 1),
+                  k: int = 0) -> Any:
+    """This rank's part of micro-batch k of the extra low-level batch of `step` (None without one): a seeded
+    permutation per pass over the action frames, so a resumed run draws what the uninterrupted one would have."""
     if data is None or size < 1 or not len(data):
         return None
     per_pass = max(1, len(data) // size)
-    epoch, k = divmod(step, per_pass)
+    epoch, n = divmod(step, per_pass)
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed * 100_003 + 7_919 + epoch)).tolist()
-    return collate([data[i] for i in order[k * size:(k + 1) * size]])
+    return collate([data[i] for i in share(order[n * size:(n + 1) * size], shares, k)])
+
+
+class _Step(torch.nn.Module):
+    """One micro-batch's forward, its recipe batch and extra low-level batch in one call (so DDP sees one
+    forward per backward): the loss to backpropagate and the loss dict."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs: Any, extra: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict[str, Any]]:
+        out = self.model(inputs, generator=generator)
+        if extra is None:
+            return out["loss"], out
+        more = self.model(extra, generator=generator)
+        return out["loss"] + more["loss"], _joined(out, more)
+
+
+# Over micro-batches and ranks a loss is pooled weighted by what it averages, so the logged text, flow and done
+# losses of N shares are those of their union; `loss` (what the gradients average) and the rest: a plain mean.
+_LOSSES = ("loss", "text_loss", "flow_loss", "done_loss", "locate_loss", "check_loss", "goal_loss")
+_WEIGHTS = {"text_loss": "text_tokens", "flow_loss": "action_values", "done_loss": "done_labels"}
+
+
+def _sums(out: dict[str, Any]) -> list[float]:
+    """A share's [loss x weight, weight] per `_LOSSES` name, to be added up."""
+    pairs = [(float(out.get(n, 0.0)), float(out[_WEIGHTS[n]]) if n in _WEIGHTS else 1.0) for n in _LOSSES]
+    return [v for x, w in pairs for v in (x * w, w)]
+
+
+def _pooled(sums: list[float]) -> dict[str, Any]:
+    out = {n: sums[2 * i] / sums[2 * i + 1] if sums[2 * i + 1] else 0.0 for i, n in enumerate(_LOSSES)}
+    return {**out, "text_tokens": sums[3], "action_values": sums[5]}
 
 
 def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -260,16 +335,16 @@ def _joined(out: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
             "check_loss": more.get("check_loss", out.get("check_loss", 0.0))}
 
 
-def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int
-              ) -> dict[str, Any]:
+def _evaluate(model: Any, processor: Any, data: PolicyDataset, cases: Any, cfg: TrainConfig, step: int, size: int,
+              device: str) -> dict[str, Any]:
     out: dict[str, Any] = {"step": step, "eval": True}
     if not len(data):
         return out
-    stride = max(1, len(data) // (cfg.eval_batches * cfg.batch_size))
-    picks = list(range(0, len(data), stride))[: cfg.eval_batches * cfg.batch_size]
-    batches = (collate([data[i] for i in picks[j:j + cfg.batch_size]]) for j in range(0, len(picks), cfg.batch_size))
-    out.update({f"eval_{k}": v for k, v in heldout_losses(model, processor, batches, cfg.device).items()})
-    out.update({f"eval_{k}": v for k, v in exact_match(model, processor, cases, device=cfg.device).items()})
+    stride = max(1, len(data) // (cfg.eval_batches * size))
+    picks = list(range(0, len(data), stride))[: cfg.eval_batches * size]
+    batches = (collate([data[i] for i in picks[j:j + size]]) for j in range(0, len(picks), size))
+    out.update({f"eval_{k}": v for k, v in heldout_losses(model, processor, batches, device).items()})
+    out.update({f"eval_{k}": v for k, v in exact_match(model, processor, cases, device=device).items()})
     return out
 
 
