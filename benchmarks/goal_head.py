@@ -5,7 +5,7 @@ on the low-level items of a dataset's training episodes, as `steerable train` sp
 `steerable train --goal_pretrain_steps N` does before the policy trains; `steerable.policy.goal_training`),
 and reports the error of the predicted goal's first two pose dimensions (x, y on the simulator, in the
 state's units: metres there) on items of the held-out episodes. "far" items are those where the robot
-stands more than 5 cm from the goal: a command's start, where the goal can only come from the image.
+stands more than `--far` (5 cm) from the goal: a command's start, where the goal can only come from the image.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/goal_head.py --data /tmp/easy200 --steps 2500
 
@@ -24,7 +24,7 @@ import torch
 from steerable.dataset import open_dataset
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.goal import GoalHead
-from steerable.policy.goal_training import FAR, goal_errors, goal_items
+from steerable.policy.goal_training import goal_errors, goal_items
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
 
@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--train_items", type=int, default=8000)
     parser.add_argument("--eval_items", type=int, default=800)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--far", type=float, default=0.05, help="distance from the goal of a 'far' item (state units)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dataset = open_dataset(args.data)
@@ -60,7 +61,7 @@ def main() -> None:
     optimizer = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.01)
     train, held = sets["train"], sets["eval"]
     started = time.perf_counter()
-    far_items = int(((held.pose - held.goal)[:, :2] * span).norm(dim=-1).gt(FAR).sum())
+    far_items = int(((held.pose - held.goal)[:, :2] * span).norm(dim=-1).gt(args.far).sum())
     print(f"{len(train)} training items, {len(held)} held-out items ({far_items} far)")
     for step in range(1, args.steps + 1):
         pick = torch.randint(0, len(train), (args.batch_size,))
@@ -69,10 +70,10 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         if step % max(1, args.steps // 5) == 0 or step == args.steps:
-            found = goal_errors(head, held, span)
+            found = goal_errors(head, held, span, args.far)
             print(f"step {step}: loss {loss.item():.4f}, held-out far median {found['goal_far_median']:.4f}, "
                   f"near median {found['goal_near_median']:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
-    found = goal_errors(head, held, span)
+    found = goal_errors(head, held, span, args.far)
     print(f"RESULT steps={args.steps} far_median={found['goal_far_median']:.4f} "
           f"near_median={found['goal_near_median']:.4f}")
 

@@ -217,7 +217,7 @@ def test_the_goal_head_trains_first_then_holds_still_and_a_resumed_run_keeps_it_
              "--goal_pretrain_items", "64", *TINY_FLAGS]
     assert main([*flags, "--steps", "2"]) == 0
     logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
-    assert logs[0]["step"] == 0 and "goal_far_median" in logs[0] and "goal_pretrain_s" in logs[0]
+    assert logs[0]["step"] == 0 and "goal_median" in logs[0] and "goal_pretrain_s" in logs[0]
 
     def head(step: int) -> dict[str, torch.Tensor]:
         weights = load_file(str(out / "checkpoints" / f"step_{step:08d}" / "model.safetensors"))

@@ -31,11 +31,6 @@ __all__ = ["GoalItems", "freeze_goal", "goal_errors", "goal_items", "pretrain_go
 
 log = logging.getLogger(__name__)
 
-# A "far" item: the robot more than this from the goal (state units, first two pose dimensions), as
-# at a command's start, where only the image can tell where to go.
-FAR = 0.05
-
-
 @dataclass(frozen=True)
 class GoalItems:
     """Low-level items with a known goal: images, command token ids and mask, goal and pose (normalised)."""
@@ -74,8 +69,10 @@ def goal_items(data: PolicyDataset, processor: Processor, pose: list[int], count
     return GoalItems(out["images"], out["ids"][:, :longest], out["mask"][:, :longest], out["goal"], out["pose"])
 
 
-def goal_errors(head: GoalHead, items: GoalItems, span: torch.Tensor) -> dict[str, float]:
-    """Median error of the goal's first two pose dimensions (state units) on far and near items."""
+def goal_errors(head: GoalHead, items: GoalItems, span: torch.Tensor, far: float | None = None) -> dict[str, float]:
+    """Median and 90th percentile of the error of the goal's first two pose dimensions (state units);
+    with `far`, also the medians of the items whose pose is more than `far` from the goal (as at a
+    command's start, where only the image can tell where to go) and of the others."""
     was = head.training
     head.eval()
     with torch.no_grad():
@@ -83,9 +80,12 @@ def goal_errors(head: GoalHead, items: GoalItems, span: torch.Tensor) -> dict[st
                            for j in range(0, len(items), 128)])
     head.train(was)
     miss = ((guess - items.goal)[:, :2] * span).norm(dim=-1)
-    far = ((items.pose - items.goal)[:, :2] * span).norm(dim=-1) > FAR
-    return {"goal_far_median": float(miss[far].median()) if far.any() else float("nan"),
-            "goal_near_median": float(miss[~far].median()) if (~far).any() else float("nan")}
+    out = {"goal_median": float(miss.median()), "goal_p90": float(miss.quantile(0.9))}
+    if far is not None:
+        away = ((items.pose - items.goal)[:, :2] * span).norm(dim=-1) > far
+        out["goal_far_median"] = float(miss[away].median()) if away.any() else float("nan")
+        out["goal_near_median"] = float(miss[~away].median()) if (~away).any() else float("nan")
+    return out
 
 
 def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRobotDataset, recipe: Recipe,
