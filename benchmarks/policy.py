@@ -26,14 +26,25 @@ first pass (the steps that decode training episodes) and the steady state after,
 CPU time and context switches (getrusage) of each, and a projection of the default 2,500-step run.
 `--auto_threads` decodes with FFmpeg's automatic thread counts (as before #35); `--share_images` gives
 every training dataset one image cache (a proposed change: each decodes every episode on its own).
+
+    .venv/bin/python benchmarks/policy.py --processes 1,2 [--data_steps 60] [--batch_size 32]
+
+runs the default tiny `steerable train` on a synthetic dataset (4 easy episodes with language) under
+torchrun on each number of processes in turn (CPU, gloo; `--batch_size` per process, as many low-level
+samples again), and prints per count the global batch, steps/s and samples/s, from `logs.jsonl`'s
+windows after the first (which holds the start-up and the first decodes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
+import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -95,9 +106,14 @@ def main() -> None:
     parser.add_argument("--share_images", action="store_true",
                         help="with --breakdown: the training datasets share one image cache (a proposed change "
                              "to policy/data.py: the blend's and the action component's each decode every episode)")
+    parser.add_argument("--processes", default=None,
+                        help="e.g. 1,2: time `steerable train` under torchrun on that many processes (see above)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.processes:
+        processes_main([int(n) for n in args.processes.split(",")], args.data_steps or 60, args.batch_size)
+        return
     if args.data is not None and args.breakdown:
         breakdown_main(args.data, args.data_steps or 150, args.recipe, args.auto_threads, args.share_images)
         return
@@ -466,6 +482,33 @@ class Breakdown:
             if w == window:
                 out = out + u
         return out
+
+
+def processes_main(counts: list[int], steps: int, batch: int) -> None:
+    """`--processes`: the same training on each number of processes, one after the other (see above)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    every = max(1, steps // 4)
+    with tempfile.TemporaryDirectory() as tmp:
+        ds = Path(tmp) / "ds"
+        subprocess.run([sys.executable, "-m", "steerable", "make-dataset", "synthetic", "--out", str(ds),
+                        "--episodes", "4", "--with_language", "--difficulty", "easy"], check=True, env=env,
+                       capture_output=True, timeout=600)
+        print(f"steerable train, tiny, synthetic 4 episodes, {steps} steps, batch {batch} (+{batch} low-level) "
+              f"per process, CPU ({os.cpu_count()} cores)")
+        print(f"{'processes':>9} {'global batch':>13} {'steps/s':>8} {'samples/s':>10}")
+        for n in counts:
+            out = Path(tmp) / f"run{n}"
+            subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
+                            "-m", "steerable", "train", "--dataset", str(ds), "--output_dir", str(out),
+                            "--steps", str(steps), "--batch_size", str(batch), "--action_batch_size", str(batch),
+                            "--log_every", str(every), "--no_progress"], check=True, env=env, capture_output=True,
+                           timeout=3600)
+            logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+            rates = [r["steps_per_s"] for r in logs if "steps_per_s" in r][1:]
+            plan = logs[0]
+            rate = len(rates) / sum(1 / r for r in rates)  # the windows are equally long: a harmonic mean
+            samples = rate * (plan["global_batch"] + plan["global_action_batch"])
+            print(f"{n:>9} {plan['global_batch']:>13} {rate:>8.2f} {samples:>10.1f}")
 
 
 def breakdown_main(root: Path, steps: int, recipe: str, auto_threads: bool, share_images: bool) -> None:
