@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -141,6 +141,10 @@ class TrainConfig(Settings):
     )
     grad_accum: int = Field(1, ge=1, description="micro-batches of --batch_size per optimizer step (gradient "
                             "accumulation)")
+    parallel: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="under a launcher with several processes: ddp (each holds the whole model) or fsdp "
+        "(the backbone's layers and the rest sharded over the processes; checkpoints are written whole)"
+    )
     lr: float = Field(1e-3, gt=0, description="peak learning rate")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_steps: int = Field(100, ge=0, description="steps of linear learning-rate warm-up")

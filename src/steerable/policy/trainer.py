@@ -64,7 +64,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train (or resume) and return a summary: steps, final metrics, the last checkpoint's path."""
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA device is visible to torch; use --device cpu")
-    parallel = launched()
+    parallel = launched(cfg.parallel)
     device = parallel.start(cfg.device)
     try:
         return _train(cfg, parallel, device)
@@ -116,12 +116,14 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     check_recipe(train_data, recipe, cfg.recipe)
     checks = LossChecks(teaches_text(recipe))
     goal_phase = _goal_phase(cfg, model, processor, dataset, recipe, built)
+    # A resumed run keeps the average it started with; its checkpoint's model holds the average.
+    ema_decay = float(built.state.get("ema_decay", cfg.ema_decay if built.checkpoint is None else 0.0))
+    stepper = parallel.wrap(_Step(model), device, averaged=ema_decay > 0)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
         load_optimizer(optimizer, built.checkpoint)
-    # A resumed run keeps the average it started with; its checkpoint's model holds the average.
-    ema_decay = float(built.state.get("ema_decay", cfg.ema_decay if built.checkpoint is None else 0.0))
+        parallel.shard_optimizer(optimizer)
     average = WeightAverage(model, ema_decay) if ema_decay > 0 else None
     if average is not None and built.checkpoint is not None:
         average.resume(built.checkpoint / TRAINING_WEIGHTS)
@@ -143,7 +145,6 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
     shares = (parallel.rank, parallel.world, cfg.grad_accum)
     batches = _batches(train_data, cfg, built.state, global_batch, shares)
-    stepper = parallel.wrap(_Step(model), device)
     metrics: dict[str, Any] = {}
     bar = _progress(cfg, step) if parallel.is_main else None
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
@@ -176,6 +177,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
         out = _pooled(sums)
         # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.
         checks.step(step + 1, out, samples, asked, last=step + 1 == cfg.steps)
+        parallel.drop_unreached(params)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         optimizer.step()
         scheduler.step()
@@ -199,21 +201,21 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                 _log(log_path, metrics)
             window_start, window_steps = now, 0
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            if parallel.is_main:
-                with _averaged(average):
-                    metrics = _evaluate(model, processor, eval_data, eval_cases, cfg, step, batch, device)
-                _log(log_path, metrics)
-                checks.heldout(metrics)
-                if bar is not None:
-                    bar.write(_eval_line(metrics))
+            with _averaged(average if parallel.is_main else None), parallel.whole(model, device) as full:
+                if full is not None:  # rank 0
+                    metrics = _evaluate(full[0], processor, eval_data, eval_cases, cfg, step, batch, device)
+                    _log(log_path, metrics)
+                    checks.heldout(metrics)
+                    if bar is not None:
+                        bar.write(_eval_line(metrics))
             parallel.barrier()
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, event_repeat=event_repeat,
                          ema_decay=ema_decay, **plan)
-            if parallel.is_main:
-                with _averaged(average):
-                    last = _save(output, step, last, model, processor, recipe_text, optimizer=optimizer,
+            with _averaged(average if parallel.is_main else None), parallel.whole(model, device, optimizer) as full:
+                if full is not None:
+                    last = _save(output, step, last, full[0], processor, recipe_text, optimizer=full[1],
                                  trainer_state=state, trained_on=provenance,
                                  training_weights=average.save_training_weights if average else None)
             parallel.barrier()
