@@ -213,3 +213,12 @@ def test_fsdp_without_a_launcher_is_one_line(dataset: Path, tmp_path: Path) -> N
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [run.stderr.strip()]
     assert "--parallel fsdp" in run.stderr and "launcher" in run.stderr
+
+
+def test_fsdp_with_a_weight_average_is_refused_by_every_rank(dataset: Path, tmp_path: Path) -> None:
+    run = _run(_train(dataset, tmp_path / "run", "--steps", "1", "--batch_size", "4", "--parallel", "fsdp",
+                      launcher=TORCHRUN))
+    assert run.returncode == 1  # torchrun's status for a failed worker; each rank's own line says why
+    assert run.stderr.count("steerable: error: --parallel fsdp keeps no weight average yet: add --ema_decay 0") == 2
+    assert "Traceback" not in run.stderr.split(" failed (exitcode")[0]  # the ranks' lines, before torchrun's summary
+    assert not (tmp_path / "run" / "checkpoints").exists()
