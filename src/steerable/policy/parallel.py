@@ -78,7 +78,7 @@ class Parallel:
             dist.init_process_group(backend, timeout=TIMEOUT)  # env:// from the launcher
         return device
 
-    def wrap(self, module: torch.nn.Module, device: str, averaged: bool = False) -> torch.nn.Module:
+    def wrap(self, module: torch.nn.Module, device: str) -> torch.nn.Module:
         """`module` under DDP (gradients averaged over the ranks in backward), sharded by FSDP, or as is on
         one process. Unused parameters are searched for: a step's batches need not reach every head. Build
         the optimizer after this: FSDP replaces the parameters with their shards."""
@@ -87,8 +87,6 @@ class Parallel:
         if self.sharded:
             from torch.distributed.fsdp import fully_shard
 
-            if averaged:  # its copies of the weights would be shards that checkpoints cannot gather yet
-                raise ConfigError("--parallel fsdp keeps no weight average yet: add --ema_decay 0 to a new run")
             if self.is_main:  # what evaluation and checkpoints load the gathered weights into
                 self._replica = copy.deepcopy(getattr(module, "model", module)).cpu()  # the trainer's step: .model
             for layer in [m for m in module.modules() if type(m).__name__.endswith(_LAYERS)]:

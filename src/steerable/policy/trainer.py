@@ -118,7 +118,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     goal_phase = _goal_phase(cfg, model, processor, dataset, recipe, built)
     # A resumed run keeps the average it started with; its checkpoint's model holds the average.
     ema_decay = float(built.state.get("ema_decay", cfg.ema_decay if built.checkpoint is None else 0.0))
-    stepper = parallel.wrap(_Step(model), device, averaged=ema_decay > 0)
+    stepper = parallel.wrap(_Step(model), device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if built.checkpoint is not None:
@@ -201,7 +201,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                 _log(log_path, metrics)
             window_start, window_steps = now, 0
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            with _averaged(average if parallel.is_main else None), parallel.whole(model, device) as full:
+            with _averaged(average), parallel.whole(model, device) as full:
                 if full is not None:  # rank 0
                     metrics = _evaluate(full[0], processor, eval_data, eval_cases, cfg, step, batch, device)
                     _log(log_path, metrics)
@@ -213,7 +213,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, event_repeat=event_repeat,
                          ema_decay=ema_decay, **plan)
-            with _averaged(average if parallel.is_main else None), parallel.whole(model, device, optimizer) as full:
+            with _averaged(average), parallel.whole(model, device, optimizer) as full:
                 if full is not None:
                     last = _save(output, step, last, full[0], processor, recipe_text, optimizer=full[1],
                                  trainer_state=state, trained_on=provenance,
@@ -255,7 +255,7 @@ def _save(output: Path, step: int, previous: Path | None, *args: Any, **kwargs: 
 
 
 def _averaged(average: WeightAverage | None) -> Any:
-    """The block runs on the averaged weights (what checkpoints hold), or on the weights without one."""
+    """The block runs on the averaged weights (what checkpoints hold; every rank's: FSDP's are shards)."""
     return average.applied() if average is not None else contextlib.nullcontext()
 
 
