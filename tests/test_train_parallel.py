@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,27 +67,39 @@ def _compare(a: Path, b: Path) -> None:
     assert held_a["eval_text_loss"] == pytest.approx(held_b["eval_text_loss"], abs=6e-3)
 
 
-def test_two_processes_step_like_one_with_twice_the_batch(dataset: Path, tmp_path: Path) -> None:
-    two = _run(_train(dataset, tmp_path / "two", "--steps", "3", "--batch_size", "4", "--action_batch_size", "2",
-                      launcher=TORCHRUN))
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert two.stdout.count("trained 3 steps") == 1  # rank 0 alone reports
-    one = _run(_train(dataset, tmp_path / "one", "--steps", "3", "--batch_size", "8", "--action_batch_size", "4"))
-    assert one.returncode == 0, one.stderr
-    plan = _logs(tmp_path / "two")[0]
+FSDP_ARGS = ("--batch_size", "4", "--action_batch_size", "2")  # the default weight average (--ema_decay 0.999)
+
+
+@pytest.fixture(scope="module")
+def runs(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3 steps with a global batch of 8, trained once for the module's tests (which copy a run before resuming
+    it): on one process (one/), on 2 processes replicated (ddp/) and sharded (fsdp/); NAME.stdout beside."""
+    root = tmp_path_factory.mktemp("runs")
+    for name, cmd in (("one", _train(dataset, root / "one", "--steps", "3", "--batch_size", "8",
+                                     "--action_batch_size", "4")),
+                      ("ddp", _train(dataset, root / "ddp", "--steps", "3", *FSDP_ARGS, launcher=TORCHRUN)),
+                      ("fsdp", _train(dataset, root / "fsdp", "--steps", "3", *FSDP_ARGS, "--parallel", "fsdp",
+                                      launcher=TORCHRUN))):
+        done = _run(cmd)
+        assert done.returncode == 0, (name, done.stderr[-3000:])
+        (root / f"{name}.stdout").write_text(done.stdout)
+    return root
+
+
+def test_two_processes_step_like_one_with_twice_the_batch(runs: Path) -> None:
+    assert (runs / "ddp.stdout").read_text().count("trained 3 steps") == 1  # rank 0 alone reports
+    plan = _logs(runs / "ddp")[0]
     assert plan == {"step": 0, "global_batch": 8, "processes": 2, "batch_size": 4, "grad_accum": 1,
                     "action_batch_size": 2, "global_action_batch": 4}
-    _compare(tmp_path / "two", tmp_path / "one")
+    _compare(runs / "ddp", runs / "one")
 
 
-def test_grad_accum_steps_like_the_whole_batch(dataset: Path, tmp_path: Path) -> None:
+def test_grad_accum_steps_like_the_whole_batch(dataset: Path, runs: Path, tmp_path: Path) -> None:
     accum = _run(_train(dataset, tmp_path / "accum", "--steps", "3", "--batch_size", "4", "--grad_accum", "2",
                         "--action_batch_size", "2"))
     assert accum.returncode == 0, accum.stderr
-    whole = _run(_train(dataset, tmp_path / "whole", "--steps", "3", "--batch_size", "8", "--action_batch_size", "4"))
-    assert whole.returncode == 0, whole.stderr
     assert _logs(tmp_path / "accum")[0]["global_batch"] == 8
-    _compare(tmp_path / "accum", tmp_path / "whole")
+    _compare(tmp_path / "accum", runs / "one")
 
 
 def _rank_pid(parent: int, rank: int) -> int | None:
@@ -106,7 +119,7 @@ def _rank_pid(parent: int, rank: int) -> int | None:
 
 def test_a_killed_rank_ends_the_job_and_one_process_resumes(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ("--steps", "40", "--batch_size", "4", "--action_batch_size", "2", "--save_every", "2")
+    args = ("--steps", "20", "--batch_size", "4", "--action_batch_size", "2", "--save_every", "2")
     job = subprocess.Popen(_train(dataset, out, *args, launcher=TORCHRUN), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env=ENV)
     try:
@@ -129,11 +142,11 @@ def test_a_killed_rank_ends_the_job_and_one_process_resumes(dataset: Path, tmp_p
     assert "rank      : 1" in stderr and "SIGKILL" in stderr  # the launcher names the rank that died
     # Rank 0 ends with at most one line of its own (gloo's lost connection, or the launcher's SIGTERM).
     assert "Traceback" not in stderr.split("Sending process")[0]
-    assert not (out / "checkpoints" / "step_00000040").exists()
+    assert not (out / "checkpoints" / "step_00000020").exists()
 
     resumed = _run(_train(dataset, out, *args))  # the same command, one process: the global batch of 8 is kept
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from" in resumed.stdout and "trained 40 steps" in resumed.stdout
+    assert "resumed from" in resumed.stdout and "trained 20 steps" in resumed.stdout
     plans = [r for r in _logs(out) if "global_batch" in r]
     assert [(p["processes"], p["batch_size"], p["global_batch"]) for p in plans] == [(2, 4, 8), (1, 8, 8)]
 
@@ -160,22 +173,8 @@ def _act(checkpoint: Path) -> np.ndarray:
     return PolicyRunner(loaded).act(["pick up the red cube"], {"state": state, "images": images})
 
 
-FSDP_ARGS = ("--batch_size", "4", "--action_batch_size", "2")  # the default weight average (--ema_decay 0.999)
-
-
-@pytest.fixture(scope="module")
-def fsdp_and_ddp(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """3 steps of the same run on 2 processes sharded (fsdp/) and replicated (ddp/)."""
-    root = tmp_path_factory.mktemp("fsdp")
-    fsdp = _run(_train(dataset, root / "fsdp", "--steps", "3", *FSDP_ARGS, "--parallel", "fsdp", launcher=TORCHRUN))
-    assert fsdp.returncode == 0, fsdp.stderr[-3000:]
-    ddp = _run(_train(dataset, root / "ddp", "--steps", "3", *FSDP_ARGS, launcher=TORCHRUN))
-    assert ddp.returncode == 0, ddp.stderr[-3000:]
-    return root
-
-
-def test_fsdp_shards_like_ddp_and_writes_a_whole_checkpoint(fsdp_and_ddp: Path) -> None:
-    tmp_path = fsdp_and_ddp
+def test_fsdp_shards_like_ddp_and_writes_a_whole_checkpoint(runs: Path) -> None:
+    tmp_path = runs
     logs = [[r for r in _logs(tmp_path / run) if "loss" in r or r.get("eval")] for run in ("fsdp", "ddp")]
     for x, y in zip(*logs, strict=True):
         for name in ("loss", "text_loss", "flow_loss", "eval_text_loss", "eval_flow_loss"):
@@ -192,11 +191,13 @@ def test_fsdp_shards_like_ddp_and_writes_a_whole_checkpoint(fsdp_and_ddp: Path) 
         assert all(ours[k].shape == theirs[k].shape and ours[k].allclose(theirs[k], atol=2e-5) for k in ours), name
 
 
-def test_fsdp_and_one_process_resume_each_others_checkpoints(dataset: Path, fsdp_and_ddp: Path) -> None:
+def test_fsdp_and_one_process_resume_each_others_checkpoints(dataset: Path, runs: Path, tmp_path: Path) -> None:
     """A resume shards the whole optimizer state again (the DDP checkpoint goes on under FSDP), and the FSDP
     checkpoint goes on in one process with the same global batch: the same losses either way."""
-    tmp_path = fsdp_and_ddp
     from safetensors.torch import load_file
+
+    for run in ("ddp", "fsdp"):
+        shutil.copytree(runs / run, tmp_path / run)
 
     # The averages the resumed runs start from (a run keeps its last 2 checkpoints: this one goes).
     averages = {run: load_file(str(tmp_path / run / "checkpoints" / "step_00000003" / "model.safetensors"))
