@@ -9,8 +9,9 @@ falls by about 3e-2 meanwhile, and 2 processes whose gradients are not averaged 
 
 `--parallel fsdp` computes what DDP does, in another order of the same sums: its logged and held-out losses
 and the actions of its checkpoint, loaded on one process, within 1e-5 of the DDP run's (measured: at most
-1.2e-7), its weights and optimizer moments within 2e-5 (measured: at most 5e-6); resumed across the two,
-2 more steps' text losses within 3e-3 (measured: 2.2e-4).
+1.2e-7), its weight average, training weights and optimizer moments within 2e-5 (measured: at most 5e-6);
+resumed across the two, 2 more steps' text losses within 3e-3 (measured: 2.2e-4), and each step folds its
+weights into the saved average within 1e-6.
 """
 
 from __future__ import annotations
