@@ -131,7 +131,9 @@ def assert_steerable_tools_work(root: Path, source: Path, mapping: dict[int, int
     assert code == 0, err
     assert sum(json.loads(line).get("messages") is not None for line in out.splitlines()[:-1]) > 0
     annotated = tmp / f"{root.name}_annotated"
-    code, out, err = steerable("annotate", "--root", str(root), "--output_dir", str(annotated))
+    # Unnamed (no plan rows of its own), so the oracle's plans stay and their producer must be carried over.
+    code, out, err = steerable("annotate", "--root", str(root), "--output_dir", str(annotated),
+                               "--motion.name_from_task", "false")
     assert code == 0, err + out
     run = json.loads((annotated / ".steerable" / "run_summary.json").read_text())
     assert run["episodes_selected"] == sum(s == 0 for s in mapping.values())  # the reviewed ones are left alone
