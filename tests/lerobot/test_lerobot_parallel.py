@@ -7,32 +7,16 @@ wraps the policy in DDP and gives each rank its own share of each batch (docs/le
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import BIN, FLAGS, TINY
+from cli_helpers import run as _run
 
 from steerable.policy.checkpoint import load_policy
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[2]
-TINY = {
-    "tiny_hidden": 32, "tiny_layers": 2, "tiny_heads": 2, "tiny_vision_hidden": 16, "image_size": 16,
-    "tiny_patch_size": 8, "chunk_size": 4, "n_action_steps": 4, "expert_hidden": 32, "expert_heads": 2,
-    "expert_layers": 2, "tiny_vocab_size": 320, "max_length": 96, "flow_steps": 2,
-}
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 ACCELERATE = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-
-
-def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(list(argv), capture_output=True, text=True, timeout=240, env=ENV, cwd=REPO,
-                         stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, f"{argv[0]} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +32,7 @@ def test_accelerate_launch_trains_the_policy_on_two_processes(dataset: Path, tmp
     run = _run(*ACCELERATE, str(BIN / "lerobot-train"), "--policy.type=steerable_hierarchical",
                "--dataset.repo_id=local/synthetic", f"--dataset.root={dataset}", "--steps=2", "--batch_size=4",
                "--num_workers=0", "--save_freq=2", "--log_freq=1", f"--output_dir={out}", "--policy.device=cpu",
-               "--policy.push_to_hub=false", "--wandb.enable=false", *[f"--policy.{k}={v}" for k, v in TINY.items()])
+               "--policy.push_to_hub=false", "--wandb.enable=false", *FLAGS)
     logs = run.stdout + run.stderr
     assert "Effective batch size: 4 x 2 = 8" in logs  # two ranks, each its share of the batch
     assert logs.count("End of training") == 1  # rank 0 alone logs and saves

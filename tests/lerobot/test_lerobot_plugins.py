@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from cli_helpers import BIN, FLAGS, TINY
+from cli_helpers import run as _run
 from lerobot.configs import PreTrainedConfig
 from lerobot.envs import EnvConfig
 from lerobot.envs.factory import make_env, make_env_config
@@ -29,24 +28,7 @@ from lerobot.utils.import_utils import register_third_party_plugins
 
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[2]
-TINY = {
-    "tiny_hidden": 32, "tiny_layers": 2, "tiny_heads": 2, "tiny_vision_hidden": 16, "image_size": 16,
-    "tiny_patch_size": 8, "chunk_size": 4, "n_action_steps": 4, "expert_hidden": 32, "expert_heads": 2,
-    "expert_layers": 2, "tiny_vocab_size": 320, "max_length": 96, "flow_steps": 2,
-}
-FLAGS = [f"--policy.{k}={v}" for k, v in TINY.items()]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
 register_third_party_plugins()  # what every LeRobot script does first: imports lerobot_policy_* / lerobot_env_*
-
-
-def _run(*argv: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=ENV, cwd=REPO,
-                         stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, f"{argv[0]} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
 
 
 @pytest.fixture(scope="module")
