@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ PLACE = GENERIC["place"]
 PUSH = GENERIC["push"]
 
 Pair = tuple[Keystate, "Keystate | None"]
+L = TypeVar("L", bound=str)  # a phase (`naming.Phase`) or a row's text
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ def heuristic_language(
         pushes = path.contacts(ordered, thresholds.push_travel_ratio)
     if not (pairs or pushes):
         starts = _by_pauses(pauses, ts, task, min_pause_s)
-        return HeuristicLanguage([_row(float(ts[i]), text) for i, text in _clean_texts(starts, len(ts))], False, None)
+        cuts = _clean([(i, text, 0) for i, text in starts], len(ts))
+        return HeuristicLanguage([_row(float(ts[i]), text) for i, text, _ in cuts], False, None)
     items: list[Item] = sorted([*pairs, *pushes], key=_item_start)
     naming = Naming(None, "")
     if name_from_task:
@@ -270,34 +272,20 @@ def _by_pauses(
     return [(start, f"{base} (part {k + 1} of {count})") for k, start in enumerate([0, *cuts])]
 
 
-def _clean(starts: list[tuple[int, Phase, int]], n: int) -> list[tuple[int, Phase, int]]:
+def _clean(starts: list[tuple[int, L, int]], n: int) -> list[tuple[int, L, int]]:
     """Strictly increasing starts within the episode; a later phase on the same frame wins.
 
     A phase repeating the one before it merges into it, except a push: two pushes in a row are two.
+    `starts`: (frame, phase or text, unit); the cuts at pauses pass their texts, which never repeat.
     """
-    out: list[tuple[int, Phase, int]] = []
-    for index, phase, item in starts:
+    out: list[tuple[int, L, int]] = []
+    for index, label, item in starts:
         if index >= n:
             continue
         if out and index <= out[-1][0]:
-            out[-1] = (out[-1][0], phase, item)
+            out[-1] = (out[-1][0], label, item)
         else:
-            out.append((index, phase, item))
-        if len(out) > 1 and out[-1][1] == out[-2][1] and phase != "push":
-            out.pop()
-    return out
-
-
-def _clean_texts(starts: list[tuple[int, str]], n: int) -> list[tuple[int, str]]:
-    """`_clean` for rows that are texts already (the cuts at pauses)."""
-    out: list[tuple[int, str]] = []
-    for index, text in starts:
-        if index >= n:
-            continue
-        if out and index <= out[-1][0]:
-            out[-1] = (out[-1][0], text)
-        else:
-            out.append((index, text))
-        if len(out) > 1 and out[-1][1] == out[-2][1]:
+            out.append((index, label, item))
+        if len(out) > 1 and out[-1][1] == out[-2][1] and label != "push":
             out.pop()
     return out
