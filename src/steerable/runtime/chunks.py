@@ -43,17 +43,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from steerable.control import ActionChunk, ChunkPrefix, ContinuesChunks, LowLevelController, Observation
 from steerable.errors import CommandError, ConfigError, ControllerUnavailableError
 from steerable.runtime.clock import RateGate
+from steerable.runtime.events import EventKind
 from steerable.runtime.state import RuntimeState
-
-if TYPE_CHECKING:
-    from steerable.runtime.loop import EventKind
 
 __all__ = [
     "INFERENCE_MODES",

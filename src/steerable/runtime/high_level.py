@@ -33,12 +33,12 @@ from steerable.control import (
 )
 from steerable.language.styles import CONTEXT_STYLES
 from steerable.runtime.clock import RetryBackoff
+from steerable.runtime.events import EventKind, PromptSource
 from steerable.runtime.state import RuntimeState
 from steerable.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from steerable.runtime.clock import Clock
-    from steerable.runtime.loop import EventKind, PromptSource
     from steerable.runtime.rates import LoopStats, RecentEvents
 
 __all__ = ["HighLevelCalls", "HighLevelOutcome", "HighLevelWorker"]

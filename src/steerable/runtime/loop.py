@@ -59,6 +59,7 @@ from steerable.control import (
 from steerable.errors import CommandError
 from steerable.runtime.chunks import ChunkInference, InferenceOptions
 from steerable.runtime.clock import Clock, RateGate, RetryBackoff, VirtualClock, WallClock
+from steerable.runtime.events import EventKind, PromptSource, RuntimeEvent
 from steerable.runtime.high_level import HighLevelCalls, HighLevelWorker
 from steerable.runtime.rates import LoopRates, LoopStats, RecentEvents
 from steerable.runtime.slowed import slowed_to
@@ -72,26 +73,7 @@ logger = logging.getLogger(__name__)
 # The longest wait between tries of a high-level model that keeps failing (seconds of loop time).
 RETRY_MAX_S = 5.0
 
-EventKind = Literal[
-    "task", "subtask", "plan", "memory", "interjection", "speech", "question", "answer", "tool", "mode", "done",
-    "warn", "info",
-]
 InputKind = Literal["task", "interject", "ask", "pause", "resume", "reset"]
-# Renders the high-level prompt (chat messages) for a request; see steerable.runtime.prompts.
-PromptSource = Callable[[RequestKind, "RuntimeState", Observation | None, str | None], list[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class RuntimeEvent:
-    """Something that happened at control tick `frame` (the recording's frame index). An operator's
-    interjection or question is at the tick it was received, not the later one that applied it; an
-    answer names its question's tick (`question_frame`), however many ticks the model took."""
-
-    kind: EventKind
-    text: str
-    frame: int
-    time_s: float
-    question_frame: int | None = None
 
 
 @dataclass(frozen=True)
