@@ -1,0 +1,127 @@
+"""The pure pieces of benchmarks/_peers.py and benchmarks/policy_peers.py (issue 36): the budget and name
+flags, which checkpoint a budgeted run is scored by, which seeds count, the table, the fixed task's seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str) -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = _load("_peers")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30", 30.0), ("30s", 30.0), ("5m", 300.0), ("1.5h", 5400.0),
+                                               (" 2min ", 120.0)])
+def test_budget_units(text: str, seconds: float) -> None:
+    assert peers.parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5", "5d", "five"])
+def test_bad_budget_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        peers.parse_budget(text)
+
+
+def test_names_are_checked() -> None:
+    assert peers.parse_names("act, smolvla", ("act", "smolvla", "steerable"), "policies") == ["act", "smolvla"]
+    with pytest.raises(ValueError, match="choose from act, steerable"):
+        peers.parse_names("act,pi0", ("act", "steerable"), "policies")
+
+
+def test_bad_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load("policy_peers")
+    with pytest.raises(SystemExit) as exit_:
+        bench._args(["--out", "/tmp/x", "--budget_s", "soon"])
+    assert exit_.value.code == 2
+    assert "invalid budget value: 'soon'" in capsys.readouterr().err
+
+
+def test_newest_complete_checkpoint_is_scored(tmp_path: Path) -> None:
+    steer = tmp_path / "steerable" / "checkpoints"
+    for step, whole in ((4, True), (12, True), (16, False)):  # 16: stopped while it was written
+        where = steer / f"step_{step:08d}"
+        where.mkdir(parents=True)
+        (where / "config.json").write_text("{}")
+        if whole:
+            (where / "model.safetensors").write_bytes(b"")
+    assert [s for s, _ in peers.steerable_checkpoints(tmp_path / "steerable")] == [4, 12]
+    lero = tmp_path / "act" / "checkpoints"
+    for step, whole in ((2, True), (10, True), (20, False)):
+        (lero / f"{step:06d}" / "pretrained_model").mkdir(parents=True)
+        if whole:
+            (lero / f"{step:06d}" / "training_state").mkdir()
+    (lero / "last").symlink_to(lero / "000010")
+    found = peers.lerobot_checkpoints(tmp_path / "act")
+    assert [s for s, _ in found] == [2, 10] and found[-1][1].name == "pretrained_model"
+    assert peers.lerobot_checkpoints(tmp_path / "none") == []
+
+
+def test_only_the_chosen_seeds_count() -> None:
+    result = peers.score({1000: True, 1001: True, 1003: False, 1004: True}, [1000, 1003, 1004, 1007], 5.0)
+    assert (result.successes, result.episodes) == (2, 4)  # 1001 not scored; 1007 never ran: a failure
+    assert result.rate == 0.5
+
+
+def test_seed_blocks() -> None:
+    assert peers.seed_blocks([1007, 1000, 1001, 1002, 1005, 1006]) == [(1000, 3), (1005, 3)]
+    assert peers.seed_blocks([]) == []
+
+
+def test_eval_info_by_task_and_seed(tmp_path: Path) -> None:
+    info = {"per_task": [
+        {"task_group": "easy", "task_id": 0, "metrics": {"per_episode": [{"seed": 3, "success": True},
+                                                                         {"seed": 4, "success": False}]}},
+        {"task_group": "easy", "task_id": 1, "metrics": {"per_episode": [{"seed": 3, "success": False}]}}],
+        "overall": {"pc_success": 33.3}}
+    (tmp_path / "eval_info.json").write_text(json.dumps(info))
+    assert peers.read_eval_info(tmp_path / "eval_info.json") == {"easy:0": {3: True, 4: False}, "easy:1": {3: False}}
+
+
+def test_table_rows() -> None:
+    trained = peers.TrainResult(Path("ckpt"), 150, 31.2, 40.0, stopped=True)
+    rows = [peers.Row("steerable", "steerable", peers.Score(3, 10, 1.0), trained, 12.34, peers.Score(0, 10, 1.0)),
+            peers.Row("act", "lerobot", None, None, note="reads no language: the floor")]
+    table = peers.format_table(rows, same_steps=500).splitlines()
+    assert table[0] == ("| policy | evaluated by | success (95 % CI) | train CPU s | steps | ms / chunk | "
+                        "success at 500 steps |")
+    assert table[2] == "| steerable | steerable | 3/10 = 0.30 (0.11-0.60) | 31 (budget) | 150 | 12.3 | 0/10 = 0.00 (0.00-0.28) |"
+    assert table[3] == "| act (reads no language: the floor) | lerobot | - | - | - | - | - |"
+    assert "success at" not in peers.format_table(rows[:1])
+
+
+def test_fixed_task_seeds_fit_the_task() -> None:
+    from steerable.synthetic.env import SimEnv
+
+    bench = _load("policy_peers")
+    seeds = bench.fitting_seeds("put the orange cube in the blue bin", 1000, 3)
+    env = SimEnv(cameras=())
+    assert len(seeds) == 3 and seeds == sorted(seeds) and seeds[0] >= 1000
+    assert all(env.reset(s, "put the orange cube in the blue bin").steps for s in seeds)
+    skipped = [s for s in range(1000, seeds[-1]) if s not in seeds]
+    assert all(not env.reset(s, "put the orange cube in the blue bin").steps for s in skipped)
+
+
+def test_lerobot_train_command() -> None:
+    argv = peers.lerobot_train_argv(Path("bin"), "smolvla", Path("/d/data"), Path("/r"), steps=100, save_every=10,
+                                    batch_size=4, vlm=Path("/v"))
+    assert argv[:2] == ["bin/lerobot-train", "--policy.type=smolvla"]
+    assert "--policy.vlm_model_name=/v" in argv and "--save_freq=10" in argv and "--steps=100" in argv
+    with pytest.raises(ValueError, match="VLM"):
+        peers.lerobot_train_argv(Path("bin"), "smolvla", Path("/d"), Path("/r"), steps=1, save_every=1, batch_size=1)
