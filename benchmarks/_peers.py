@@ -37,6 +37,8 @@ __all__ = [
     "Row",
     "Score",
     "TrainResult",
+    "Training",
+    "chunk_ms_in_venv",
     "format_table",
     "lerobot_checkpoints",
     "lerobot_eval",
@@ -51,6 +53,8 @@ __all__ = [
     "steerable_checkpoints",
     "steerable_eval",
     "steerable_train_argv",
+    "tiny_vlm",
+    "train_policy",
     "train_under_budget",
 ]
 
@@ -138,9 +142,11 @@ _QUIET = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
 
 
 def train_under_budget(argv: Sequence[str], out: Path, budget_s: float | None,
-                       checkpoints: Callable[[Path], list[tuple[int, Path]]], log: Path) -> TrainResult:
-    """Run the trainer `argv` (writing to `out`) until it ends or has used `budget_s` CPU seconds (None: no
-    budget), then its newest complete checkpoint. A trainer that fails before the budget stops the benchmark."""
+                       checkpoints: Callable[[Path], list[tuple[int, Path]]], log: Path, *, clock: str = "cpu"
+                       ) -> TrainResult:
+    """Run the trainer `argv` (writing to `out`) until it ends or has used `budget_s` seconds (None: no budget)
+    of `clock` (cpu: CPU seconds of its process tree; wall: on a GPU, where CPU seconds say little), then its
+    newest complete checkpoint. A trainer that fails before the budget stops the benchmark."""
     import psutil
 
     print("$ " + shlex.join(str(a) for a in argv), flush=True)
@@ -153,7 +159,8 @@ def train_under_budget(argv: Sequence[str], out: Path, budget_s: float | None,
         try:
             while proc.poll() is None:
                 cpu = max(cpu, _tree_cpu(watched))
-                if budget_s is not None and cpu >= budget_s:
+                spent = cpu if clock == "cpu" else time.perf_counter() - started
+                if budget_s is not None and spent >= budget_s:
                     stopped = True
                     break
                 time.sleep(1.0)
@@ -262,21 +269,25 @@ def steerable_eval(argv: Sequence[str], seeds: Sequence[int], log: Path) -> Scor
     return Score(successes, len(set(seeds)), wall)
 
 
-def lerobot_eval_seeds(argv: Sequence[str], out: Path, log: Path) -> tuple[dict[str, dict[int, bool]], float]:
-    """Run `lerobot-eval ARGV --output_dir=OUT`: ({task: {seed: success}} from its eval_info.json, wall seconds)."""
+def lerobot_eval_seeds(argv: Sequence[str], first_seed: int, out: Path, log: Path
+                       ) -> tuple[dict[str, dict[int, bool]], float]:
+    """Run `lerobot-eval ARGV --seed=FIRST --output_dir=OUT`: ({task: {seed: success}} from its
+    eval_info.json, wall seconds)."""
     shutil.rmtree(out, ignore_errors=True)
-    wall = run_logged([*argv, f"--output_dir={out}"], log)
-    return read_eval_info(out / "eval_info.json"), wall
+    wall = run_logged([*argv, f"--seed={first_seed}", f"--output_dir={out}"], log)
+    return read_eval_info(out / "eval_info.json", first_seed), wall
 
 
-def read_eval_info(path: Path) -> dict[str, dict[int, bool]]:
-    """{task: {seed: success}} of a `lerobot-eval` eval_info.json (task: its task group and id)."""
+def read_eval_info(path: Path, first_seed: int) -> dict[str, dict[int, bool]]:
+    """{task: {seed: success}} of a `lerobot-eval` eval_info.json (task: its task group and id). Each task's
+    `successes` are in episode order, and episode i ran with seed `first_seed + i` (LeRobot's rollouts take
+    consecutive seeds from `--seed`)."""
     info = json.loads(path.read_text(encoding="utf-8"))
     tasks: dict[str, dict[int, bool]] = {}
     for entry in info.get("per_task", []):
         name = f"{entry.get('task_group', '')}:{entry.get('task_id', 0)}"
-        episodes = entry.get("metrics", {}).get("per_episode", [])
-        tasks.setdefault(name, {}).update({int(e["seed"]): bool(e["success"]) for e in episodes})
+        successes = entry.get("metrics", {}).get("successes", [])
+        tasks[name] = {first_seed + i: bool(ok) for i, ok in enumerate(successes)}
     return tasks
 
 
@@ -285,7 +296,7 @@ def lerobot_eval(argv: Sequence[str], seeds: Sequence[int], out: Path, log: Path
     outcomes: dict[int, bool] = {}
     wall = 0.0
     for first, count in seed_blocks(seeds):
-        tasks, took = lerobot_eval_seeds([*argv, f"--seed={first}", f"--eval.n_episodes={count}"],
+        tasks, took = lerobot_eval_seeds([*argv, f"--eval.n_episodes={count}"], first,
                                          out.with_name(f"{out.name}_{first}"), log.with_name(f"{log.stem}_{first}.log"))
         wall += took
         outcomes.update({seed: ok for each in tasks.values() for seed, ok in each.items()})
@@ -331,6 +342,49 @@ def format_table(rows: Sequence[Row], *, same_steps: int | None = None) -> str:
             cells.append(_rate(row.same_steps))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def tiny_vlm(python: Path, work: Path) -> Path:
+    """The tiny SmolVLM of tests/lerobot (its config and a tokenizer built offline, nothing downloaded) in
+    WORK/tiny_vlm, built by the LeRobot venv's `python`; SmolVLA's `--policy.vlm_model_name`."""
+    vlm = work / "tiny_vlm"
+    if not (vlm / "config.json").is_file():
+        code = ("import sys; from pathlib import Path; sys.path.insert(0, 'tests/lerobot'); "
+                f"from lerobot_policies import tiny_vlm; tiny_vlm(Path({str(vlm)!r}))")
+        run_logged([str(python), "-c", code], work / "tiny_vlm.log")
+    return vlm
+
+
+@dataclass(frozen=True)
+class Training:
+    """How every policy of a benchmark is trained: the LeRobot venv's commands, the budget and its clock,
+    checkpoints every `save_every` steps, `max_steps` given to a budgeted run, LeRobot's batch, the device."""
+
+    bin_dir: Path
+    budget_s: float
+    save_every: int
+    max_steps: int
+    batch_size: int
+    device: str = "cpu"
+    clock: str = "cpu"
+    vlm: Path | None = None
+
+
+def train_policy(policy: str, data: Path, run: Path, how: Training, *, steps: int | None = None) -> TrainResult:
+    """Train `policy` (steerable, or a kind of `LEROBOT_POLICIES`) on `data` into `run` (a fresh folder:
+    lerobot-train refuses an existing one): under the budget, or for `steps` steps when given."""
+    shutil.rmtree(run, ignore_errors=True)
+    total = steps or how.max_steps
+    save = min(how.save_every, total)
+    budget = None if steps else how.budget_s
+    log = run.with_suffix(".train.log")
+    if policy == "steerable":
+        argv = steerable_train_argv(how.bin_dir, data, run, steps=total, save_every=save,
+                                    extra=["--device", how.device])
+        return train_under_budget(argv, run, budget, steerable_checkpoints, log, clock=how.clock)
+    argv = lerobot_train_argv(how.bin_dir, policy, data, run, steps=total, save_every=save,
+                              batch_size=how.batch_size, device=how.device, vlm=how.vlm)
+    return train_under_budget(argv, run, budget, lerobot_checkpoints, log, clock=how.clock)
 
 
 def chunk_ms(checkpoint: Path, dataset: Path, task: str, repeats: int = 5) -> float:

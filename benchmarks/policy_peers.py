@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -48,19 +48,16 @@ from _peers import (  # noqa: E402  # the shared helpers sit beside this script
     REPO,
     Row,
     Score,
-    TrainResult,
+    Training,
     chunk_ms_in_venv,
     format_table,
-    lerobot_checkpoints,
     lerobot_eval,
-    lerobot_train_argv,
     parse_budget,
     parse_names,
     run_logged,
-    steerable_checkpoints,
     steerable_eval,
-    steerable_train_argv,
-    train_under_budget,
+    tiny_vlm,
+    train_policy,
 )
 
 POLICIES = ("steerable", *LEROBOT_POLICIES)
@@ -71,7 +68,7 @@ FPS = 15
 MIX_TASK = "put the red cube in the blue bin"
 
 
-def _names(known: tuple[str, ...], what: str):  # type: ignore[no-untyped-def]
+def _names(known: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         return parse_names(text, known, what)
 
@@ -112,7 +109,7 @@ def fitting_seeds(task: str, start: int, count: int) -> list[int]:
     """The first `count` seeds from `start` whose scene has the objects `task` names."""
     from steerable.synthetic.env import SimEnv
 
-    env, found, seed = SimEnv(cameras=()), [], start
+    env, found, seed = SimEnv(cameras=()), list[int](), start
     while len(found) < count:
         if env.reset(seed, task).steps:
             found.append(seed)
@@ -143,32 +140,6 @@ def _mix_dataset(args: argparse.Namespace, work: Path, bin_dir: Path) -> Path:
                     str(args.episodes), "--difficulty", "easy", "--with_language", "--interjection_rate", "0",
                     "--overwrite"], work / "make_dataset.log")
     return data
-
-
-def _tiny_vlm(args: argparse.Namespace, work: Path) -> Path:
-    """The tiny SmolVLM of tests/lerobot (config and tokenizer built offline, no weights downloaded)."""
-    vlm = work / "tiny_vlm"
-    if not (vlm / "config.json").is_file():
-        code = ("import sys; from pathlib import Path; sys.path.insert(0, 'tests/lerobot'); "
-                f"from lerobot_policies import tiny_vlm; tiny_vlm(Path({str(vlm)!r}))")
-        run_logged([str(args.lerobot_venv / "bin" / "python"), "-c", code], work / "tiny_vlm.log")
-    return vlm
-
-
-def _train(policy: str, data: Path, run: Path, args: argparse.Namespace, vlm: Path, *, steps: int | None
-           ) -> TrainResult:
-    """Train `policy` on `data` into `run`: under the budget (`steps` None) or for `steps` steps."""
-    shutil.rmtree(run, ignore_errors=True)  # lerobot-train refuses an existing folder; a fresh start for both
-    bin_dir = args.lerobot_venv / "bin"
-    total = steps or args.max_steps
-    save = min(args.save_every, total)
-    log = run.with_suffix(".train.log")
-    if policy == "steerable":
-        argv = steerable_train_argv(bin_dir, data, run, steps=total, save_every=save)
-        return train_under_budget(argv, run, None if steps else args.budget_s, steerable_checkpoints, log)
-    argv = lerobot_train_argv(bin_dir, policy, data, run, steps=total, save_every=save, batch_size=args.batch_size,
-                              vlm=vlm)
-    return train_under_budget(argv, run, None if steps else args.budget_s, lerobot_checkpoints, log)
 
 
 def _evaluate(policy: str, evaluator: str, checkpoint: Path, setting: str, args: argparse.Namespace, work: Path,
@@ -205,19 +176,19 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
     else:
         data, task = _mix_dataset(args, work, bin_dir), MIX_TASK
         scored = list(range(args.seed, args.seed + args.eval_episodes))
-    vlm = _tiny_vlm(args, args.out.resolve()) if "smolvla" in args.policies else Path()
+    python = args.lerobot_venv / "bin" / "python"
+    how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size,
+                   vlm=tiny_vlm(python, args.out.resolve()) if "smolvla" in args.policies else None)
     rows: list[Row] = []
     for policy in args.policies:
-        trained = _train(policy, data, work / policy, args, vlm, steps=None)
+        trained = train_policy(policy, data, work / policy, how)
         if trained.checkpoint is None:
             note = "no checkpoint within the budget: lower --save_every or raise --budget_s"
             rows.extend(Row(policy, e, None, trained, note=note) for e in args.evaluators)
             continue
-        ms = chunk_ms_in_venv(args.lerobot_venv / "bin" / "python", trained.checkpoint, data, task,
-                              work / f"{policy}.chunk.log")
-        same = None
-        if args.same_steps:
-            same = _train(policy, data, work / f"{policy}_same_steps", args, vlm, steps=args.same_steps)
+        ms = chunk_ms_in_venv(python, trained.checkpoint, data, task, work / f"{policy}.chunk.log")
+        same = train_policy(policy, data, work / f"{policy}_same_steps", how, steps=args.same_steps) \
+            if args.same_steps else None
         floor = "reads no language: the floor" if setting == "language_mix" and policy in ("act", "diffusion") else ""
         for evaluator in args.evaluators:
             result = _evaluate(policy, evaluator, trained.checkpoint, setting, args, work, scored)

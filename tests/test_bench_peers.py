@@ -85,13 +85,12 @@ def test_seed_blocks() -> None:
 
 
 def test_eval_info_by_task_and_seed(tmp_path: Path) -> None:
-    info = {"per_task": [
-        {"task_group": "easy", "task_id": 0, "metrics": {"per_episode": [{"seed": 3, "success": True},
-                                                                         {"seed": 4, "success": False}]}},
-        {"task_group": "easy", "task_id": 1, "metrics": {"per_episode": [{"seed": 3, "success": False}]}}],
+    info = {"per_task": [  # as lerobot-eval 0.6 writes it: each task's successes in episode order
+        {"task_group": "easy", "task_id": 0, "metrics": {"sum_rewards": [1.0, 0.0], "successes": [True, False]}},
+        {"task_group": "easy", "task_id": 1, "metrics": {"sum_rewards": [0.0], "successes": [False]}}],
         "overall": {"pc_success": 33.3}}
     (tmp_path / "eval_info.json").write_text(json.dumps(info))
-    assert peers.read_eval_info(tmp_path / "eval_info.json") == {"easy:0": {3: True, 4: False}, "easy:1": {3: False}}
+    assert peers.read_eval_info(tmp_path / "eval_info.json", 3) == {"easy:0": {3: True, 4: False}, "easy:1": {3: False}}
 
 
 def test_table_rows() -> None:
