@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,52 @@ def easy_privileged_dataset(tmp_path_factory: pytest.TempPathFactory, name: str)
                          "--difficulty", "easy", "--with_language", "--privileged_state")
     assert made.returncode == 0, made.stderr
     return root
+
+
+@contextmanager
+def pinned_done_head(model: Any, done: bool) -> Iterator[None]:
+    """`model`'s done head says `done` (probability 1, or 0) whatever it reads, until the block ends.
+
+    An untrained head's answer is whatever its random weights give, so a test of what the low level
+    does with it would have to accept either; its last layer here outputs one constant logit instead.
+    The weights are put back (a loaded runner is shared by the module's tests)."""
+    last = model.done_out[-1]
+    weight, bias = last.weight.detach().clone(), last.bias.detach().clone()
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(30.0 if done else -30.0)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            last.weight.copy_(weight)
+            last.bias.copy_(bias)
+
+
+@contextmanager
+def scripted_text(model: Any, processor: Any, text: str) -> Iterator[None]:
+    """`model`'s text head says `text`, then its end token, to every prompt, until the block ends.
+
+    An untrained text head may run on to its token budget (a failed call) or stop early with any
+    words; here every decoding step gets one logit far above the rest: the script's next token. Each
+    `encode` (once per generation, with the KV cache) starts the script over."""
+    script = [*processor.tokenizer(text, add_special_tokens=False)["input_ids"], processor.eos_id]
+    head, encode = model.backbone.logits, model.encode
+    step = [0]
+
+    def restart(*args: Any, **kwargs: Any) -> Any:
+        step[0] = 0
+        return encode(*args, **kwargs)
+
+    def next_token(hidden: torch.Tensor) -> torch.Tensor:
+        logits = head(hidden)
+        forced = torch.full_like(logits, -1e4)
+        forced[..., script[min(step[0], len(script) - 1)]] = 1e4
+        step[0] += 1
+        return forced
+
+    model.encode, model.backbone.logits = restart, next_token
+    try:
+        yield
+    finally:
+        del model.encode, model.backbone.logits

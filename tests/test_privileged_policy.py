@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, items, one_thread  # noqa: F401  (autouse fixture)
+from policy_helpers import TINY, TINY_FLAGS, items, one_thread, pinned_done_head  # noqa: F401  (autouse fixture)
 from steerable.control import Observation
 from steerable.dataset import open_dataset
 from steerable.dataset.frames import feature_matrix
@@ -117,10 +117,14 @@ def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> 
     act = low.runner.act_and_done  # what `act` goes through (with or without the done head)
     low.runner.act_and_done = lambda commands, observation, steps=None: (  # type: ignore[method-assign]
         seen.append(np.asarray(observation["state"])) or act(commands, observation, steps))
-    chunk = low.act(obs, "pick up the red cube")
-    # an untrained done head may already call the command done: then no actions, else a full chunk
-    assert chunk.actions.shape == ((0, 4) if chunk.done else (TINY["n_action_steps"], 4))
+    with pinned_done_head(low.runner.model, done=False):  # an untrained done head's call is noise
+        chunk = low.act(obs, "pick up the red cube")
+    assert not chunk.done and chunk.actions.shape == (TINY["n_action_steps"], 4)
     assert np.array_equal(seen[0], np.concatenate([obs.state, environment_state(obs.privileged)]))
+    with pinned_done_head(low.runner.model, done=True):
+        chunk = low.act(obs, "pick up the red cube")
+    assert chunk.done and chunk.actions.shape == (0, 4) and len(seen) == 2
+    assert np.array_equal(seen[1], seen[0])
     # On a robot (no privileged state) the policy cannot run: one line naming the flag.
     with pytest.raises(ConfigError, match="--observation privileged"):
         low.act(Observation(state=obs.state, images=obs.images), "pick up the red cube")
