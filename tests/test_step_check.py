@@ -21,7 +21,7 @@ from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.data import PolicyDataset
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
-from steerable.policy.objects import command_objects, resolve_objects
+from steerable.policy.objects import command_objects, object_layout, resolve_objects
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
 from steerable.recipes.live import LivePrompts
@@ -140,14 +140,40 @@ def test_the_done_items_of_a_placement_teach_the_check_both_ways(dataset: Path, 
     built.model.zero_grad()
 
 
+def pin_check(model: Any, sharpness: float = 20.0, confidence: float = 6.0) -> None:
+    """Make `model`'s step check a known one: the logit `confidence - sharpness * (|x| + |y|)` of the
+    command's relation (x, y: the moved object's offset from its target, in relation lengths), whatever
+    else it reads. GELU(a) + GELU(-a) is |a| to within 0.17 (at a = 0, 0), so a step done is taken
+    as done (p > 0.99) and one a relation length off is not (p < 1e-6)."""
+    check = model.check_out
+    first, second, last = check[0], check[2], check[4]
+    x = first.in_features - 4  # the relation's columns come after the context
+    with torch.no_grad():
+        for layer in (first, second, last):
+            layer.weight.zero_()
+            layer.bias.zero_()
+        for row, (column, sign) in enumerate([(x, 1.0), (x, -1.0), (x + 1, 1.0), (x + 1, -1.0)]):
+            first.weight[row, column] = sign * sharpness
+            second.weight[0, row] = 1.0
+        last.weight[0, 0] = -1.0
+        last.bias.fill_(confidence)
+
+
 def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(built: Any, tmp_path: Path
                                                                               ) -> None:
     where = save_checkpoint(tmp_path, 1, built.model, built.processor, Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8"))
     runner = PolicyRunner(load_policy(where))
-    obs = {"state": np.zeros(runner.cfg.state_dim, np.float32), "images": {}}
-    took = runner.step_took("place the red cube in the blue bin", obs)
-    assert took is not None and 0.0 < took < 1.0
-    assert runner.step_took("pick up the red cube", obs) is None
+    command = "place the red cube in the blue bin"
+    moved, target = command_objects(command, object_layout(runner.cfg)) or (None, None)
+    assert moved is not None and target is not None
+    state = np.zeros(runner.cfg.state_dim, np.float32)
+    state[[target.axes[0], target.axes[1]]] = (0.25, -0.1)
+    state[[moved.axes[0], moved.axes[1]]] = (0.25, -0.1)  # the red cube on the bin: it took
+    pin_check(runner.model)
+    assert runner.step_took(command, {"state": state, "images": {}}) == pytest.approx(1.0, abs=0.01)
+    state[moved.axes[0]] = 0.55  # 30 cm off the bin: it did not
+    assert runner.step_took(command, {"state": state, "images": {}}) == pytest.approx(0.0, abs=0.01)
+    assert runner.step_took("pick up the red cube", {"state": state, "images": {}}) is None
     assert UNSAVED_BEFORE["step_check"] is False  # a checkpoint that does not name it has no check output
     with pytest.raises(ConfigError, match="step_check needs"):
         PolicyConfig(done_head=False, step_check=True)
