@@ -15,7 +15,6 @@ from steerable.errors import ConfigError
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["info", "--dataset", "D"], ["info", "D"]),
         (["render", "--recipe", "r", "--root=D", "--all"], ["render", "D", "--recipe", "r", "--all"]),
         (["export", "--repo_id", "u/d", "--only_episodes", "0,2"], ["export", "u/d", "--episodes", "0,2"]),
         (["view", "--only_episodes=1-3", "D"], ["view", "--episodes=1-3", "D"]),
@@ -30,6 +29,22 @@ from steerable.errors import ConfigError
 )
 def test_aliases_are_rewritten_to_each_commands_spelling(argv: list[str], expected: list[str]) -> None:
     assert normalize_aliases(argv) == expected
+
+
+SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+@pytest.mark.parametrize(("model", "rest"), [
+    ("steerable.cli.info:InfoSettings", []),
+])
+def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
+    from importlib import import_module
+
+    from steerable.cli.flags import parse_config
+
+    module, _, name = model.partition(":")
+    assert parse_config(getattr(import_module(module), name), [*spelling, *rest]).dataset == "D"
 
 
 def test_annotate_dataset_alias_picks_root_for_a_local_folder(tmp_path: Path) -> None:

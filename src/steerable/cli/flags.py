@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
+Value = str | list[str] | None  # a flag's text: None for a bare switch, a list for `nargs`
+_BOOL_WORDS = frozenset({"true", "false"})
 
 
 def _unwrap(annotation: Any) -> tuple[Any, ...]:
@@ -82,6 +84,25 @@ def flag_aliases(model: type[BaseModel], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _shapes(model: type[BaseModel], prefix: str = "") -> dict[str, dict[str, Any]]:
+    """{flag name: how it reads the line} for every field whose `json_schema_extra` says so."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, field in model.model_fields.items():
+        flag = field.alias or name
+        sub = _submodel(field.annotation)
+        if sub is not None:
+            out.update(_shapes(sub, f"{prefix}{flag}."))
+        elif isinstance(field.json_schema_extra, dict):
+            out[f"{prefix}{flag}"] = dict(field.json_schema_extra)
+    return out
+
+
+def _positional(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields a command's bare words fill, in order (their flag names)."""
+    names: tuple[str, ...] = getattr(model, "positional", ())
+    return tuple(model.model_fields[n].alias or n for n in names)
+
+
 def _negation(name: str) -> str:
     """`section.no_name` for the boolean flag `section.name`."""
     head, dot, last = name.rpartition(".")
@@ -124,42 +145,70 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _split(argv: Sequence[str]) -> list[tuple[str, str | None]]:
-    """(name, text) of every `--name value` / `--name=value`; text None for a bare switch (`--json`)."""
-    flags: list[tuple[str, str | None]] = []
+def _split(argv: Sequence[str], leaves: Mapping[str, Any], aliases: Mapping[str, str],
+           shapes: Mapping[str, Mapping[str, Any]]) -> tuple[list[tuple[str, Value]], list[str]]:
+    """(name, text) of every `--name value` / `--name=value`, and the bare words (positional arguments)."""
+    flags: list[tuple[str, Value]] = []
+    words: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
         arg = args[i]
-        if not arg.startswith("--"):
-            raise ConfigError(f"unexpected argument {arg!r}: options look like --name=value")
-        key, eq, text = arg[2:].partition("=")
-        value: str | None = text
-        if not eq:
-            nxt = args[i + 1] if i + 1 < len(args) else None
-            if nxt is not None and not nxt.startswith("--"):
-                value, i = nxt, i + 1
-            else:
-                value = None
-        flags.append((key, value))
         i += 1
-    return flags
+        if not arg.startswith("--"):
+            words.append(arg)
+            continue
+        key, eq, text = arg[2:].partition("=")
+        if eq:
+            flags.append((key, text))
+            continue
+        name = aliases.get(key, key)
+        shape = shapes.get(name, {})
+        following = [a for a in args[i:i + int(shape.get("nargs", 1))] if not a.startswith("--")]
+        if "nargs" in shape:
+            if len(following) < int(shape["nargs"]) or following != args[i:i + len(following)]:
+                raise ConfigError(f"--{key} takes {shape['nargs']} values")
+            flags.append((key, following))
+            i += len(following)
+            continue
+        nxt = following[0] if following else None
+        switch = name in leaves and bool in _unwrap(leaves[name])
+        if nxt is None or (switch and nxt.lower() not in _BOOL_WORDS):
+            flags.append((key, shape.get("bare")))  # a bare switch, or a flag with a value of its own
+            continue
+        flags.append((key, nxt))
+        i += 1
+    return flags, words
+
+
+def _place(words: list[str], names: Sequence[str], tree: dict[str, Any]) -> dict[str, str]:
+    """Put the bare words in the positional fields, in order; {field: word} of those given."""
+    if len(words) > len(names):
+        extra = words[len(names)]
+        raise ConfigError(f"unexpected argument {extra!r}" + (
+            ": options look like --name=value" if not names else f" (takes {', '.join(n.upper() for n in names)})"))
+    placed = dict(zip(names, words, strict=False))
+    tree.update(placed)
+    return placed
 
 
 def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--config") -> M:
-    """Build `model` from an optional YAML file and dotted flags (flags override the file)."""
+    """Build `model` from an optional YAML file, dotted flags and bare words (flags override the file)."""
     leaves = {name: ann for name, ann, _, _ in iter_flags(model)}
     aliases = flag_aliases(model)
     known = {**leaves, **{alias: leaves[name] for alias, name in aliases.items()}}
+    shapes = _shapes(model)
     tree: dict[str, Any] = {}
     passed: Mapping[str, str] = getattr(model, "pass_through", {})
-    flags = _split(argv)
+    flags, words = _split(argv, leaves, aliases, shapes)
     for key, value in flags:
         if f"--{key}" == config_flag:
-            if value is None:
+            if not isinstance(value, str) or not value:
                 raise ConfigError(f"{config_flag} needs a file path")
             tree = load_yaml(Path(value))
             _check_keys(tree, known, Path(value))
+    given = {name: (name.upper(), word) for name, word in _place(words, _positional(model), tree).items()}
+    repeated: dict[str, list[str]] = {}
     for key, value in flags:
         if f"--{key}" == config_flag:
             continue
@@ -179,23 +228,49 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
         if key not in known:
             switches = {_negation(name): ann for name, ann in leaves.items() if bool in _unwrap(ann)}
             raise ConfigError(f"unknown option --{key}{suggest(key, {**known, **switches}, '--')}")
-        key = aliases.get(key, key)
-        annotation = leaves[key]
-        if value is None:
-            if bool not in _unwrap(annotation):
-                raise ConfigError(f"--{key} needs a value")
-            parsed: Any = True
-        else:
-            try:
-                parsed = _coerce(value, annotation)
-            except yaml.YAMLError as exc:  # e.g. a JSON-valued flag such as --vlm.chat_template_kwargs
-                problem = getattr(exc, "problem", None) or "cannot be parsed"
-                raise ConfigError(f"--{key}: {value!r} is not valid JSON/YAML ({problem})") from exc
-        _set(tree, key, parsed)
+        spelling, key = f"--{key}", aliases.get(key, key)
+        _once(given, key, spelling, value)
+        if shapes.get(key, {}).get("repeat"):  # each occurrence one item, verbatim
+            repeated.setdefault(key, []).append(value if isinstance(value, str) else "")
+            continue
+        _set(tree, key, _parse(key, value, leaves[key]))
+    for key, values in repeated.items():
+        _set(tree, key, values)
+    for name in _positional(model):  # named as the usage line names it
+        spellings = {name, *(alias for alias, flag in aliases.items() if flag == name)}
+        if _required(model, name) and not spellings & tree.keys():
+            raise ConfigError(f"{name.upper()} is required (also --{name})")
     try:
         return model.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from exc
+
+
+def _required(model: type[BaseModel], flag: str) -> bool:
+    """Whether the top-level field behind `flag` has no default."""
+    return any((f.alias or n) == flag and f.is_required() for n, f in model.model_fields.items())
+
+
+def _once(given: dict[str, tuple[str, Value]], key: str, spelling: str, value: Value) -> None:
+    """A value named by two spellings (DATASET and --root) must be one value: which one was meant?"""
+    first = given.setdefault(key, (spelling, value))
+    if first[0] != spelling and first[1] != value:
+        raise ConfigError(f"name the {key} once; got {first[0]} {first[1]}, {spelling} {value}")
+
+
+def _parse(key: str, value: Value, annotation: Any) -> Any:
+    """The typed value of one flag's text."""
+    if isinstance(value, list):
+        return value
+    if value is None:
+        if bool not in _unwrap(annotation):
+            raise ConfigError(f"--{key} needs a value")
+        return True
+    try:
+        return _coerce(value, annotation)
+    except yaml.YAMLError as exc:  # e.g. a JSON-valued flag such as --vlm.chat_template_kwargs
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        raise ConfigError(f"--{key}: {value!r} is not valid JSON/YAML ({problem})") from exc
 
 
 def suggest(key: str, leaves: Mapping[str, Any], prefix: str) -> str:
@@ -242,11 +317,19 @@ def flag_help(model: type[BaseModel]) -> str:
         aliases.setdefault(name, []).append(f"--{alias}")
     groups: dict[str, list[str]] = {"general": []}
     passed = {field: section for section, field in getattr(model, "pass_through", {}).items()}
+    positional, shapes = _positional(model), _shapes(model)
     for name, annotation, default, doc in iter_flags(model):
         if name in passed:
             groups["general"].append(f"  --{passed[name]}.KEY=VALUE" + (f"    {doc}" if doc else ""))
             continue
         others = list(aliases.get(name, []))
+        if name in positional:  # `DATASET (or --dataset, --root)`: the word, or its flags
+            optional = "" if default is PydanticUndefined else " (optional)"
+            spellings = ", ".join([f"--{name}", *others])
+            groups["general"].append(f"  {name.upper()}{optional} (or {spellings})" + (f"    {doc}" if doc else ""))
+            continue
+        if shapes.get(name, {}).get("repeat"):
+            others.append("repeatable")
         if default is True and bool in _unwrap(annotation):
             others.append(f"--{_negation(name)}")
         if default is PydanticUndefined:

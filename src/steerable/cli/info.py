@@ -4,28 +4,51 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import Field
+
+from steerable.cli.options import dataset_field
+from steerable.settings import Settings
 
 if TYPE_CHECKING:
     from steerable.dataset.summary import DatasetSummary
 
-__all__ = ["register"]
+__all__ = ["InfoSettings", "register"]
+
+USAGE = """usage: steerable info DATASET [--json] [--revision REV]
+
+What a dataset holds: episodes, cameras, features, tasks, language. Every option, with its default:
+"""
+
+
+class InfoSettings(Settings):
+    """`steerable info`: which dataset, and for whom."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/info.md"
+
+    dataset: str = dataset_field("local dataset root, or a Hub repo id (downloaded first)")
+    revision: str | None = Field(None, description="Hub revision (default: the v3.0 tag)")
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("info", help="show a dataset's episodes, cameras, features, tasks, language")
-    parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
-    parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "info", help="show a dataset's episodes, cameras, features, tasks, language", func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
     from steerable.dataset import open_dataset
     from steerable.dataset.summary import summarize
 
-    summary = summarize(open_dataset(args.dataset, revision=args.revision))
-    if args.json:
+    cfg = parse_command(InfoSettings, args, USAGE)
+    if cfg is None:
+        return 0
+    summary = summarize(open_dataset(cfg.dataset, revision=cfg.revision))
+    if cfg.as_json:
         print(json.dumps(summary.to_json(), indent=2))
     else:
         _print_human(summary)
