@@ -124,3 +124,36 @@ def test_lerobot_train_command() -> None:
     assert "--policy.vlm_model_name=/v" in argv and "--save_freq=10" in argv and "--steps=100" in argv
     with pytest.raises(ValueError, match="VLM"):
         peers.lerobot_train_argv(Path("bin"), "smolvla", Path("/d"), Path("/r"), steps=1, save_every=1, batch_size=1)
+
+
+GROUPS = {"easy": ["reach-v3", "button-press-v3"], "hard": ["push-v3", "pick-place-v3"]}
+
+
+def test_metaworld_tasks_and_groups() -> None:
+    mw = _load("metaworld")
+    assert mw.expand_tasks("hard, reach-v3,push-v3", GROUPS) == ["push-v3", "pick-place-v3", "reach-v3"]
+    with pytest.raises(ValueError, match="name Meta-World tasks"):
+        mw.expand_tasks(" , ", GROUPS)
+
+
+def test_metaworld_presets(tmp_path: Path) -> None:
+    mw = _load("metaworld")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "lerobot-train").write_text("")
+    cpu = mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv)])
+    assert (cpu.tasks, cpu.clock, cpu.device, cpu.budget_s) == (mw.DEFAULT_TASKS, "cpu", "cpu", 1200.0)
+    assert cpu.policies == ["steerable", "act", "diffusion"] and cpu.eval_episodes == 10
+    gpu = mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv), "--gpu", "--budget_s", "1h"])
+    assert (gpu.tasks, gpu.clock, gpu.device, gpu.budget_s) == ("easy,medium,hard,very_hard", "wall", "cuda", 3600.0)
+    assert "smolvla" in gpu.policies
+
+
+def test_metaworld_tables() -> None:
+    mw = _load("metaworld")
+    scores = {"reach-v3": peers.Score(9, 10, 1.0), "push-v3": peers.Score(1, 10, 2.0)}
+    total = mw.pooled(scores)
+    assert (total.successes, total.episodes, total.wall_s) == (10, 20, 3.0)
+    table = mw.per_task_table(["reach-v3", "push-v3", "door-open-v3"], {"act (lerobot)": scores}).splitlines()
+    assert table[0] == "| task | act (lerobot) |"
+    assert table[2:] == ["| reach-v3 | 9/10 |", "| push-v3 | 1/10 |", "| door-open-v3 | - |"]
