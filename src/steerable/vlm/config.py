@@ -1,7 +1,9 @@
 """`VLMConfig`: the `--vlm.*` settings tree, validated when it is built.
 
-One model serves every backend, so a YAML file or flags written for one backend keep working when the
-user switches to another. The API key is a `SecretStr`: it never shows in reprs, logs or summaries.
+One model serves every backend and every command (`annotate`, and `run --high_level vlm`), so a YAML
+file or flags written for one backend or command keep working with another. `run`'s old spellings are
+aliases: `--vlm.timeout_s` is `--vlm.request_timeout_s`, and `base_url` may be one string (comma-separated
+URLs). The API key is a `SecretStr`: it never shows in reprs, logs or summaries.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, SecretStr, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from steerable.settings import Settings
 
@@ -40,7 +42,8 @@ class VLMConfig(Settings):
     # With the defaults a call that gets no reply ends within 4 x 60 s + backoff (about 4 min), and a
     # server that answers nothing is given up after 2 x 60 s (docs/vlm.md, "When a server hangs").
     request_timeout_s: float = Field(
-        60.0, gt=0, description="seconds before one request is abandoned (a server silent for twice this is given up)"
+        60.0, gt=0, validation_alias=AliasChoices("request_timeout_s", "timeout_s"),
+        description="seconds before one request is abandoned (a server silent for twice this is given up)",
     )
     max_retries: int = Field(3, ge=0, description="extra attempts per call (errors, bad or invalid JSON)")
     backoff_base_s: float = Field(0.5, ge=0, description="first retry delay; doubles on each retry")
