@@ -18,7 +18,6 @@ from steerable.errors import ConfigError
         (["render", "--recipe", "r", "--root=D", "--all"], ["render", "D", "--recipe", "r", "--all"]),
         (["export", "--repo_id", "u/d", "--only_episodes", "0,2"], ["export", "u/d", "--episodes", "0,2"]),
         (["view", "--only_episodes=1-3", "D"], ["view", "--episodes=1-3", "D"]),
-        (["sheets", "--dataset", "D", "--episode", "2"], ["sheets", "D", "--episode", "2"]),
         (["eval", "D", "--json"], ["eval", "D", "--json"]),  # already the one spelling
         (["annotate", "--dataset", "user/remote", "--episodes", "0,3"],
          ["annotate", "--repo_id", "user/remote", "--only_episodes", "0,3"]),
@@ -37,6 +36,7 @@ SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
 @pytest.mark.parametrize("spelling", SPELLINGS)
 @pytest.mark.parametrize(("model", "rest"), [
     ("steerable.cli.info:InfoSettings", []),
+    ("steerable.cli.sheets:SheetsSettings", ["--episode", "2", "--out", "o"]),
 ])
 def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
     from importlib import import_module

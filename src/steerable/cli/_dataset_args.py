@@ -24,7 +24,7 @@ from steerable.errors import ConfigError
 
 __all__ = ["normalize_aliases", "parse_episodes"]
 
-POSITIONAL_DATASET = frozenset({"render", "export", "eval", "sheets", "view"})
+POSITIONAL_DATASET = frozenset({"render", "export", "eval", "view"})
 EPISODE_LISTS = frozenset({"export", "render", "view"})
 DATASET_ALIASES = ("--dataset", "--root", "--repo_id")
 

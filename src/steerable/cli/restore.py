@@ -5,10 +5,14 @@ the tool catalogue, the provenance with the review records and, for synthetic da
 from __future__ import annotations
 
 import argparse
+from typing import ClassVar
+
+from pydantic import Field
 
 from steerable.errors import DatasetError
+from steerable.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["RestoreSettings", "register"]
 
 DESCRIPTION = (
     "LeRobot's dataset tools keep the language columns but drop steerable's metadata: the tool catalogue "
@@ -17,18 +21,39 @@ DESCRIPTION = (
     "frames (LeRobot renumbers episodes) and writes them back under the new episode indices. "
     "Without --from, only the tool catalogue is restored (derived: steerable's default)."
 )
+USAGE = f"""usage: steerable restore DATASET [--from SOURCE ...]
+
+{DESCRIPTION}
+
+Every option, with its default:
+"""
+
+
+class RestoreSettings(Settings):
+    """`steerable restore`: the dataset to restore, and where its episodes came from."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/lerobot.md"
+
+    dataset: str = Field(description="the local dataset to restore (written in place)")
+    sources: list[str] = Field([], alias="from", json_schema_extra={"repeat": True},
+                               description="a dataset its episodes came from (repeat for the inputs of a merge)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("restore", help="restore steerable metadata that LeRobot's dataset tools dropped",
-                            description=DESCRIPTION)
-    parser.add_argument("dataset", help="the local dataset to restore (written in place)")
-    parser.add_argument("--from", dest="sources", action="append", default=[], metavar="SOURCE",
-                        help="a dataset its episodes came from (repeat for the inputs of a merge)")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "restore", help="restore steerable metadata that LeRobot's dataset tools dropped", func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(RestoreSettings, args, USAGE)
+    return 0 if cfg is None else _restore(cfg)
+
+
+def _restore(args: RestoreSettings) -> int:
     from steerable.dataset import LeRobotDataset, open_dataset
     from steerable.dataset.layout import GROUND_TRUTH_PATH
     from steerable.dataset.lineage import match_episodes, missing_metadata, missing_notice, restore_info

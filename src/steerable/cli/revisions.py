@@ -4,28 +4,49 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import ClassVar
+
+from pydantic import Field, model_validator
 
 from steerable.errors import ConfigError
+from steerable.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["RevisionsSettings", "register"]
+
+USAGE = """usage: steerable revisions DATASET [--show N | --restore N] [--json]
+
+Every save of `steerable view --edit` is a revision (kept under DATASET/.steerable/revisions). Without options:
+list them. Revision 0 is the dataset before the first one. Every option, with its default:
+"""
+
+
+class RevisionsSettings(Settings):
+    """`steerable revisions`: list the revisions, show one, or go back to one."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/view.md"
+
+    dataset: str = Field(description="a local dataset folder")
+    show: int | None = Field(None, description="N: what revision N changed, per episode and style")
+    restore: int | None = Field(
+        None, description="N: make the dataset as it was at revision N (0: before the first); itself saved as a new "
+        "revision")
+    as_json: bool = Field(False, alias="json", description="print JSON")
+
+    @model_validator(mode="after")
+    def _one_action(self) -> RevisionsSettings:
+        if self.show is not None and self.restore is not None:
+            raise ConfigError("--show and --restore are two actions: choose one")
+        if (self.show is not None and self.show < 1) or (self.restore is not None and self.restore < 0):
+            raise ConfigError("--show takes a revision >= 1, --restore one >= 0")
+        return self
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "revisions",
-        help="list a dataset's revisions (the saves of `steerable view --edit`), show one, or go back to one",
-        description="Every save of `steerable view --edit` is a revision (kept under DATASET/.steerable/revisions). "
-        "Without options: list them. Revision 0 is the dataset before the first one.",
-    )
-    parser.add_argument("dataset", help="a local dataset folder")
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--show", type=int, metavar="N", help="what revision N changed, per episode and style")
-    what.add_argument(
-        "--restore", type=int, metavar="N",
-        help="make the dataset as it was at revision N (0: before the first); itself saved as a new revision",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "revisions", func=run,
+                help="list a dataset's revisions (the saves of `steerable view --edit`), show one, or go back to one")
 
 
 def _ops(ops: dict[str, int]) -> str:
@@ -33,6 +54,13 @@ def _ops(ops: dict[str, int]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(RevisionsSettings, args, USAGE)
+    return 0 if cfg is None else _revisions(cfg)
+
+
+def _revisions(args: RevisionsSettings) -> int:
     from pathlib import Path
 
     from steerable.dataset import LeRobotDataset
@@ -41,13 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from steerable.dataset.review import restore_revision, revision_changes
     from steerable.dataset.revisions import list_revisions, read_revision
 
-    if (args.show is not None and args.show < 1) or (args.restore is not None and args.restore < 0):
-        raise ConfigError("--show takes a revision >= 1, --restore one >= 0")
     ds = LeRobotDataset(Path(args.dataset).expanduser())
     if args.show is not None:
         record = read_revision(ds.root, args.show)
         changes = revision_changes(ds.root, args.show)
-        if args.json:
+        if args.as_json:
             print(json.dumps({**record.to_json(), "changes": changes}))
             return 0
         print(f"r{record.id}  {record.time}  {record.by}  {record.message or ''}".rstrip())
@@ -70,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             made = restore_revision(ds, args.restore)
         finally:
             lock.release()
-        if args.json:
+        if args.as_json:
             print(json.dumps({"revision": made.to_json() if made else None}))
         elif made is None:
             print(f"{ds.root} already is as at revision {args.restore}: nothing written")
@@ -78,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{ds.root} is back as at revision {args.restore} (saved as revision {made.id}: {len(made.files)} files)")
         return 0
     revisions = list_revisions(ds.root)
-    if args.json:
+    if args.as_json:
         print(json.dumps({"revisions": [r.to_json() for r in revisions]}))
         return 0
     if not revisions:

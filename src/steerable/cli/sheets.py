@@ -4,26 +4,51 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import ClassVar
 
-__all__ = ["register"]
+from pydantic import Field
+
+from steerable.cli.options import dataset_field
+from steerable.settings import Settings
+
+__all__ = ["SheetsSettings", "register"]
+
+USAGE = """usage: steerable sheets DATASET --episode E --out DIR [--camera KEY] [--frames_per_second F]
+
+Write an episode's timestamped contact sheets, what the plan module's model sees, as JPEG files.
+Every option, with its default:
+"""
+
+
+class SheetsSettings(Settings):
+    """`steerable sheets`: which episode's sheets, and where."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/sheets.md"
+
+    dataset: str = dataset_field("local dataset root, or a Hub repo id (downloaded first)")
+    episode: int = Field(description="episode index")
+    out: Path = Field(description="folder for the JPEG files (created if needed)")
+    camera: str | None = Field(None, description="camera feature (default: the first video camera)")
+    frames_per_second: float | None = Field(None, description="sampling rate (default: --plan.frames_per_second's)")
+    revision: str | None = Field(None, description="Hub revision (default: the v3.0 tag)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "sheets", help="write an episode's timestamped contact sheets (what the plan module's model sees) as JPEG"
-    )
-    parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
-    parser.add_argument("--episode", type=int, required=True, help="episode index")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the JPEG files (created if needed)")
-    parser.add_argument("--camera", default=None, help="camera feature (default: the first video camera)")
-    parser.add_argument(
-        "--frames_per_second", type=float, default=None, help="sampling rate (default: --plan.frames_per_second's)"
-    )
-    parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "sheets", func=run,
+                help="write an episode's timestamped contact sheets (what the plan module's model sees) as JPEG")
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(SheetsSettings, args, USAGE)
+    return 0 if cfg is None else _write(cfg)
+
+
+def _write(args: SheetsSettings) -> int:
     from steerable.annotate.modules.plan.config import PlanConfig
     from steerable.annotate.modules.plan.preview import episode_sheets
     from steerable.dataset import open_dataset
