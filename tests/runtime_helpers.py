@@ -9,11 +9,37 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from steerable.control import Observation
 from steerable.language import rows_from_arrow, validate_rows
 from steerable.runtime.loop import Runtime
+
+
+class RecordingEnv:
+    """A two-dimensional robot that records what was dispatched and when; its clock is the number of
+    actions executed at `fps` (the robot's time)."""
+
+    action_dim = 2
+    state_names = ("a", "b")
+    camera_keys = ()
+
+    def __init__(self, fps: float = 10) -> None:
+        self.fps = fps
+        self.sent: list[np.ndarray] = []
+        self.sent_at: list[float] = []
+
+    def observe(self, *, render: bool = True) -> Observation:
+        return Observation(state=np.zeros(2, dtype=np.float32), time_s=len(self.sent) / self.fps)
+
+    def send_action(self, action: np.ndarray) -> None:
+        self.sent.append(action)
+        self.sent_at.append(time.perf_counter())
+
+    def close(self) -> None:
+        pass
 
 
 def recorded_language(root: Path, episode: int = 0) -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]], list]:

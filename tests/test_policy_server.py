@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from annotate_helpers import steerable
-from runtime_helpers import running, wait_for
+from runtime_helpers import RecordingEnv, running, wait_for
 from steerable.control import ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError
 from steerable.runtime.chunks import InferenceOptions
@@ -54,25 +54,6 @@ PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1]), token="a-test-token").se
 '''
 
 
-class Env:
-    fps = HZ
-    action_dim = 2
-    state_names = ("a", "b")
-    camera_keys = ()
-
-    def __init__(self) -> None:
-        self.sent: list[np.ndarray] = []
-
-    def observe(self, *, render: bool = True) -> Observation:
-        return Observation(state=np.zeros(2, dtype=np.float32), time_s=len(self.sent) / self.fps)
-
-    def send_action(self, action: np.ndarray) -> None:
-        self.sent.append(action)
-
-    def close(self) -> None:
-        pass
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,7 +80,7 @@ def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_re
     try:
         low = connect_policy(f"127.0.0.1:{port}", token="a-test-token")
         assert low.name == f"slow fake policy (served at 127.0.0.1:{port})" and not low.wants_images
-        env = Env()
+        env = RecordingEnv(HZ)
         rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=HZ, chunk_hz=HZ), realtime=True,
                      inference=InferenceOptions("async"))
         events: list[RuntimeEvent] = []
@@ -130,7 +111,10 @@ def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_re
         assert len(warns) == 1, warns
         assert warns[0].startswith(f"policy server 127.0.0.1:{port} lost (") and "holding still" in warns[0]
         assert marks["lost"] == held == marks["back"]  # nothing dispatched while it was gone
-        assert max(low.round_trips) < 5 and min(low.round_trips) >= 0.05
+        # Every chunk that came back was timed, its round trip holding the server's own 50 ms; how
+        # long a round trip takes is measured in benchmarks/latency.py.
+        assert len(low.round_trips) == len(low.server_seconds) > 0
+        assert all(trip >= own >= 0.05 for trip, own in zip(low.round_trips, low.server_seconds, strict=True))
     finally:
         server.kill()
         server.wait(10)
