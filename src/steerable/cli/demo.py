@@ -6,30 +6,50 @@ import argparse
 import itertools
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["register"]
+from steerable.settings import Settings
+
+__all__ = ["DemoSettings", "register"]
+
+USAGE = """usage: steerable demo [--out demo_out] [--episodes 10] [--difficulty realistic] [...]
+
+Generate, annotate, render, view and evaluate a synthetic dataset (no GPU, no network). Every option, with its default:
+"""
+
+
+class DemoSettings(Settings):
+    """`steerable demo`: how big a synthetic dataset, and where everything goes."""
+
+    doc: ClassVar[str | None] = "docs/demo.md"
+
+    out: Path = Field(Path("demo_out"), description="folder for everything it writes")
+    episodes: int = Field(10, description="number of synthetic episodes")
+    seed: int = Field(0, description="random seed")
+    difficulty: Literal["easy", "realistic", "hard"] = Field("realistic", description="synthetic difficulty")
+    recipe: str = Field("motion", description="recipe to render (built-in name or YAML)")
+    viewer_episodes: int = Field(5, description="episodes in the viewer snapshot")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "demo", help="generate, annotate, render, view and evaluate a synthetic dataset (no GPU, no network)"
-    )
-    parser.add_argument("--out", type=Path, default=Path("demo_out"), help="folder for everything it writes")
-    parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--difficulty", choices=["easy", "realistic", "hard"], default="realistic", help="synthetic difficulty"
-    )
-    parser.add_argument("--recipe", default="motion", help="recipe to render (built-in name or YAML)")
-    parser.add_argument("--viewer_episodes", type=int, default=5, help="episodes in the viewer snapshot")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "demo", func=run,
+                help="generate, annotate, render, view and evaluate a synthetic dataset (no GPU, no network)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(DemoSettings, args, USAGE)
+    return 0 if cfg is None else _demo(cfg)
+
+
+def _demo(args: DemoSettings) -> int:
     from steerable.annotate.config import AnnotateConfig
     from steerable.annotate.run import annotate
     from steerable.dataset import open_dataset
