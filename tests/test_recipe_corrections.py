@@ -12,23 +12,12 @@ from typing import Any
 
 import pytest
 
+from language_rows import row
 from steerable.errors import RecipeError
+from steerable.language import speech_row
 from steerable.recipes import EpisodeTimeline, Recipe, load_recipe, parse_recipe, render_sample
 from steerable.recipes.lerobot_check import check_for_lerobot
 from steerable.recipes.lerobot_export import export_for_lerobot
-
-
-def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant") -> dict[str, Any]:
-    out: dict[str, Any] = {"role": role, "content": content, "style": style}
-    if ts is not None:
-        out["timestamp"] = ts
-    return {**out, "camera": None, "tool_calls": None}
-
-
-def say(text: str) -> dict[str, Any]:
-    call = {"type": "function", "function": {"name": "say", "arguments": {"text": text}}}
-    return {"role": "assistant", "content": None, "style": None, "camera": None, "tool_calls": [call]}
-
 
 TASK = "stack the red cube on the blue cube"
 # pick (0-2 s), place on blue (2-3 s), redirected at 3 s: place on green (3-5 s).
@@ -40,7 +29,7 @@ PERSISTENT = [
     row("subtask", "place the red cube on the green cube", 3.0),
     row("plan", "1. place the red cube on the green cube", 3.0),
 ]
-EVENTS = {3.0: [row("interjection", "put it on the green cube instead", role="user"), say("Green it is.")]}
+EVENTS = {3.0: [row("interjection", "put it on the green cube instead", role="user"), speech_row("Green it is.")]}
 
 
 def timeline() -> EpisodeTimeline:

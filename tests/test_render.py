@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from language_rows import row
 from shared_data import shared_dataset
 from steerable.errors import ConfigError, LanguageRowTypeError, LanguageSchemaError, RecipeError
+from steerable.language import speech_row
 from steerable.recipes import (
     EpisodeTimeline,
     Recipe,
@@ -32,19 +34,6 @@ TOP, WRIST, FRONT = "observation.images.top", "observation.images.wrist", "obser
 LEROBOT = RenderOptions(compat="lerobot")
 
 
-def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
-        camera: str | None = None, tool_calls: list[Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": role, "content": content, "style": style}
-    if ts is not None:
-        out["timestamp"] = ts
-    out.update(camera=camera, tool_calls=tool_calls)
-    return out
-
-
-def say(text: str) -> dict[str, Any]:
-    return row(None, None, tool_calls=[{"type": "function", "function": {"name": "say", "arguments": {"text": text}}}])
-
-
 def vqa_pair(camera: str, question: str, answer: str) -> list[dict[str, Any]]:
     return [row("vqa", question, role="user", camera=camera), row("vqa", answer, camera=camera)]
 
@@ -54,7 +43,7 @@ PERSISTENT = [
     row("memory", "memory 1", 1.0), row("subtask", "subtask 1", 1.0),
 ]
 EVENTS_AT_1 = vqa_pair(TOP, "how many cups?", '{"count": 2}')
-EVENTS_AT_2 = [row("interjection", "skip wiping", role="user"), say("Skipping wiping.")]
+EVENTS_AT_2 = [row("interjection", "skip wiping", role="user"), speech_row("Skipping wiping.")]
 EVENTS_AT_3_TWO_CAMERAS = vqa_pair(TOP, "cups from above?", '{"count": 3}') + vqa_pair(WRIST, "cups here?", '{"count": 1}')
 TASK_AUG = [row("task_aug", f"phrasing {i}", 0.0, role="user") for i in range(4)]
 
@@ -425,7 +414,7 @@ def _episode() -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]]]
         persistent += [row("subtask", f"step {k}", t), row("plan", f"plan {k}", t), row("memory", f"mem {k}", t),
                        row("motion", f"move {k}", t + 0.5)]
         events[t + 0.5] = vqa_pair(TOP, f"q{k}", f"a{k}") + vqa_pair(WRIST, f"qw{k}", f"aw{k}")
-        events[t + 0.2] = [row("interjection", f"stop {k}", role="user"), say(f"ok {k}")]
+        events[t + 0.2] = [row("interjection", f"stop {k}", role="user"), speech_row(f"ok {k}")]
     return persistent, events
 
 
@@ -481,8 +470,8 @@ def test_a_say_call_given_as_json_text_is_read_by_default_and_skipped_in_compat(
     component = Recipe.from_dict({"messages": [turn("user", "${interjection}", if_present="interjection"), {
         "role": "assistant", "stream": "high_level", "target": True, "tool_calls_from": "speech",
         "if_present": "speech"}]})
-    text_call = json.dumps(say("Sure.")["tool_calls"][0])
-    events = [row("interjection", "gently", role="user"), {**say("Sure."), "tool_calls": [text_call]}]
+    text_call = json.dumps(speech_row("Sure.")["tool_calls"][0])
+    events = [row("interjection", "gently", role="user"), {**speech_row("Sure."), "tool_calls": [text_call]}]
     out = render(component, 2.0, events)
     assert out is not None and out["messages"][-1]["tool_calls"][0]["function"]["arguments"] == {"text": "Sure."}
     assert render(component, 2.0, events, options=LEROBOT) is None  # the reference's matcher skips text

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotate_helpers import steerable
+from language_rows import row
 from lerobot_oracle import lerobot_recipe, render_sample, training_step
 from steerable.dataset import open_dataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
@@ -44,14 +45,6 @@ messages:
   - {role: user, content: "${task}", stream: high_level}
   - {role: assistant, content: "${subtask}", stream: high_level, target: true}
 """
-
-
-def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
-        camera: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": role, "content": content, "style": style, "camera": camera, "tool_calls": None}
-    if ts is not None:
-        out["timestamp"] = ts
-    return out
 
 
 def _frames_drawing(component: str, indices: list[int], lo: int, hi: int) -> list[int]:

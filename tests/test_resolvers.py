@@ -10,23 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from language_rows import row
 from steerable.errors import LanguageSchemaError, RecipeError
+from steerable.language import speech_row
 from steerable.recipes import EMITTED_AT_TOLERANCE_S, EpisodeTimeline, ResolverCall, resolver_call
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
-
-
-def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
-        camera: str | None = None, tool_calls: list[Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": role, "content": content, "style": style}
-    if ts is not None:
-        out["timestamp"] = ts
-    out.update(camera=camera, tool_calls=tool_calls)
-    return out
-
-
-def say(text: str) -> dict[str, Any]:
-    return row(None, None, tool_calls=[{"type": "function", "function": {"name": "say", "arguments": {"text": text}}}])
 
 
 PERSISTENT = [
@@ -34,7 +23,7 @@ PERSISTENT = [
     row("memory", "memory 1", 1.0), row("subtask", "subtask 1", 1.0),
 ]
 EVENTS_AT_1 = [row("vqa", "how many cups?", role="user", camera=TOP), row("vqa", '{"count": 2}', camera=TOP)]
-EVENTS_AT_2 = [row("interjection", "skip wiping", role="user"), say("Skipping wiping.")]
+EVENTS_AT_2 = [row("interjection", "skip wiping", role="user"), speech_row("Skipping wiping.")]
 EVENTS_AT_3_TWO_CAMERAS = [
     row("vqa", "how many cups?", role="user", camera=TOP), row("vqa", '{"count": 3}', camera=TOP),
     row("vqa", "how many cups?", role="user", camera=WRIST), row("vqa", '{"count": 1}', camera=WRIST),
@@ -149,7 +138,7 @@ def test_tool_calls_as_json_text_match_only_when_decoded() -> None:
     found = timeline.emitted_at(0.0, events=[as_json_text], tool_name="say")
     assert found is not None and found["tool_calls"] == [{"type": "function", "function": {"name": "say"}}, "not json"]
     assert timeline.emitted_at(0.0, events=[as_json_text], tool_name="say", decode_calls=False) is None  # reference
-    assert timeline.emitted_at(0.0, events=[say("hi")], tool_name="say", decode_calls=False) is not None
+    assert timeline.emitted_at(0.0, events=[speech_row("hi")], tool_name="say", decode_calls=False) is not None
 
 
 def test_rows_are_normalized_and_checked() -> None:

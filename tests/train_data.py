@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from language_rows import row
 from steerable.dataset import LeRobotDataset, open_dataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.language import speech_row
@@ -25,14 +26,6 @@ class Annotated:
     interjection_frames: dict[int, int]
     vqa_frames: dict[int, dict[str, int]]  # episode -> camera -> frame
     subtasks: dict[int, list[tuple[int, str]]]  # episode -> [(start frame, text)]
-
-
-def row(style: str | None, content: str | None, ts: float | None = None, role: str = "assistant",
-        camera: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": role, "content": content, "style": style, "camera": camera, "tool_calls": None}
-    if ts is not None:
-        out["timestamp"] = ts
-    return out
 
 
 def annotate_synthetic(root: Path, episodes: int = 3) -> Annotated:
