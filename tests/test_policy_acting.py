@@ -196,12 +196,12 @@ def test_the_adapter_hands_the_last_motion_to_the_next_chunk(built: Any, tmp_pat
     first = low.act(obs, "pick up the red cube").actions
     assert seen[-1] is None  # the first chunk starts at rest
     # The robot executed the whole chunk: it stands at the last action; the motion is its last step.
-    low.act(Observation(state=first[-1].copy(), privileged=obs.privileged), "pick up the red cube")
+    low.act(Observation(state=first[-1].copy(), environment_state=obs.environment_state), "pick up the red cube")
     assert np.allclose(seen[-1], first[-1][:3] - first[-2][:3])
     # The loop dropped the chunk after two actions: the motion is the step into the second.
     second = runner_chunk = low._sent
     assert runner_chunk is not None
-    low.act(Observation(state=second[2].copy(), privileged=obs.privileged), "pick up the red cube")
+    low.act(Observation(state=second[2].copy(), environment_state=obs.environment_state), "pick up the red cube")
     assert np.allclose(seen[-1], second[2][:3] - second[1][:3])
     low.reset()
     low.act(obs, "pick up the red cube")

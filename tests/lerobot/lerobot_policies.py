@@ -29,7 +29,7 @@ from lerobot.utils.feature_utils import build_dataset_frame, dataset_to_policy_f
 from steerable.control import Observation
 from steerable.runtime.loop import LoopRates
 from steerable.runtime.session import Session, SessionOptions, parse_commands
-from steerable.runtime.stack import StackSpec
+from steerable.runtime.stack import LeRobotOptions, StackSpec
 from steerable.synthetic import generate_synthetic
 
 # One thread: the ops of these tiny models are too small to split, and two threads on two busy cores
@@ -155,7 +155,7 @@ def drive(policy_dir: Path, *, task: str, seconds: float, high_level: str = "non
     """Run `steerable run --low_level lerobot --lerobot.policy_path DIR` through the Python API in the
     simulator (virtual clock) for `seconds`, with the operator `commands` lines."""
     spec = StackSpec(high_level=high_level, low_level="lerobot",
-                     lerobot={"policy_path": str(policy_dir), "device": "cpu"})
+                     lerobot=LeRobotOptions(str(policy_dir), "cpu"))
     session = Session(SessionOptions(stack=spec, task=task, seed=seed, rates=LoopRates(), max_seconds=seconds),
                       out=lambda line: None)
     run = Drive(session=session)

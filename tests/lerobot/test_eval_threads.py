@@ -20,7 +20,7 @@ from sim_checkpoint import tiny_act
 from steerable.control import Observation
 from steerable.runtime.evaluation import evaluate, run_episode
 from steerable.runtime.lerobot.policy import LeRobotPolicyController
-from steerable.runtime.stack import StackSpec
+from steerable.runtime.stack import LeRobotOptions, StackSpec
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def two_threads() -> Iterator[None]:
 def test_a_lerobot_policy_acts_alike_in_and_out_of_an_evaluation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_threads: None) -> None:
     spec = StackSpec(high_level="none", low_level="lerobot",
-                     lerobot={"policy_path": str(tiny_act(tmp_path / "act")), "device": "cpu"})
+                     lerobot=LeRobotOptions(str(tiny_act(tmp_path / "act")), "cpu"))
     seen: list[tuple[int, np.ndarray]] = []
     act = LeRobotPolicyController.act
 

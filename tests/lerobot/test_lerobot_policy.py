@@ -27,7 +27,7 @@ from steerable.cli.main import main
 from steerable.errors import ConfigError
 from steerable.runtime.lerobot.policy import load_lerobot_policy
 from steerable.runtime.loop import Runtime
-from steerable.runtime.stack import StackSpec, build_low
+from steerable.runtime.stack import LeRobotOptions, StackSpec, build_low
 from steerable.synthetic.env import SimEnv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ class _Reordered(SimEnv):
 def test_features_are_matched_by_name_not_position(act: Path, dataset: Path) -> None:
     env = _Reordered(fps=15)
     env.reset(7, TASK)
-    low = build_low(StackSpec(high_level="none", low_level="lerobot", lerobot={"policy_path": str(act)}), env)
+    low = build_low(StackSpec(high_level="none", low_level="lerobot", lerobot=LeRobotOptions(str(act))), env)
     seen, sent = [], []
     act_fn, send = low.act, env.send_action
     low.act = lambda o, c: (seen.append((o, c)), act_fn(o, c))[1]  # type: ignore[method-assign]

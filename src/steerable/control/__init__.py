@@ -4,8 +4,17 @@ Plain data and `typing.Protocol`s over numpy only, low in the layers, so the sim
 (`steerable.synthetic`), the runtime and the policy adapters all build on the same types.
 """
 
-from steerable.control.environment import DescribesScene, Environment, EpisodeSpec, TakesInterjections
+from steerable.control.environment import (
+    DescribesScene,
+    Environment,
+    EpisodeSpec,
+    ProvidesEnvironmentState,
+    RecordedEpisode,
+    RecordsGroundTruth,
+    TakesInterjections,
+)
 from steerable.control.types import (
+    ENVIRONMENT_STATE_FEATURE,
     ActionChunk,
     ChunkPrefix,
     ContinuesChunks,
@@ -20,6 +29,7 @@ from steerable.control.types import (
 )
 
 __all__ = [
+    "ENVIRONMENT_STATE_FEATURE",
     "ActionChunk",
     "ChunkPrefix",
     "ContinuesChunks",
@@ -32,6 +42,9 @@ __all__ = [
     "LanguageContext",
     "LowLevelController",
     "Observation",
+    "ProvidesEnvironmentState",
+    "RecordedEpisode",
+    "RecordsGroundTruth",
     "RequestKind",
     "TakesInterjections",
     "ToolCall",

@@ -10,6 +10,10 @@ Some abilities are optional; the runtime checks them with `isinstance` against t
 - `DescribesScene`: the scene and where things ended up, in words (`steerable run` prints them);
 - `TakesInterjections`: an operator's correction planned for an evaluation episode, when to say
   it, and the corrected task success is then checked against (`steerable run --eval_interjections`);
+- `ProvidesEnvironmentState`: every object's true position as one vector, in its observations
+  (`Observation.environment_state`: what `--observation privileged` lets a policy read);
+- `RecordsGroundTruth`: a recording's ground truth, kept frame by frame and written beside it (the
+  simulator's: what `steerable eval` scores an annotator on);
 and by name: `scripted_planner()` / `scripted_controller()` (the env's test doubles behind
 `--high_level scripted` / `--low_level scripted`), `seed_for_task(task)` (the first seed whose scene
 fits a task: the session's seed when none is given), `episode_over()` (the env ended the episode
@@ -20,14 +24,24 @@ Environments are built by name through the runtime's registry (`steerable.runtim
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from steerable.control.types import Observation
 
-__all__ = ["DescribesScene", "Environment", "EpisodeSpec", "TakesInterjections"]
+__all__ = [
+    "DescribesScene",
+    "Environment",
+    "EpisodeSpec",
+    "ProvidesEnvironmentState",
+    "RecordedEpisode",
+    "RecordsGroundTruth",
+    "TakesInterjections",
+]
 
 
 @dataclass(frozen=True)
@@ -102,4 +116,39 @@ class TakesInterjections(Protocol):
 
     def apply_interjection(self) -> None:
         """The correction was said: from now on success is checked against the corrected task."""
+        ...
+
+
+@runtime_checkable
+class ProvidesEnvironmentState(Protocol):
+    """An environment that knows where every object is: its observations carry the vector
+    (`Observation.environment_state`), one value per name of `environment_state_names`."""
+
+    environment_state_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RecordedEpisode:
+    """One recorded episode as its ground truth needs it: `truths` holds what `frame_truth` kept of
+    each frame, `times` (n,) the frames' timestamps, `subtask_starts` (frame, subtask) where each
+    subtask took effect (the first at frame 0), `frame_sizes` each camera key's (width, height)."""
+
+    index: int
+    task: str
+    truths: Sequence[object]
+    times: np.ndarray
+    subtask_starts: Sequence[tuple[int, str]]
+    frame_sizes: Mapping[str, tuple[int, int]]
+
+
+@runtime_checkable
+class RecordsGroundTruth(Protocol):
+    """An environment whose recordings get a ground-truth sidecar (`steerable run --record`)."""
+
+    def frame_truth(self, observation: Observation) -> object | None:
+        """What a recording keeps of this observation's ground truth (None: this frame has none)."""
+        ...
+
+    def write_ground_truth(self, root: Path, fps: int, episodes: Sequence[RecordedEpisode]) -> None:
+        """Write the ground truth of `episodes` (each with a truth for every frame) into the dataset at `root`."""
         ...

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
+    "ENVIRONMENT_STATE_FEATURE",
     "ActionChunk",
     "ChunkPrefix",
     "ContinuesChunks",
@@ -37,6 +38,9 @@ __all__ = [
     "ToolCall",
 ]
 
+# The dataset feature (and policy state key) of `Observation.environment_state`, as LeRobot names it.
+ENVIRONMENT_STATE_FEATURE = "observation.environment_state"
+
 # "update": periodic / after the controller finished its command; "interjection": the operator
 # said something (`user_text`); "ask": the operator asked a question about the scene (`user_text`).
 RequestKind = Literal["update", "interjection", "ask"]
@@ -44,18 +48,22 @@ RequestKind = Literal["update", "interjection", "ask"]
 
 @dataclass(frozen=True)
 class Observation:
-    """One observation: proprioception, camera frames, and (simulator only) privileged state.
+    """One observation: proprioception, camera frames, and what only some environments give.
 
     `images` maps dataset camera keys (`observation.images.top`) to HxWx3 uint8 frames; it is empty
-    when the env was asked not to render. `privileged` is the simulator's ground truth (a
-    `steerable.synthetic.WorldState`) for scripted test doubles; it is None on a real robot.
+    when the env was asked not to render. `environment_state` is every object's position as one
+    vector (`ENVIRONMENT_STATE_FEATURE`, laid out as its env's `environment_state_names`: an
+    environment that `ProvidesEnvironmentState`), None where the env has none (a real robot).
+    `privileged` is opaque to everyone but the environment that made it: its own test doubles read
+    it (the simulator's scripted planner and controller: its true world state).
     """
 
     state: np.ndarray
     images: Mapping[str, np.ndarray] = field(default_factory=dict)
     time_s: float = 0.0
     state_names: tuple[str, ...] = ()
-    privileged: Any = None
+    privileged: object = None
+    environment_state: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ give the policy every state feature it reads is refused (`observation.environmen
 objects' true positions, only in the simulator with `--observation privileged`).
 Low level: the subtask (or the task) -> an action chunk, of which `n_action_steps` are executed; a
 policy with a done head reports a command complete (`DONE_THRESHOLD`). It reads the observation both
-levels share (`policy_high_level._observation`); a policy trained without cameras does not make the
+levels share (`steerable.runtime.policy_observation`); a policy trained without cameras does not make the
 environment render them (`wants_images`).
 """
 
@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from steerable.control import ActionChunk, ChunkPrefix, Observation
+from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.rtc import guided_chunk
-from steerable.runtime.policy_high_level import _STATE_SOURCES, PolicyHighLevel, _observation, _reads_cameras
-from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
+from steerable.runtime.policy_high_level import PolicyHighLevel
+from steerable.runtime.policy_observation import STATE_SOURCES, policy_observation, reads_cameras
 
 __all__ = ["DONE_THRESHOLD", "PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level",
            "low_level_reports_done"]
@@ -52,9 +52,9 @@ def _check_observation(runner: PolicyRunner, observation: str) -> PolicyRunner:
         if key == ENVIRONMENT_STATE_FEATURE and observation != "privileged":
             raise ConfigError(f"this policy reads {key} (object positions): run it in the simulator with "
                               "--observation privileged")
-        if key not in _STATE_SOURCES:
+        if key not in STATE_SOURCES:
             raise ConfigError(f"this policy reads state feature {key!r}, which the runtime cannot build "
-                              f"(it builds {', '.join(_STATE_SOURCES)})")
+                              f"(it builds {', '.join(STATE_SOURCES)})")
     return runner
 
 
@@ -76,7 +76,7 @@ class PolicyLowLevel:
 
     @property
     def wants_images(self) -> bool:
-        return _reads_cameras(self.runner)
+        return reads_cameras(self.runner)
 
     def reset(self) -> None:
         """Forget the actions handed out (a new episode starts at rest)."""
@@ -89,7 +89,7 @@ class PolicyLowLevel:
         return bool(getattr(getattr(self.runner, "cfg", None), "done_head", False))
 
     def act(self, observation: Observation, command: str, prefix: ChunkPrefix | None = None) -> ActionChunk:
-        obs = _observation(observation, self.runner)
+        obs = policy_observation(observation, self.runner)
         motion = self._motion(obs["state"])
         if motion is not None:
             obs["motion"] = motion

@@ -25,11 +25,8 @@ weak model's garbage stops there. A text its budget cut is not taken as an answe
 the robot holds still, and the loop asks again less and less often while the model keeps failing
 (`runtime.loop`), so a weak policy's evaluation costs what a good one's does.
 
-The policy's observation, which both levels read, is built here (`_observation`, which the low
-level imports): a state vector from the checkpoint's state keys (`observation.state` from the
-robot state; `observation.environment_state`, the objects' true positions, only in the simulator
-with `--observation privileged`), and the cameras. A policy trained without cameras does not make
-the environment render them (`wants_images`).
+The policy's observation, which both levels read, is built by `steerable.runtime.policy_observation`.
+A policy trained without cameras does not make the environment render them (`wants_images`).
 """
 
 from __future__ import annotations
@@ -39,15 +36,12 @@ import logging
 import re
 from typing import Any
 
-import numpy as np
-
-from steerable.control import HighLevelRequest, HighLevelUpdate, LanguageContext, Observation, ToolCall
+from steerable.control import HighLevelRequest, HighLevelUpdate, LanguageContext, ToolCall
 from steerable.errors import ConfigError
 from steerable.policy.generation import GenerationConfig, ParsedReply
-from steerable.policy.inference import PolicyRunner
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes.live import LivePrompt, LivePrompts, Question
-from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
+from steerable.runtime.policy_observation import TextPolicy, policy_observation, reads_cameras
 
 __all__ = ["MAX_REDO", "STEP_CHECK_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel"]
 
@@ -64,43 +58,6 @@ TOKEN_BUDGETS: dict[str, int] = {"subtask": 24, "memory": 48, "plan": 96, "inter
 MAX_REDO = 5
 # The step check's probability below which a step reported done is taken as not done.
 STEP_CHECK_THRESHOLD = 0.5
-# The state features the runtime can give a policy (see `_observation`).
-_STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
-
-
-def _observation(obs: Observation | None, runner: Any = None) -> dict[str, Any]:
-    """The policy's observation: cameras, and its state vector built from the runner's
-    `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
-    `obs.privileged`); a runner without a config (a test double) gets `obs.state`."""
-    if obs is None:
-        raise ValueError("the policy needs an observation (camera frames and state)")
-    state = np.asarray(obs.state, dtype=np.float32)
-    cfg = getattr(runner, "cfg", None)
-    keys = getattr(cfg, "state_keys", None) or [_STATE_SOURCES[0]]
-    if keys != [_STATE_SOURCES[0]]:
-        parts = []
-        for key in keys:
-            if key == getattr(cfg, "locate_key", ""):
-                # Estimated by the policy from its cameras (steerable.policy.locate): a placeholder.
-                parts.append(np.zeros(int(getattr(cfg, "located", 0)), dtype=np.float32))
-            elif key == ENVIRONMENT_STATE_FEATURE:
-                if obs.privileged is None:
-                    raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
-                                      "gives: run it with --env sim --observation privileged")
-                # The vector itself when it came over the wire (`steerable.runtime.policy_server`).
-                given = isinstance(obs.privileged, np.ndarray)
-                parts.append(obs.privileged.astype(np.float32) if given else environment_state(obs.privileged))
-            else:
-                parts.append(state.reshape(-1))
-        state = np.concatenate(parts).astype(np.float32)
-    return {"state": state, "images": dict(obs.images)}
-
-
-def _reads_cameras(runner: Any) -> bool:
-    """Whether the policy reads camera frames (a test double without a config: assume it does)."""
-    return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
-
-
 _NUMBER = re.compile(r"^\s*\d+[.)]\s*")
 
 
@@ -119,7 +76,7 @@ class PolicyHighLevel:
 
     name = "policy"
 
-    def __init__(self, runner: PolicyRunner, generation: GenerationConfig | None = None, *,
+    def __init__(self, runner: TextPolicy, generation: GenerationConfig | None = None, *,
                  progress_from_observation: bool = False, step_check: bool = True,
                  prompts: LivePrompts | None = None) -> None:
         self.runner = runner
@@ -151,9 +108,9 @@ class PolicyHighLevel:
 
     @property
     def wants_images(self) -> bool:
-        return _reads_cameras(self.runner)
+        return reads_cameras(self.runner)
 
-    def _one(self, kind: str, prompt: LivePrompt, observation: dict[str, Any]) -> Any:
+    def _one(self, kind: str, prompt: LivePrompt, observation: dict[str, Any]) -> ParsedReply:
         """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens."""
         gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
         return _ended(kind, self.runner.generate([prompt.messages], observation, gen, canonical=_renamed(prompt))[0])
@@ -175,7 +132,7 @@ class PolicyHighLevel:
 
     def update(self, request: HighLevelRequest) -> HighLevelUpdate:
         ctx = request.context
-        obs = _observation(request.observation, self.runner)
+        obs = policy_observation(request.observation, self.runner)
         if request.kind == "interjection":
             if not self.prompts.has("interjection"):
                 return self._unasked("interjection", "a reply to the interjection")
@@ -236,7 +193,7 @@ class PolicyHighLevel:
         before = [] if self._before_confirmed or self._before is None else [self._before]
         return [*before, finished]
 
-    def _redo(self, ctx: Any, finished: str) -> HighLevelUpdate:
+    def _redo(self, ctx: LanguageContext, finished: str) -> HighLevelUpdate:
         """The steps of `_redo_steps` put back at the head of the remaining plan; the memory stays as it was."""
         self._redone[_step(finished)] = self._redone.get(_step(finished), 0) + 1
         again = self._redo_steps(finished)
@@ -248,7 +205,7 @@ class PolicyHighLevel:
         self._written_from = (ctx.task, plan, ctx.memory)
         return HighLevelUpdate(subtask=again[0], plan=plan)
 
-    def _observed_update(self, ctx: Any, obs: dict[str, Any]) -> HighLevelUpdate:
+    def _observed_update(self, ctx: LanguageContext, obs: dict[str, Any]) -> HighLevelUpdate:
         """The step the observation shows (the `progress` question); when it moves on, the one before
         is finished: memory and plan are updated as after a reported "done"."""
         subtask = self._subtask(self.prompts.render("progress", ctx), obs)
@@ -257,7 +214,8 @@ class PolicyHighLevel:
         self.last_subtask = subtask
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
 
-    def _rewrite(self, ctx: Any, finished: str | None, obs: dict[str, Any]) -> tuple[str | None, str | None]:
+    def _rewrite(self, ctx: LanguageContext, finished: str | None, obs: dict[str, Any]
+                 ) -> tuple[str | None, str | None]:
         """(plan, memory) newly written, None where nothing was (or the recipe trains no such question):
         without a plan, one from task + memory; after the subtask `finished`, the memory and the plan
         that remains."""

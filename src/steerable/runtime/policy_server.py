@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from steerable.addresses import host_name, is_loopback
-from steerable.control import ActionChunk, ContinuesChunks, LowLevelController
+from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ContinuesChunks, LowLevelController
 from steerable.errors import ConfigError
 from steerable.runtime.policy_wire import (
     MAX_MESSAGE_MB,
@@ -44,7 +44,6 @@ from steerable.runtime.policy_wire import (
 )
 from steerable.runtime.settings import checkpoint_folder
 from steerable.settings import Settings
-from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 
 __all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "served_features",
            "served_state_keys"]

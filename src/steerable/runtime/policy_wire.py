@@ -190,7 +190,7 @@ def _observation(value: Any, features: ServedFeatures) -> Observation:
         images=_images(value.get("images"), features),
         time_s=_number(value.get("time_s", 0.0), "observation.time_s"),
         state_names=tuple(names),
-        privileged=None if env_state is None else np.asarray(env_state, dtype=np.float32),
+        environment_state=None if env_state is None else np.asarray(env_state, dtype=np.float32),
     )
 
 
@@ -226,16 +226,15 @@ def act_from_message(message: dict[str, Any], features: ServedFeatures) -> ActRe
                       _prefix(message.get("prefix"), features), reset)
 
 
-def observation_message(obs: Observation, environment_state: np.ndarray | None,
-                        cameras: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The observation as sent (only the frames of `cameras`, when the server names them); the
-    simulator's privileged world goes as its environment-state vector."""
+def observation_message(obs: Observation, cameras: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The observation as sent (only the frames of `cameras`, when the server names them), with the
+    environment-state vector of an environment that provides one."""
     return {
         "state": np.asarray(obs.state, dtype=np.float32),
         "images": {key: np.asarray(frame) for key, frame in obs.images.items() if cameras is None or key in cameras},
         "time_s": float(obs.time_s),
         "state_names": list(obs.state_names),
-        "environment_state": environment_state,
+        "environment_state": obs.environment_state,
     }
 
 

@@ -18,9 +18,9 @@ metadata (info.json last) and then writes the language columns, so an interrupte
 a dataset that loads. Each episode has its own files, so a write that fails (a full disk) loses only
 what was not finished: the episodes before it are kept (on a full disk the newest are dropped until
 the rest fit), and one `WriteError` names the folder and says how many were kept. A simulator
-recording also gets the
-synthetic ground-truth sidecar (the subtasks the controller executed, gripper events, object boxes),
-so `steerable eval` can score an annotator on recorded rollouts.
+recording of an environment that `RecordsGroundTruth` (the simulator) also gets its ground-truth
+sidecar (the subtasks the controller executed, gripper events, object boxes), so `steerable eval`
+can score an annotator on recorded rollouts.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from steerable.control import Observation
+from steerable.control import Observation, RecordedEpisode, RecordsGroundTruth
 from steerable.dataset.atomic import check_writable
 from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.lerobot import LeRobotDataset
@@ -43,10 +43,7 @@ from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import DatasetError, WriteError, explain_os_error, os_cause
 from steerable.language import speech_row
 from steerable.language.styles import CONTEXT_STYLES
-from steerable.runtime.loop import RuntimeEvent
-from steerable.synthetic.ground_truth import EpisodeTruth, gripper_events, subtask_spans, write_ground_truth
-from steerable.synthetic.render import object_boxes
-from steerable.synthetic.world import WorldState
+from steerable.runtime.events import RuntimeEvent
 
 __all__ = ["QUEUED_EPISODES", "Recorder"]
 
@@ -65,7 +62,7 @@ class _Episode:
     images: dict[str, list[np.ndarray]] = field(default_factory=dict)
     persistent: dict[tuple[str, int], str] = field(default_factory=dict)  # (style, frame) -> text
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    worlds: list[WorldState] = field(default_factory=list)  # simulator ground truth, frame by frame
+    truths: list[object] = field(default_factory=list)  # the environment's ground truth, frame by frame
     vqa: dict[int, dict[str, str]] = field(default_factory=dict)  # frame -> {"question", "answer"}
 
 
@@ -81,6 +78,7 @@ class Recorder:
         state_names: tuple[str, ...] = (),
         camera: str | None = None,
         wait: bool = False,
+        truth: RecordsGroundTruth | None = None,
     ) -> None:
         self.root = Path(root)
         # Now, not when the first episode is written: a session must not be recorded into nowhere.
@@ -94,8 +92,8 @@ class Recorder:
         self._builder: DatasetBuilder | None = None
         self._episode: _Episode | None = None
         self._language: dict[int, EpisodeLanguage] = {}
-        self._truths: list[EpisodeTruth] = []
-        self._cameras: dict[str, tuple[int, int]] = {}
+        self.truth = truth  # the environment that keeps each frame's ground truth (None: none is recorded)
+        self._truths: list[RecordedEpisode] = []
         self._frame = 0  # frames seen (the runtime's frame index of the next hook call)
         self._ended = 0  # episodes the session ended (written or not)
         self.wait = wait  # the loop waits for each episode's write (see the module docstring)
@@ -145,8 +143,8 @@ class Recorder:
         ep.actions.append(np.asarray(action, dtype=np.float32))
         for key, image in observation.images.items():
             ep.images.setdefault(key, []).append(image)
-        if isinstance(observation.privileged, WorldState):
-            ep.worlds.append(observation.privileged)
+        if self.truth is not None and (truth := self.truth.frame_truth(observation)) is not None:
+            ep.truths.append(truth)
 
     def end_episode(self) -> None:
         """Close the current episode (a new scene follows); the next task starts another."""
@@ -238,25 +236,20 @@ class Recorder:
                 events.append((times[frame], {"role": role, "content": text, "style": "vqa",
                                               "camera": self.camera, "tool_calls": None}))
         self._language[index] = EpisodeLanguage(persistent, events)
-        if len(ep.worlds) == n:
+        if len(ep.truths) == n:
             self._truths.append(self._truth(index, ep, np.asarray(times, dtype=np.float32)))
         logger.info("recorded episode %d: %d frames, %d language rows", index, n, len(persistent) + len(events))
 
-    def _truth(self, index: int, ep: _Episode, times: np.ndarray) -> EpisodeTruth:
-        last = len(ep.worlds) - 1  # an event of an interrupted last tick may lie past the last frame
+    def _truth(self, index: int, ep: _Episode, times: np.ndarray) -> RecordedEpisode:
+        last = len(ep.truths) - 1  # an event of an interrupted last tick may lie past the last frame
         starts: list[tuple[int, str]] = []
         for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1]):
             if style == "subtask":
                 starts = [s for s in starts if s[0] != min(frame, last)] + [(min(frame, last), text)]
         if not starts or starts[0][0] != 0:
             starts.insert(0, (0, starts[0][1] if starts else ep.task))
-        closure = np.array([w.gripper.closure for w in ep.worlds])
-        boxes: dict[str, list[list[dict[str, Any]]]] = {}
-        for key, frames in ep.images.items():
-            height, width = frames[0].shape[:2]
-            self._cameras[key] = (width, height)
-            boxes[key] = [object_boxes(w, key, (width, height)) for w in ep.worlds]
-        return EpisodeTruth(index, ep.task, subtask_spans(starts, times), gripper_events(closure, times), boxes)
+        sizes = {key: (frames[0].shape[1], frames[0].shape[0]) for key, frames in ep.images.items()}
+        return RecordedEpisode(index, ep.task, list(ep.truths), times, starts, sizes)
 
     def close(self) -> Path | None:
         """Finish the dataset (idempotent); None when nothing was recorded.
@@ -286,8 +279,8 @@ class Recorder:
             while keep:
                 try:
                     truths = self._truths[:keep]
-                    if truths and len(self._truths) == len(self._language):
-                        write_ground_truth(builder.build_dir, self.fps, self._cameras, truths)
+                    if truths and self.truth is not None and len(self._truths) == len(self._language):
+                        self.truth.write_ground_truth(builder.build_dir, self.fps, truths)
                     builder.finalize(keep_on_error=True)
                     break
                 except Exception as exc:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from steerable.control import ActionChunk, ChunkPrefix, Observation
+from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError, ControllerUnavailableError
 from steerable.runtime.policy_wire import (
     MAX_MESSAGE_MB,
@@ -35,8 +35,6 @@ from steerable.runtime.policy_wire import (
     prefix_message,
     unpack,
 )
-from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
-from steerable.synthetic.world import WorldState
 
 __all__ = ["RemoteGuidedPolicy", "RemotePolicy", "connect_policy", "server_uri"]
 
@@ -92,11 +90,8 @@ class RemotePolicy:
         from websockets.exceptions import ConnectionClosed
 
         ws = self._ws if self._ws is not None else self._reconnect()
-        world = observation.privileged
         message = {"type": "act", "command": command, "reset": self._reset, "prefix": prefix_message(prefix),
-                   "observation": observation_message(
-                       observation, environment_state(world) if isinstance(world, WorldState) else None,
-                       self.cameras)}
+                   "observation": observation_message(observation, self.cameras)}
         data = pack(message)
         if self.max_size and len(data) > self.max_size:  # the server would close the connection on it
             return ActionChunk(np.zeros((0, 0), np.float32), error=(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from steerable.control import DescribesScene
+from steerable.control import DescribesScene, RecordsGroundTruth
 from steerable.errors import ConfigError
 from steerable.runtime.chunks import InferenceOptions
 from steerable.runtime.environments import EnvSpec, make_env
@@ -177,7 +177,7 @@ class Session:
             # write stops the session there); a live loop never does.
             Recorder(options.record, fps=self.env.fps, robot_type=self.env.robot_type,
                      state_names=self.env.state_names, camera=self.env.camera_keys[0] if self.env.camera_keys else None,
-                     wait=not options.realtime)
+                     wait=not options.realtime, truth=self.env if isinstance(self.env, RecordsGroundTruth) else None)
             if options.record is not None
             else None
         )

@@ -13,12 +13,22 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from steerable.errors import ConfigError
+from steerable.runtime.stack import (
+    HIGH_LEVELS,
+    LOW_LEVELS,
+    OBSERVATIONS,
+    HighKind,
+    LeRobotOptions,
+    LowKind,
+    ObservationKind,
+    StackSpec,
+    check_choice,
+)
 from steerable.settings import Settings
 
 if TYPE_CHECKING:
     from steerable.runtime.chunks import InferenceOptions
     from steerable.runtime.environments import EnvSpec
-    from steerable.runtime.stack import StackSpec
 
 __all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "RunVLMSettings",
            "checkpoint_folder"]
@@ -115,9 +125,9 @@ class RunLeRobotSettings(Settings):
         "and action dimensions (default: the dataset in the checkpoint's train_config.json)"
     )
 
-    def options(self) -> dict[str, Any]:
-        """`steerable.runtime.lerobot.policy.load_lerobot_policy`'s options."""
-        return {"policy_path": self.policy_path, "device": self.device, "dataset": self.dataset}
+    def options(self) -> LeRobotOptions:
+        """The stack's LeRobot options (`steerable.runtime.lerobot.policy.load_lerobot_policy`'s)."""
+        return LeRobotOptions(self.policy_path, self.device, self.dataset)
 
 
 class RunVLMSettings(Settings):
@@ -166,13 +176,15 @@ class RunSettings(Settings):
         None, description="--env sim: equal (the default: both cameras 224x160) | legacy (the wrist camera 128x128, "
         "as synthetic datasets made before; for policies trained on them)"
     )
-    high_level: str = Field("scripted", description="scripted | vlm | policy | none (direct task)")
-    low_level: str = Field("scripted", description="scripted | policy | lerobot (a LeRobot policy: --lerobot.*)")
+    high_level: HighKind = Field("scripted", description=f"{' | '.join(HIGH_LEVELS)} (none: direct task)")
+    low_level: LowKind = Field(
+        "scripted", description=f"{' | '.join(LOW_LEVELS)} (lerobot: a LeRobot policy, --lerobot.*)"
+    )
     policy: RunPolicySettings = Field(default_factory=RunPolicySettings)
     lerobot: RunLeRobotSettings = Field(default_factory=RunLeRobotSettings)
-    observation: str = Field(
-        "standard", description="standard | privileged (simulator only): a policy may read every object's true "
-        "position (observation.environment_state), as trained with make-dataset --privileged_state"
+    observation: ObservationKind = Field(
+        "standard", description=f"{' | '.join(OBSERVATIONS)} (privileged, simulator only: a policy may read every "
+        "object's true position, observation.environment_state, as trained with make-dataset --privileged_state)"
     )
     vlm: RunVLMSettings = Field(default_factory=RunVLMSettings)
     recipe: str | None = Field(None, description="recipe (builtin name or YAML) laying out the high-level prompt")
@@ -229,6 +241,13 @@ class RunSettings(Settings):
         from steerable.runtime.environments import EnvSpec
 
         EnvSpec(value)  # a registered name (its own message lists them)
+        return value
+
+    @field_validator("high_level", "low_level", "observation", mode="before")
+    @classmethod
+    def _kind(cls, value: object, info: ValidationInfo) -> object:
+        choices = {"high_level": HIGH_LEVELS, "low_level": LOW_LEVELS, "observation": OBSERVATIONS}
+        check_choice(f"--{info.field_name}", value, choices[str(info.field_name)])
         return value
 
     @field_validator("ctrl_hz", "chunk_hz", "high_level_hz")
@@ -312,7 +331,7 @@ class RunSettings(Settings):
             raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
         if self.high_level == "vlm" and not self.vlm.base_url:
             raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id")
-        self.stack()  # the names of the models and the observation (StackSpec's own checks)
+        self.stack()  # the combinations of models StackSpec checks
         return self
 
     def environment(self) -> EnvSpec:
@@ -327,8 +346,6 @@ class RunSettings(Settings):
 
     def stack(self) -> StackSpec:
         """The models to run, as plain data evaluation workers can rebuild."""
-        from steerable.runtime.stack import StackSpec
-
         return StackSpec(
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
             device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),

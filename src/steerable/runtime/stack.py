@@ -5,80 +5,101 @@ the simulator's read its true state), `vlm` (any OpenAI-compatible server), `pol
 trained hierarchical policy checkpoint, through `steerable.runtime.policy_adapter`, imported lazily),
 `lerobot` for the low level (a LeRobot policy, through `steerable.runtime.lerobot.policy`, imported
 lazily: it executes the active subtask as its `task`), and `none` for the high level (direct-task:
-the controller executes the task or the operator's words).
+the controller executes the task or the operator's words). `HighKind` / `LowKind` / `ObservationKind`
+are the names each accepts, once.
 A `StackSpec` is plain data so evaluation workers can rebuild the same stack in their process.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from steerable.control import Environment, HighLevelModel, LowLevelController
 from steerable.errors import ConfigError
 
-__all__ = ["HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "StackSpec", "build_high", "build_low", "check_scripted"]
+__all__ = [
+    "HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "HighKind", "LeRobotOptions", "LowKind", "ObservationKind",
+    "StackSpec", "build_high", "build_low", "check_choice", "check_scripted",
+]
 
+# What `--high_level`, `--low_level` and `--observation` accept: the settings' types, their checks
+# and their help all read these.
 HighKind = Literal["scripted", "vlm", "policy", "none"]
 LowKind = Literal["scripted", "policy", "lerobot"]
-HIGH_LEVELS: tuple[str, ...] = ("scripted", "vlm", "policy", "none")
-LOW_LEVELS: tuple[str, ...] = ("scripted", "policy", "lerobot")
-OBSERVATIONS: tuple[str, ...] = ("standard", "privileged")
+# "privileged": a policy may read every object's position (an environment that provides them: the simulator).
+ObservationKind = Literal["standard", "privileged"]
+HIGH_LEVELS: tuple[HighKind, ...] = get_args(HighKind)
+LOW_LEVELS: tuple[LowKind, ...] = get_args(LowKind)
+OBSERVATIONS: tuple[ObservationKind, ...] = get_args(ObservationKind)
+
+
+def check_choice(flag: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise the one-line ConfigError of a `flag` given a value not among `choices`."""
+    if value not in choices:
+        raise ConfigError(f"{flag} {value!r}: choose one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True)
+class LeRobotOptions:
+    """The LeRobot policy behind `--low_level lerobot` (`--lerobot.*`: see `RunLeRobotSettings`)."""
+
+    policy_path: str | None = None
+    device: str = "cpu"
+    dataset: str | None = None
 
 
 @dataclass(frozen=True)
 class StackSpec:
-    """Which models to run; `vlm` holds VLMConfig fields, `lerobot` the options of a LeRobot low level
-    (`policy_path`, `device`, `dataset`), `recipe` names the high-level prompt recipe."""
+    """Which models to run; `vlm` holds VLMConfig fields, `lerobot` the LeRobot low level's options,
+    `recipe` names the high-level prompt recipe."""
 
-    high_level: str = "scripted"
-    low_level: str = "scripted"
+    high_level: HighKind = "scripted"
+    low_level: LowKind = "scripted"
     policy_path: str | None = None
     device: str = "cpu"
     vlm: dict[str, Any] = field(default_factory=dict)
-    lerobot: dict[str, Any] = field(default_factory=dict)
+    lerobot: LeRobotOptions = field(default_factory=LeRobotOptions)
     recipe: str | None = None
     fps: int = 15
-    # "privileged": a policy may read the simulator's object positions (its environment state).
-    observation: str = "standard"
+    observation: ObservationKind = "standard"
     policy_server: str | None = None  # HOST:PORT of `steerable serve-policy`: the low level runs there
     policy_token: str | None = field(default=None, repr=False)  # its token (None: STEERABLE_POLICY_TOKEN)
     step_check: bool = True  # a learned high level does again a step its policy's check says did not take
     flow_noise: float | None = None  # a learned low level's noise scale, instead of its checkpoint's
 
     def __post_init__(self) -> None:
-        if self.observation not in OBSERVATIONS:
-            raise ConfigError(f"--observation {self.observation!r}: choose one of {', '.join(OBSERVATIONS)}")
-        if self.high_level not in HIGH_LEVELS:
-            raise ConfigError(f"--high_level {self.high_level!r}: choose one of {', '.join(HIGH_LEVELS)}")
-        if self.low_level not in LOW_LEVELS:
-            raise ConfigError(f"--low_level {self.low_level!r}: choose one of {', '.join(LOW_LEVELS)}")
+        # Plain data built in code too (tests, evaluation workers): the names are checked here as well.
+        check_choice("--observation", self.observation, OBSERVATIONS)
+        check_choice("--high_level", self.high_level, HIGH_LEVELS)
+        check_choice("--low_level", self.low_level, LOW_LEVELS)
         served = self.low_level == "policy" and self.policy_server is not None
         if (self.high_level == "policy" or (self.low_level == "policy" and not served)) and not self.policy_path:
             raise ConfigError("--high_level/--low_level policy needs --policy.path CHECKPOINT (or, for the low "
                               "level, --policy.server HOST:PORT)")
-        if self.low_level == "lerobot" and not self.lerobot.get("policy_path"):
+        if self.low_level == "lerobot" and not self.lerobot.policy_path:
             raise ConfigError("--low_level lerobot needs --lerobot.policy_path DIR (a folder LeRobot's save_pretrained "
                               "wrote, or a Hub id)")
 
 
-def _policy_runtime() -> Any:
+def _require_policy_runtime() -> None:
+    """Raise ConfigError when the trained-policy adapters cannot be imported (no `policy` extra)."""
     try:
-        from steerable.runtime import policy_adapter
+        import steerable.runtime.policy_adapter  # noqa: F401  # imported here to say why it is missing
     except ImportError as exc:
         raise ConfigError(
             "the trained-policy adapters (steerable.runtime.policy_adapter) are not available in this install "
             f"({exc}); use --high_level scripted|vlm and --low_level scripted, or install steerable[policy]"
         ) from exc
-    return policy_adapter
 
 
-def _scripted(env: Environment, flag: str, role: str) -> Any:
-    make = getattr(env, f"scripted_{role}", None)
+def _scripted(env: Environment, flag: str, role: str) -> Callable[[], object]:
+    make: object = getattr(env, f"scripted_{role}", None)
     if not callable(make):
         raise ConfigError(f"{flag} scripted: this environment ({type(env).__name__}) has no scripted {role} "
                           f"(a test double); choose another {flag}")
-    return make
+    return make  # what it makes is checked against the protocol when built
 
 
 def check_scripted(spec: StackSpec, env: Environment) -> None:
@@ -93,39 +114,48 @@ def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
     if spec.high_level == "none":
         return None
     if spec.high_level == "scripted":
-        planner: HighLevelModel = _scripted(env, "--high_level", "planner")()
+        planner = _scripted(env, "--high_level", "planner")()
+        if not isinstance(planner, HighLevelModel):
+            raise ConfigError(f"--high_level scripted: {type(env).__name__}.scripted_planner() is no HighLevelModel")
         return planner
     if spec.high_level == "vlm":
         from steerable.runtime.vlm_planner import VLMPlanner
 
         return VLMPlanner.from_config(spec.vlm, recipe=spec.recipe)
+    _require_policy_runtime()
+    from steerable.runtime.policy_adapter import load_high_level, low_level_reports_done
+
+    assert spec.policy_path is not None  # StackSpec's own check
     # The scripted controller reports each command done, and so does the policy's own low level when
     # it learned when a command is complete (its done head); over any other low level the policy
     # reads progress from the observation.
-    adapter = _policy_runtime()
     reports_done = spec.low_level == "scripted" or (
-        spec.low_level == "policy" and adapter.low_level_reports_done(spec.policy_path, spec.device))
-    model: HighLevelModel = adapter.load_high_level(
-        spec.policy_path, spec.device, spec.observation, progress_from_observation=not reports_done,
-        step_check=spec.step_check)
-    return model
+        spec.low_level == "policy" and low_level_reports_done(spec.policy_path, spec.device))
+    return load_high_level(spec.policy_path, spec.device, spec.observation, progress_from_observation=not reports_done,
+                           step_check=spec.step_check)
 
 
 def build_low(spec: StackSpec, env: Environment) -> LowLevelController:
     if spec.low_level == "scripted":
-        scripted: LowLevelController = _scripted(env, "--low_level", "controller")()
-        return scripted
+        controller = _scripted(env, "--low_level", "controller")()
+        if not isinstance(controller, LowLevelController):
+            raise ConfigError(f"--low_level scripted: {type(env).__name__}.scripted_controller() is no "
+                              "LowLevelController")
+        return controller
     if spec.low_level == "lerobot":
         from steerable.runtime.lerobot.policy import load_lerobot_policy
 
-        lerobot: LowLevelController = load_lerobot_policy(env=env, observation=spec.observation, **spec.lerobot)
+        options = spec.lerobot
+        lerobot: LowLevelController = load_lerobot_policy(
+            options.policy_path, env, observation=spec.observation, device=options.device, dataset=options.dataset)
         return lerobot
     if spec.policy_server is not None:
         from steerable.runtime.remote_policy import connect_policy
 
-        remote: LowLevelController = connect_policy(spec.policy_server, spec.observation,
-                                                        token=spec.policy_token)
+        remote: LowLevelController = connect_policy(spec.policy_server, spec.observation, token=spec.policy_token)
         return remote
-    controller: LowLevelController = _policy_runtime().load_low_level(
-        spec.policy_path, spec.device, spec.observation, flow_noise=spec.flow_noise)
-    return controller
+    _require_policy_runtime()
+    from steerable.runtime.policy_adapter import load_low_level
+
+    assert spec.policy_path is not None  # StackSpec's own check
+    return load_low_level(spec.policy_path, spec.device, spec.observation, flow_noise=spec.flow_noise)

@@ -29,6 +29,8 @@ from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
 from steerable.synthetic.phrasings import check_phrasings, held_out_task, interjection_phrases
+from steerable.synthetic.privileged import environment_state
+from steerable.synthetic.recorded_truth import SimGroundTruth
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes, render_frame
 from steerable.synthetic.tasks import Step, parse_task, sample_task, task_done
 from steerable.synthetic.world import (
@@ -144,7 +146,7 @@ class _Episode:
     picked_at: tuple[float, float] | None = None  # where the cube to correct was picked up
 
 
-class SimEnv:
+class SimEnv(SimGroundTruth):
     """The simulated tabletop; `privileged` observations carry the `WorldState` for scripted doubles."""
 
     robot_type: str = ROBOT_TYPE
@@ -228,6 +230,7 @@ class SimEnv:
             time_s=self.steps_taken / self.fps,
             state_names=self.state_names,
             privileged=world,
+            environment_state=environment_state(world),
         )
 
     def send_action(self, action: np.ndarray) -> None:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from steerable.control import ENVIRONMENT_STATE_FEATURE  # the dataset feature holding the vector
 from steerable.synthetic.world import CUBE_COLORS, RECEPTACLE_COLORS, WorldState
 
 __all__ = ["ENVIRONMENT_STATE_FEATURE", "ENVIRONMENT_STATE_NAMES", "environment_state"]
-
-# The dataset feature (and policy state key) holding the vector.
-ENVIRONMENT_STATE_FEATURE = "observation.environment_state"
 
 
 def _slug(name: str) -> str:

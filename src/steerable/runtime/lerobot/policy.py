@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from steerable.control import ActionChunk, Environment, Observation
+from steerable.control import ActionChunk, Environment, Observation, ProvidesEnvironmentState
 from steerable.errors import ConfigError, MissingExtraError
 from steerable.policy.lerobot_format import LEROBOT_TYPE
 from steerable.runtime.lerobot.env_flags import import_plugins
@@ -99,12 +99,10 @@ class LeRobotPolicyController:
         if fm.state_index is not None:
             out[STATE] = np.asarray(observation.state, dtype=np.float32)[list(fm.state_index)]
         if fm.environment_state:
-            from steerable.synthetic.privileged import environment_state
-
-            if observation.privileged is None:
+            if observation.environment_state is None:
                 raise ConfigError(f"this policy reads {ENVIRONMENT_STATE}, which only the simulator gives "
                                   "(--env sim --observation privileged)")
-            out[ENVIRONMENT_STATE] = environment_state(observation.privileged)
+            out[ENVIRONMENT_STATE] = np.asarray(observation.environment_state, dtype=np.float32)
         for key in fm.cameras:
             out[key] = np.ascontiguousarray(observation.images[key])
         return out
@@ -198,12 +196,13 @@ def load_lerobot_policy(
     fm = match_features(_features(cfg.input_features), _features(cfg.output_features), env, names,
                         observation=observation)
     if fm.environment_state:
-        from steerable.synthetic.privileged import ENVIRONMENT_STATE_NAMES
-
+        if not isinstance(env, ProvidesEnvironmentState):
+            raise ConfigError(f"the policy reads {ENVIRONMENT_STATE}, which this environment ({type(env).__name__}) "
+                              "does not give: run it in the simulator (--env sim --observation privileged)")
         dim = cfg.input_features[ENVIRONMENT_STATE].shape[0]
-        if dim != len(ENVIRONMENT_STATE_NAMES):
-            raise ConfigError(f"the policy reads a {dim}-dimensional {ENVIRONMENT_STATE}; the simulator's has "
-                              f"{len(ENVIRONMENT_STATE_NAMES)}")
+        if dim != len(env.environment_state_names):
+            raise ConfigError(f"the policy reads a {dim}-dimensional {ENVIRONMENT_STATE}; the environment's has "
+                              f"{len(env.environment_state_names)}")
     cfg.pretrained_path = source
     cfg.device = device
     try:  # what LeRobot prints while loading goes to stderr: stdout stays the run's (or one JSON object)

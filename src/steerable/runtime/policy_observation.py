@@ -1,0 +1,89 @@
+"""What the runtime needs from a trained policy, and the observation it gives one.
+
+`TextPolicy` and `ActingPolicy` are what the runtime's adapters (`steerable.runtime.policy_high_level`,
+`steerable.runtime.policy_adapter`) call on a policy runner: `steerable.policy.inference.PolicyRunner`
+implements both, a test's stand-in only what it plays. `policy_observation` builds the policy's
+observation from a runtime `Observation`, which both levels read: a state vector from the
+checkpoint's state keys (`observation.state` from the robot state; `observation.environment_state`,
+the objects' true positions, from an environment that provides them: the simulator, with
+`--observation privileged`), and the cameras.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from steerable.control import ENVIRONMENT_STATE_FEATURE, Observation
+from steerable.errors import ConfigError
+from steerable.policy.generation import GenerationConfig, ParsedReply
+from steerable.recipes.live import LivePrompts
+
+__all__ = ["STATE_SOURCES", "ActingPolicy", "TextPolicy", "policy_observation", "reads_cameras"]
+
+# The state features the runtime can give a policy (see `policy_observation`).
+STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
+
+
+class TextPolicy(Protocol):
+    """A policy the high level asks for text: its recipe's prompts, and replies to rendered chats.
+
+    `cfg` is its model configuration, read by name where present (`state_keys`, `cameras`, ...): a
+    stand-in without one gets the robot state and the cameras."""
+
+    @property
+    def cfg(self) -> object: ...
+
+    @property
+    def prompts(self) -> LivePrompts: ...
+
+    def generate(self, chats: Sequence[list[dict[str, Any]]], observation: Mapping[str, Any],
+                 generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
+        """One reply per chat, all reading `observation`."""
+        ...
+
+
+class ActingPolicy(TextPolicy, Protocol):
+    """A policy the low level asks for action chunks (and, with a done head, whether a command is done)."""
+
+    def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
+        """(B, chunk_size, action_dim) actions for each command."""
+        ...
+
+    def act_and_done(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+        """`act`'s chunks and the (B,) probability that each command is already complete (None: no done head)."""
+        ...
+
+
+def policy_observation(obs: Observation | None, runner: TextPolicy | None = None) -> dict[str, Any]:
+    """The policy's observation: cameras, and its state vector built from the runner's
+    `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
+    `obs.environment_state`); a runner without a config (a test double) gets `obs.state`."""
+    if obs is None:
+        raise ValueError("the policy needs an observation (camera frames and state)")
+    state = np.asarray(obs.state, dtype=np.float32)
+    cfg = getattr(runner, "cfg", None)
+    keys = getattr(cfg, "state_keys", None) or [STATE_SOURCES[0]]
+    if keys != [STATE_SOURCES[0]]:
+        parts = []
+        for key in keys:
+            if key == getattr(cfg, "locate_key", ""):
+                # Estimated by the policy from its cameras (steerable.policy.locate): a placeholder.
+                parts.append(np.zeros(int(getattr(cfg, "located", 0)), dtype=np.float32))
+            elif key == ENVIRONMENT_STATE_FEATURE:
+                if obs.environment_state is None:
+                    raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
+                                      "gives: run it with --env sim --observation privileged")
+                parts.append(np.asarray(obs.environment_state, dtype=np.float32).reshape(-1))
+            else:
+                parts.append(state.reshape(-1))
+        state = np.concatenate(parts).astype(np.float32)
+    return {"state": state, "images": dict(obs.images)}
+
+
+def reads_cameras(runner: TextPolicy) -> bool:
+    """Whether the policy reads camera frames (a test double without a config: assume it does)."""
+    return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
