@@ -17,7 +17,6 @@ from steerable.errors import ConfigError
     [
         (["render", "--recipe", "r", "--root=D", "--all"], ["render", "D", "--recipe", "r", "--all"]),
         (["export", "--repo_id", "u/d", "--only_episodes", "0,2"], ["export", "u/d", "--episodes", "0,2"]),
-        (["view", "--only_episodes=1-3", "D"], ["view", "--episodes=1-3", "D"]),
         (["eval", "D", "--json"], ["eval", "D", "--json"]),  # already the one spelling
         (["annotate", "--dataset", "user/remote", "--episodes", "0,3"],
          ["annotate", "--repo_id", "user/remote", "--only_episodes", "0,3"]),
@@ -37,6 +36,7 @@ SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
 @pytest.mark.parametrize(("model", "rest"), [
     ("steerable.cli.info:InfoSettings", []),
     ("steerable.cli.sheets:SheetsSettings", ["--episode", "2", "--out", "o"]),
+    ("steerable.cli.view:ViewSettings", []),
 ])
 def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
     from importlib import import_module
@@ -45,6 +45,14 @@ def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str],
 
     module, _, name = model.partition(":")
     assert parse_config(getattr(import_module(module), name), [*spelling, *rest]).dataset == "D"
+
+
+@pytest.mark.parametrize("spelling", (["--episodes", "1-3,5"], ["--only_episodes=1-3,5"]))
+def test_both_episode_spellings_read_ranges(spelling: list[str]) -> None:
+    from steerable.cli.flags import parse_config
+    from steerable.cli.view import ViewSettings
+
+    assert parse_config(ViewSettings, ["D", *spelling]).episodes == [1, 2, 3, 5]
 
 
 def test_annotate_dataset_alias_picks_root_for_a_local_folder(tmp_path: Path) -> None:

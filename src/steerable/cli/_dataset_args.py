@@ -24,8 +24,8 @@ from steerable.errors import ConfigError
 
 __all__ = ["normalize_aliases", "parse_episodes"]
 
-POSITIONAL_DATASET = frozenset({"render", "export", "eval", "view"})
-EPISODE_LISTS = frozenset({"export", "render", "view"})
+POSITIONAL_DATASET = frozenset({"render", "export", "eval"})
+EPISODE_LISTS = frozenset({"export", "render"})
 DATASET_ALIASES = ("--dataset", "--root", "--repo_id")
 
 

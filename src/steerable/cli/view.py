@@ -4,56 +4,73 @@ export a static site."""
 from __future__ import annotations
 
 import argparse
+from typing import ClassVar
 
-from steerable.cli._dataset_args import parse_episodes
+from pydantic import Field
+
+from steerable.cli.options import Episodes, dataset_field, episodes_field
 from steerable.errors import ConfigError
+from steerable.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["ViewSettings", "register"]
+
+USAGE = """usage: steerable view DATASET [--edit] [--against DATASET ...] [--export DIR | --rerun [FILE.rrd]] [...]
+
+A local web viewer: annotations over the video, tracks, recipe samples (--edit: correct them; --export: a
+static site; --rerun: log to Rerun). Every option, with its default:
+"""
+
+
+class ViewSettings(Settings):
+    """`steerable view`: which dataset, and how to show it."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/view.md"
+
+    dataset: str = dataset_field("local dataset root, or a Hub repo id (downloaded first)")
+    host: str = Field("127.0.0.1", description="address to bind (default 127.0.0.1: this machine only)")
+    port: int = Field(8000, description="port to listen on (0: any free port)")
+    edit: bool = Field(
+        False, description="review and correct the annotations: saves are revisions (`steerable revisions`); the "
+        "printed URL carries this session's token")
+    against: list[str] = Field(
+        [], json_schema_extra={"repeat": True},
+        description="DATASET: another annotation of the same episodes (model, prompt, run): its disagreement ranks "
+        "the episodes to review first")
+    export: str | None = Field(None, description="DIR: write a static site to DIR (open DIR/index.html) and exit")
+    episodes: Episodes = episodes_field("only these episodes, e.g. 0,3,7 or 0-9")
+    rerun: str | None = Field(
+        None, json_schema_extra={"bare": ""},
+        description="FILE.rrd: log the episodes (default: the first) to Rerun instead: write FILE.rrd, connect to a "
+        "viewer URL (rerun+http://HOST:9876/proxy), or with no value spawn a viewer (needs the [rerun] extra)")
+    revision: str | None = Field(None, description="Hub revision (default: the v3.0 tag)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "view",
-        help="local web viewer: annotations over the video, tracks, recipe samples (or --export a static site)",
-    )
-    parser.add_argument("dataset", help="local dataset root, or a Hub repo id (downloaded first)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
-    parser.add_argument(
-        "--edit", action="store_true",
-        help="review and correct the annotations: saves are revisions (`steerable revisions`); the printed URL "
-        "carries this session's token",
-    )
-    parser.add_argument(
-        "--against", action="append", default=[], metavar="DATASET",
-        help="another annotation of the same episodes (model, prompt, run): its disagreement ranks the episodes to "
-        "review first (repeatable)",
-    )
-    parser.add_argument("--export", metavar="DIR", help="write a static site to DIR (open DIR/index.html) and exit")
-    parser.add_argument("--episodes", help="only these episodes, e.g. 0,3,7 or 0-9")
-    parser.add_argument(
-        "--rerun", nargs="?", const="", metavar="FILE.rrd",
-        help="log the episodes (default: the first) to Rerun instead: write FILE.rrd, connect to a viewer URL "
-        "(rerun+http://HOST:9876/proxy), or with no value spawn a viewer (needs the [rerun] extra)",
-    )
-    parser.add_argument("--revision", default=None, help="Hub revision (default: the v3.0 tag)")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "view", func=run,
+                help="local web viewer: annotations over the video, tracks, recipe samples (or --export a static site)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0..65535, got {args.port}")
-    episodes = parse_episodes(args.episodes)  # the one parser of render, export and annotate
-    if args.edit and (args.export or args.rerun is not None):
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(ViewSettings, args, USAGE)
+    if cfg is None:
+        return 0
+    if not 0 <= cfg.port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {cfg.port}")
+    if cfg.edit and (cfg.export or cfg.rerun is not None):
         raise ConfigError("--edit serves the editor; --export and --rerun write read-only copies: choose one")
-    if args.rerun is not None:
-        return _rerun(args, episodes)
+    if cfg.rerun is not None:
+        return _rerun(cfg, cfg.episodes)
     # SIGTERM stops the viewer as Ctrl-C does (the CLI's handler): clips stop, temp folders and
     # half-built exports are removed.
-    return _export(args, episodes) if args.export else _serve(args, episodes)
+    return _export(cfg, cfg.episodes) if cfg.export else _serve(cfg, cfg.episodes)
 
 
-def _export(args: argparse.Namespace, episodes: list[int] | None) -> int:
+def _export(args: ViewSettings, episodes: list[int] | None) -> int:
     from steerable.dataset import open_dataset
     from steerable.progress import ProgressLine
     from steerable.viewer import export_site
@@ -66,7 +83,7 @@ def _export(args: argparse.Namespace, episodes: list[int] | None) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace, episodes: list[int] | None) -> int:
+def _serve(args: ViewSettings, episodes: list[int] | None) -> int:
     from steerable.dataset import open_dataset
     from steerable.viewer import ViewerData, make_server
 
@@ -87,7 +104,7 @@ def _serve(args: argparse.Namespace, episodes: list[int] | None) -> int:
     return 0
 
 
-def _rerun(args: argparse.Namespace, episodes: list[int] | None) -> int:
+def _rerun(args: ViewSettings, episodes: list[int] | None) -> int:
     from steerable.dataset import open_dataset
     from steerable.viewer.rerun import import_rerun, log_dataset, parse_target
 
