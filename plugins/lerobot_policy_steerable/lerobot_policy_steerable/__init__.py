@@ -8,5 +8,7 @@ from steerable.policy.lerobot_plugin import (
 )
 
 __all__ = [
-    "SteerableHierarchicalConfig", "SteerableHierarchicalPolicy", "make_steerable_hierarchical_pre_post_processors",
+    "SteerableHierarchicalConfig",
+    "SteerableHierarchicalPolicy",
+    "make_steerable_hierarchical_pre_post_processors",
 ]
