@@ -272,7 +272,8 @@ def main() -> None:
     print("  s/episode = process wall time / episodes (how the reference's 2.6 s/episode was measured);")
     print("  HTTP: through the OpenAI client to the local test server (its CPU shares these cores);")
     print("  in-process: an instant scripted test double in place of the model, as the reference measured")
-    print(f"{'dataset':<36}{'eps':>5}{'s/episode':>11}{'calls/ep':>10}{'req MB/ep':>11}{'peak RSS MB':>13}{'failed':>8}")
+    print(f"{'dataset':<36}{'eps':>5}{'s/episode':>11}{'calls/ep':>10}{'req MB/ep':>11}{'peak RSS MB':>13}"
+          f"{'failed':>8}")
     over = overhead(args.work)
     for r in over:
         print(f"{r['dataset']:<36}{r['episodes']:>5}{r['s_per_episode']:>11.3f}{r['calls_per_episode']:>10.1f}"
@@ -294,7 +295,8 @@ def main() -> None:
           f"{inproc['cpu_s']:.1f} CPU s ({inproc['cpu_s'] / inproc['wall_s']:.2f} cores busy), "
           f"{inproc['peak_rss_mb']:.0f} MB; reference 112.5 s, 8.7 GB: {112.5 / inproc['wall_s']:.1f}x less wall time. "
           f"Scan-free lower bound (decode only the frames the modules asked for, all cores): {bound:.2f} s, "
-          f"{bound_cpu:.1f} CPU s; the run takes {inproc['wall_s'] / bound:.1f}x that wall, {inproc['cpu_s'] / bound_cpu:.1f}x "
+          f"{bound_cpu:.1f} CPU s; the run takes {inproc['wall_s'] / bound:.1f}x that wall, "
+          f"{inproc['cpu_s'] / bound_cpu:.1f}x "
           f"that CPU. {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other jobs count)")
     print(f"\nreference (lerobot-annotate, 43 real episodes, instant fake VLM): 2.6 s/episode, 8.7 GB peak, "
           f"11 MB of requests per episode; ours on the same kind of data: "
@@ -303,7 +305,8 @@ def main() -> None:
           f"{11 / max(real['request_mb_per_episode'], 1e-9):.1f}x fewer request bytes")
     print(
         f"RESULT s_per_episode={real['s_per_episode']:.3f} s_per_episode_inprocess={inproc['s_per_episode']:.3f} "
-        f"wall_s_43={inproc['wall_s']:.2f} cpu_s_43={inproc['cpu_s']:.1f} x_vs_reference={112.5 / inproc['wall_s']:.1f} "
+        f"wall_s_43={inproc['wall_s']:.2f} cpu_s_43={inproc['cpu_s']:.1f} "
+        f"x_vs_reference={112.5 / inproc['wall_s']:.1f} "
         f"decode_bound_s={bound:.2f} decode_bound_cpu_s={bound_cpu:.1f} "
         f"peak_rss_mb={max(r['peak_rss_mb'] for r in over):.0f} "
         f"request_mb_per_episode={real['request_mb_per_episode']:.3f} "

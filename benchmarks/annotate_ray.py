@@ -33,7 +33,8 @@ from steerable.annotate.summary import RunSummary
 from steerable.distributed import RayExecutor
 
 
-def run_case(src: Path, work: Path, urls: list[str], *, workers: int | None, concurrency: int) -> tuple[RunSummary, float]:
+def run_case(src: Path, work: Path, urls: list[str], *, workers: int | None, concurrency: int
+             ) -> tuple[RunSummary, float]:
     """One annotate run on a fresh copy; (summary, process-side wall seconds)."""
     root = work / "ds"
     shutil.rmtree(root, ignore_errors=True)

@@ -136,11 +136,13 @@ def main() -> None:
     for name, thr, m, f1, tot, sec in rows:
         print(f"{name:<16}{thr:>7.2f}{m:>9}{f1:>8.4f}{tot:>10.1f}{sec:>8.3f}")
     print(f"{'300-span episode, per connected group':<40}{grouped_s:>8.3f} s")
-    print(f"{'300-span episode, one 300x300 matrix':<40}{whole_s:>8.3f} s  ({whole_s / max(grouped_s, 1e-9):,.0f}x slower)")
+    print(f"{'300-span episode, one 300x300 matrix':<40}{whole_s:>8.3f} s  "
+          f"({whole_s / max(grouped_s, 1e-9):,.0f}x slower)")
     print(f"{'scoring, all metrics':<40}{score_s:>8.3f} s  ({args.episodes / score_s:,.0f} episodes/s)")
     print(f"{'bootstrap, ' + str(args.resamples) + ' resamples, summed counts':<40}{boot_s:>8.3f} s")
     print(f"{'bootstrap, loop over cached counts':<40}{loop_s:>8.3f} s  ({loop_s / max(boot_s, 1e-9):,.0f}x slower)")
-    print(f"{'bootstrap, re-scoring (extrapolated)':<40}{plain_s:>8.1f} s  ({plain_s / max(boot_s, 1e-9):,.0f}x slower)")
+    print(f"{'bootstrap, re-scoring (extrapolated)':<40}{plain_s:>8.1f} s  "
+          f"({plain_s / max(boot_s, 1e-9):,.0f}x slower)")
     gain = {thr: rows[2 * k + 1][2] - rows[2 * k][2] for k, thr in enumerate((0.1, 0.25, 0.5))}
     print(
         f"RESULT episodes={args.episodes} extra_matches_iou10={gain[0.1]} extra_matches_iou25={gain[0.25]} "

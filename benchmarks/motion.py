@@ -261,7 +261,8 @@ def level_scores(
             key = seed * 10_000 + ep
             gold[key] = [Segment(s.start, s.end, s.text) for s in truth.subtasks]
             for method, extra in (("keys", {}), ("path", {"state": state, "dims": dims, "params": params})):
-                rows = heuristic_subtasks(ts, keystates, task.text, granularity="coarse", **extra)  # type: ignore[arg-type]
+                rows = heuristic_subtasks(ts, keystates, task.text, granularity="coarse",
+                                          **extra)  # type: ignore[arg-type]
                 spans = spans_from_starts([r["timestamp"] for r in rows], float(ts[-1]))
                 pred[method][key] = [
                     Segment(a, b, r["content"]) for (a, b), r in zip(spans, rows, strict=True)

@@ -191,7 +191,8 @@ def main() -> None:
     for what, shape, rate, median in rows:
         print(f"{what:<22}{shape:<28}{rate:>18}{median:>12}")
     print(f"RESULT size={args.size} device={dev} params_m={params / 1e6:.1f} train_steps_per_s={1 / step_s:.2f} "
-          f"tokens_per_s_cache={args.new_tokens / cached_s:.0f} tokens_per_s_nocache={args.new_tokens / uncached_s:.0f} "
+          f"tokens_per_s_cache={args.new_tokens / cached_s:.0f} "
+          f"tokens_per_s_nocache={args.new_tokens / uncached_s:.0f} "
           f"kv_speedup={uncached_s / cached_s:.1f} chunk_latency_ms={chunk_s * 1000:.1f}")
 
 
@@ -604,7 +605,8 @@ def _print_breakdown(root: Path, cfg: Any, summary: dict[str, Any], timer: Break
         default_steps = int(type(cfg).model_fields["steps"].default)
         projected = (setup[0] + timer.total("first")[0]
                      + timer.total("steady")[0] / steady * (default_steps - first)
-                     + once["evaluate"][0] * (default_steps // eval_every) + once["save"][0] * (default_steps // save_every))
+                     + once["evaluate"][0] * (default_steps // eval_every)
+                     + once["save"][0] * (default_steps // save_every))
         print(f"projected default run ({default_steps} steps): {projected / 60:.1f} min")
         result["projected_min"] = projected / 60
     result.update(decode_ms_per_frame=decode[0] / frames * 1000, resize_ms_per_frame=resize[0] / frames * 1000,

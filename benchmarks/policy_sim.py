@@ -31,10 +31,10 @@ false`), so the check's effect is read on one training (docs/policy.md, "Checkin
 `--eval_phrasings both` runs every evaluation with `run --eval_phrasings both`: each seed once with its
 task (and interjection) in the phrasings the training data holds and once in held-out paraphrases
 (`steerable.synthetic.phrasings`), printed as two columns, seen | unseen (`--eval_phrasings unseen`:
-the held-out ones alone). `--ablations` evaluates the `both` checkpoint again with sampled chunks (`run --policy.flow_noise 1`)
-and with the optimizer's weights instead of their moving average (a copy, `unaveraged`), so the two
-run-time and checkpoint choices of stop 33 are read on one training (docs/policy.md, "What made the
-low level act").
+the held-out ones alone). `--ablations` evaluates the `both` checkpoint again with sampled chunks
+(`run --policy.flow_noise 1`) and with the optimizer's weights instead of their moving average (a copy,
+`unaveraged`), so the two run-time and checkpoint choices of stop 33 are read on one training
+(docs/policy.md, "What made the low level act").
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/policy_sim.py --work /tmp/policy_sim_real --parts high \\
@@ -179,7 +179,8 @@ class Report:
         self.results[key] = float(report.get("success_rate_seen", report["success_rate"]))
         if "success_rate_unseen" in report:
             self.results[f"{key}_unseen"] = float(report["success_rate_unseen"])
-        self.add(label, f"{_rates(report)}, {report.get('difficulty', '?')} tasks, {time.perf_counter() - started:.0f} s")
+        took = time.perf_counter() - started
+        self.add(label, f"{_rates(report)}, {report.get('difficulty', '?')} tasks, {took:.0f} s")
 
 
 def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
@@ -195,7 +196,8 @@ def part_high(args: argparse.Namespace, rep: Report) -> Path:
     data = _dataset(args.work / f"data_{args.difficulty}", args.episodes, args.difficulty, "--with_language")
     ckpt = args.work / f"policy_{args.difficulty}"
     minutes = _train(data, ckpt, *_slot_flags(args))
-    rep.add(f"train, {args.difficulty}, cameras + proprioception", "reused" if minutes != minutes else f"{minutes:.1f} min")
+    rep.add(f"train, {args.difficulty}, cameras + proprioception",
+            "reused" if minutes != minutes else f"{minutes:.1f} min")
     acc = subtask_accuracy(data, ckpt, args.cases)
     rep.add("held-out subtask exact match", f"{acc['exact_match']:.3f} over {acc['cases']} cases (majority "
             f"{acc['train_majority_baseline']:.3f})")
@@ -238,8 +240,8 @@ def part_both(args: argparse.Namespace, rep: Report) -> Path:
     rep.evaluation("both_scripted_policy", "scripted high / policy low, privileged state", ckpt, "scripted", "policy",
                    args, *priv)
     if args.ablations:
-        rep.evaluation("both_sampled", "  both levels, chunks sampled (--policy.flow_noise 1)", ckpt, "policy", "policy",
-                       args, *priv, "--policy.flow_noise", "1")
+        rep.evaluation("both_sampled", "  both levels, chunks sampled (--policy.flow_noise 1)", ckpt, "policy",
+                       "policy", args, *priv, "--policy.flow_noise", "1")
         rep.evaluation("both_scripted_sampled", "  scripted high, chunks sampled (--policy.flow_noise 1)", ckpt,
                        "scripted", "policy", args, *priv, "--policy.flow_noise", "1")
         plain = unaveraged(ckpt, args.work / (ckpt.name + "_unaveraged"))

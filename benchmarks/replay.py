@@ -86,7 +86,8 @@ def main() -> None:
     lag_rows = []
     for level in LEVELS:
         frames, lost, median, worst = stall_lag(level, args.episodes, args.seed)
-        lag_rows.append([level, str(frames), str(lost), f"{100 * lost / frames:.2f} %", f"{median:.1f}", f"{worst:.1f}"])
+        lag_rows.append([level, str(frames), str(lost), f"{100 * lost / frames:.2f} %", f"{median:.1f}",
+                         f"{worst:.1f}"])
     _table(["difficulty", "frames", "frames after a lost tick", "share", "action lag median mm", "max mm"], lag_rows)
     print(
         "RESULT " + " ".join(f"replay_{level}={rate:.3f}" for level, (rate, _, _) in result.items())

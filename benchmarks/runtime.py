@@ -197,7 +197,8 @@ def lerobot_section(checkpoint: str, seconds: float) -> None:
                       f"{r['late_p99']:13.3f} | {r['achieved_hz']:11.1f} | {r['inferences']:10.0f}")
     first = policies[0][0]
     q15, q30 = results[first, 15.0], results[first, 30.0]
-    line = (f"RESULT lerobot_act_tick_p50_ms_15hz={q15['tick_p50']:.3f} lerobot_act_tick_p99_ms_15hz={q15['tick_p99']:.3f} "
+    line = (f"RESULT lerobot_act_tick_p50_ms_15hz={q15['tick_p50']:.3f} "
+            f"lerobot_act_tick_p99_ms_15hz={q15['tick_p99']:.3f} "
             f"lerobot_act_jitter_p99_ms_15hz={q15['late_p99']:.3f} lerobot_act_hz_15hz={q15['achieved_hz']:.1f} "
             f"lerobot_act_jitter_p99_ms_30hz={q30['late_p99']:.3f} lerobot_act_hz_30hz={q30['achieved_hz']:.1f}")
     if len(policies) > 1:

@@ -190,7 +190,8 @@ def section(seconds: float, episodes: int, checkpoint: str | None, policy_second
                 r = timing(mode, hz, latency, seconds)
                 rows[latency, hz, mode] = r
                 print(f"{latency * 1000:4.0f}ms {hz:5.0f} {mode:>6} | {r['late_p50']:13.2f} {r['late_p99']:13.2f} | "
-                      f"{r['dry']:9.0f} {r['no_action']:17.0f} | {r['jump_boundary']:18.3f} {r['jump_boundary_p50']:8.3f} "
+                      f"{r['dry']:9.0f} {r['no_action']:17.0f} | {r['jump_boundary']:18.3f} "
+                      f"{r['jump_boundary_p50']:8.3f} "
                       f"{r['jump_within']:14.3f} | {r['chunks']:6.0f}")
     scripted = success(StackSpec(), episodes, 90.0)
     print(f"success, scripted stack, {episodes} episodes, chunks slowed to 200 ms: {_success_text(scripted)}")

@@ -212,7 +212,8 @@ def run_edit(episodes: int, presses: int, saves: int) -> None:
         small = make_dataset(Path(tmp) / "ds50", 50)
         save = measure_saves(small, saves)
     print(f"key press to redrawn timeline ({episodes} episodes, {presses} presses): median {keys['layout']:.1f} ms "
-          f"(p95 {keys['layout_p95']:.1f}), to the next frame painted {keys['paint']:.1f} ms (p95 {keys['paint_p95']:.1f})")
+          f"(p95 {keys['layout_p95']:.1f}), to the next frame painted {keys['paint']:.1f} ms "
+          f"(p95 {keys['paint_p95']:.1f})")
     print(f"save of one episode of a 50-episode dataset ({saves} saves): POST to reply median {save['http']:.0f} ms "
           f"(p95 {save['http_p95']:.0f}); save_episode alone {save['direct']:.0f} ms")
     print(f"RESULT edit_key_redraw_ms={keys['layout']:.1f} edit_key_paint_ms={keys['paint']:.1f} "
@@ -281,7 +282,8 @@ def main() -> None:
             real = measure_real(Path(tmp))
         print_real(real)
         print(f"RESULT real_export_s_per_episode={real[-1]['per_episode']:.2f} "
-              f"real_export_one_clip_s_per_episode={real[0]['per_episode']:.2f} real_episodes={real[0]['episodes']:.0f}")
+              f"real_export_one_clip_s_per_episode={real[0]['per_episode']:.2f} "
+              f"real_episodes={real[0]['episodes']:.0f}")
         return
     from playwright.sync_api import sync_playwright
 
