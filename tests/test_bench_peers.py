@@ -100,7 +100,8 @@ def test_table_rows() -> None:
     table = peers.format_table(rows, same_steps=500).splitlines()
     assert table[0] == ("| policy | evaluated by | success (95 % CI) | train CPU s | steps | ms / chunk | "
                         "success at 500 steps |")
-    assert table[2] == "| steerable | steerable | 3/10 = 0.30 (0.11-0.60) | 31 (budget) | 150 | 12.3 | 0/10 = 0.00 (0.00-0.28) |"
+    assert table[2] == ("| steerable | steerable | 3/10 = 0.30 (0.11-0.60) | 31 (budget) | 150 | 12.3 | "
+                        "0/10 = 0.00 (0.00-0.28) |")
     assert table[3] == "| act (reads no language: the floor) | lerobot | - | - | - | - | - |"
     assert "success at" not in peers.format_table(rows[:1])
 
