@@ -42,7 +42,8 @@ class RecordingEnv:
         pass
 
 
-def recorded_language(root: Path, episode: int = 0) -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]], list]:
+def recorded_language(root: Path, episode: int = 0
+                      ) -> tuple[list[dict[str, Any]], dict[float, list[dict[str, Any]]], list]:
     """(persistent rows, {timestamp: event rows}, validation problems) of one recorded episode."""
     table = pa.concat_tables(pq.read_table(p) for p in sorted((root / "data").rglob("*.parquet")))
     mask = [e == episode for e in table.column("episode_index").to_pylist()]

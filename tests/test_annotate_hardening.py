@@ -207,7 +207,8 @@ def test_a_listening_server_that_never_answers_is_reported_as_silent(ds: Path) -
 
 
 def test_sheets_blames_its_own_flag(lingzu: Path, tmp_path: Path) -> None:
-    result = steerable("sheets", str(lingzu), "--episode", "0", "--out", str(tmp_path / "s"), "--frames_per_second", "7.6")
+    result = steerable("sheets", str(lingzu), "--episode", "0", "--out", str(tmp_path / "s"),
+                       "--frames_per_second", "7.6")
     assert result.returncode == 2
     assert "--frames_per_second must be above 0 and below 7.5" in result.stderr and "--plan" not in result.stderr
 

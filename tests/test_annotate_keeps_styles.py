@@ -75,7 +75,8 @@ def test_a_named_motion_run_writes_plan_and_memory_that_agree_with_its_subtasks(
         # One plan per subtask, listing it and what follows it (and none of the oracle's left over).
         assert sorted(plans) == [r["timestamp"] for r in subtasks]
         for k, row in enumerate(subtasks):
-            assert plans[row["timestamp"]].splitlines() == [f"{i}. {s['content']}" for i, s in enumerate(subtasks[k:], 1)]
+            remaining = [f"{i}. {s['content']}" for i, s in enumerate(subtasks[k:], 1)]
+            assert plans[row["timestamp"]].splitlines() == remaining
         assert [r["timestamp"] for r in memories] == [r["timestamp"] for r in subtasks[1:]]
         assert all("cube" in r["content"] for r in subtasks), subtasks
     assert _styles(out)["interjection"] == _styles(oracle)["interjection"]

@@ -41,7 +41,9 @@ def _episode_rows(root: Path, episode: int) -> tuple[list[dict], list[tuple[floa
     persistent = rows_from_arrow(table.column("language_persistent"))[0]
     stamps = table.column("timestamp").to_pylist()
     events = [
-        (t, row) for t, rows in zip(stamps, rows_from_arrow(table.column("language_events")), strict=True) for row in rows
+        (t, row)
+        for t, rows in zip(stamps, rows_from_arrow(table.column("language_events")), strict=True)
+        for row in rows
     ]
     return persistent, events
 

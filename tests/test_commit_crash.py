@@ -3,9 +3,9 @@
 A helper process forks one child per kill point k; the child counts the filesystem steps that
 change something (links, renames, mkdirs, unlinks, chmods, parquet row groups, the directory
 exchange) and kills itself with SIGKILL just before step k. (fsync is made a no-op in the child: a
-SIGKILL loses nothing the kernel already has; only a power cut needs it.) After each kill the dataset, as left, is read by
-pyarrow, by Hugging Face `datasets` (as LeRobot loads it) and by steerable's reader, and must
-match the old or the new version byte for byte; then a re-run completes the write. Both switch
+SIGKILL loses nothing the kernel already has; only a power cut needs it.) After each kill the dataset,
+as left, is read by pyarrow, by Hugging Face `datasets` (as LeRobot loads it) and by steerable's reader,
+and must match the old or the new version byte for byte; then a re-run completes the write. Both switch
 methods are covered: the atomic directory exchange, and the two-rename fallback (where the name is
 briefly missing until the next open repairs it).
 """

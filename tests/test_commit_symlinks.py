@@ -72,7 +72,8 @@ def link_up(src: Path, tmp: Path) -> Path:
     return ds
 
 
-def assert_kept(ds: Path, before_ds: dict[str, tuple[object, ...]], before_shared: dict[str, tuple[object, ...]]) -> None:
+def assert_kept(ds: Path, before_ds: dict[str, tuple[object, ...]], before_shared: dict[str, tuple[object, ...]]
+                ) -> None:
     assert os.path.islink(ds / "videos") and os.readlink(os.fsencode(ds / "videos")) == VIDEOS_LINK
     assert os.path.islink(ds / "meta/stats.json") and os.readlink(os.fsencode(ds / "meta/stats.json")) == STATS_LINK
     assert tree(ds.parent / "shared") == before_shared, "the links' targets are untouched"

@@ -103,7 +103,8 @@ def info_of(root: Path) -> tuple[dict, str]:
 
 def assert_lost_and_noticed(root: Path) -> None:
     summary, human = info_of(root)
-    assert summary["missing_metadata"] == ['tool catalogue (info.json "tools")', 'provenance (meta/steerable_provenance.json)']
+    assert summary["missing_metadata"] == ['tool catalogue (info.json "tools")',
+                                           "provenance (meta/steerable_provenance.json)"]
     assert summary["producers"] == {} and "?" not in human.split("Language")[1]
     assert summary["review"] == {} and summary["human"] == {} and "Review: not recorded" in human
     assert not (root / ".steerable").exists()  # the revisions stay with the source

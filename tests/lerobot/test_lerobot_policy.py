@@ -51,7 +51,8 @@ def act(work: Path, dataset: Path) -> Path:
 
 def _steerable(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "steerable.cli.main", *args], capture_output=True, text=True,
-                          timeout=240, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL)
+                          timeout=240, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"},
+                          stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize("kind", ["act", "act temporal ensembling", "diffusion"])

@@ -97,7 +97,8 @@ def test_exported_recipes_render_in_lerobot_as_steerable_renders_them(name: str,
     assert rendered >= 40, rendered
 
 
-def test_without_the_rebinding_lerobot_stops_on_a_two_camera_vqa_frame(exported: dict[str, Path], tmp_path: Path) -> None:
+def test_without_the_rebinding_lerobot_stops_on_a_two_camera_vqa_frame(exported: dict[str, Path], tmp_path: Path
+                                                                        ) -> None:
     text = exported["subtask"].read_text()
     raw = tmp_path / "raw.yaml"
     raw.write_text("\n".join(line for line in text.splitlines() if "tool_name=unused" not in line) + "\n")

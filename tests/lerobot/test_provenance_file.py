@@ -88,7 +88,8 @@ def test_a_dataset_with_the_old_key_reads_the_same_and_its_next_write_moves_it(
     ds = LeRobotDataset(old)
     assert recorded_producers(old, ds.info) == block["producers"] and review_status(ds) == {1: "reviewed"}
     code, out, err = steerable("info", str(old), "--json")
-    assert code == 0 and json.loads(out)["producers"] == block["producers"] and json.loads(out)["missing_metadata"] == []
+    assert code == 0 and json.loads(out)["producers"] == block["producers"]
+    assert json.loads(out)["missing_metadata"] == []
     save_episode(ds, 0, None, None, status="needs work")  # the next write
     assert "steerable" not in json.loads((old / "meta/info.json").read_text())
     moved = json.loads((old / PROVENANCE).read_text())
