@@ -1,4 +1,6 @@
-"""`steerable make-dataset synthetic --out DIR`: generate a dataset whose ground truth is known.
+"""`steerable make-dataset synthetic --out DIR`: generate a dataset whose ground truth is known;
+`steerable make-dataset metaworld --tasks TASKS --episodes N --out DIR`: record Meta-World's scripted
+policies (docs/metaworld.md).
 
 Its options are a settings tree (`MakeDatasetSettings`), read as `train`, `annotate` and `run` read
 theirs (`steerable.cli.flags`): a mistyped option is one line naming the closest one, `--config
@@ -17,9 +19,9 @@ from pydantic import AliasChoices, ConfigDict, Field
 from steerable.errors import ConfigError
 from steerable.settings import Settings
 
-__all__ = ["MakeDatasetSettings", "register"]
+__all__ = ["MakeDatasetSettings", "MakeMetaWorldSettings", "register"]
 
-KINDS = ("synthetic",)
+KINDS = ("synthetic", "metaworld")
 
 USAGE = """usage: steerable make-dataset synthetic --out DIR [--episodes N] [--cameras top,wrist] [--difficulty D] [...]
 
@@ -59,6 +61,34 @@ class MakeDatasetSettings(Settings):
     overwrite: bool = Field(False, description="replace --out if it already holds a dataset")
 
 
+METAWORLD_USAGE = """usage: steerable make-dataset metaworld --tasks TASKS --episodes N --out DIR [--image_size PX] [..]
+
+Record Meta-World's own scripted policies as a LeRobot v3 dataset with LeRobot's Meta-World features
+(observation.image, a 4-d observation.state, a 4-d action; LeRobot's task description as the task), and their
+phases as oracle subtask rows where they are named (docs/metaworld.md). Needs `pip install 'steerable[metaworld]'`
+and, without a GPU, MUJOCO_GL=osmesa. Every option, with its default:
+"""
+
+
+class MakeMetaWorldSettings(Settings):
+    """`steerable make-dataset metaworld`: which tasks, how many demonstrations, and where."""
+
+    model_config = ConfigDict(extra="forbid")
+    doc: ClassVar[str | None] = "docs/metaworld.md"
+
+    out: Path = Field(validation_alias=AliasChoices("out", "output_dir"),
+                      description="folder to create (must be new or empty)")
+    tasks: str = Field(description="comma-separated Meta-World tasks as LeRobot's env names them (reach-v3,push-v3) "
+                       "or its groups (easy, medium, hard, very_hard)")
+    episodes: int = Field(10, description="successful episodes per task")
+    image_size: int = Field(64, description="camera image side in pixels (LeRobot's env renders 480; a CPU renders "
+                            "64 several times faster, and the policy resizes either)")
+    seed: int = Field(0, description="first episode seed of each task (lerobot-eval's seeds start at 1000)")
+    max_steps: int = Field(500, description="steps before an episode that has not succeeded is dropped "
+                           "(Meta-World's own limit: 500)")
+    overwrite: bool = Field(False, description="replace --out if it already holds a dataset")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from steerable.cli.flags import add_command
 
@@ -76,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     options = list(args.options)
     kind = options.pop(0) if options and not options[0].startswith("-") else None
     args.options = options
+    if kind == "metaworld":
+        return _metaworld(args)
     cfg = parse_command(MakeDatasetSettings, args, USAGE)
     if cfg is None:
         return 0
@@ -108,6 +140,30 @@ def run(args: argparse.Namespace) -> int:
         f"{', with oracle language' if cfg.with_language else ''}"
         f"{', with privileged state' if cfg.privileged_state else ''}, made in {time.perf_counter() - started:.1f} s"
     )
+    return 0
+
+
+def _metaworld(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+    from steerable.dataset.commit import commit_folder
+    from steerable.dataset.info import load_info
+    from steerable.progress import ProgressLine
+    from steerable.synthetic.metaworld import load_tasks, record_metaworld
+
+    cfg = parse_command(MakeMetaWorldSettings, args, METAWORLD_USAGE)
+    if cfg is None:
+        return 0
+    total = len(load_tasks().expand(cfg.tasks)) * max(cfg.episodes, 0)
+    out = cfg.out.expanduser().resolve()
+    _check_out(out, cfg.overwrite)
+    started = time.perf_counter()
+    with commit_folder(out) as tx, ProgressLine("make-dataset metaworld", total) as progress:
+        tried = record_metaworld(tx.root, tasks=cfg.tasks, episodes=cfg.episodes, image_size=cfg.image_size,
+                                 seed=cfg.seed, max_steps=cfg.max_steps, on_episode=progress.advance)
+    info = load_info(out)
+    print(f"{out}: {info.total_episodes} episodes of {len(tried)} Meta-World task(s) ({sum(tried.values())} seeds "
+          f"tried), {info.total_frames} frames at {info.fps} fps, {cfg.image_size}x{cfg.image_size} images, made in "
+          f"{time.perf_counter() - started:.1f} s")
     return 0
 
 
