@@ -61,15 +61,17 @@ demo: $(STAMP_BASE)
 	@echo "steerable is installed in $(VENV), not on your PATH: run 'source $(VENV)/bin/activate' first," \
 		"or call $(CURDIR)/$(VENV)/bin/steerable"
 
+# Meta-World (tests/lerobot/test_metaworld.py) renders with MuJoCo's software back end, OSMesa: no GPU needed.
 test: $(STAMP_TEST) $(STAMP_LEROBOT)
 	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)
 	command -v tmux >/dev/null || (apt-get update -q && apt-get install -y -q tmux)
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
+	dpkg -s libosmesa6 >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q libosmesa6)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q --ignore=tests/lerobot
-	$(LPY) -m pytest -q tests/lerobot
+	MUJOCO_GL=osmesa PYOPENGL_PLATFORM=osmesa $(LPY) -m pytest -q tests/lerobot
 
 bench: $(STAMP_TEST)
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
