@@ -358,7 +358,8 @@ def tiny_vlm(python: Path, work: Path) -> Path:
 @dataclass(frozen=True)
 class Training:
     """How every policy of a benchmark is trained: the LeRobot venv's commands, the budget and its clock,
-    checkpoints every `save_every` steps, `max_steps` given to a budgeted run, LeRobot's batch, the device."""
+    checkpoints every `save_every` steps, `max_steps` given to a budgeted run, LeRobot's batch, the device,
+    and flags a benchmark adds to one policy's training (`policy_args`, by policy)."""
 
     bin_dir: Path
     budget_s: float
@@ -368,6 +369,7 @@ class Training:
     device: str = "cpu"
     clock: str = "cpu"
     vlm: Path | None = None
+    policy_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 def train_policy(policy: str, data: Path, run: Path, how: Training, *, steps: int | None = None) -> TrainResult:
@@ -380,10 +382,11 @@ def train_policy(policy: str, data: Path, run: Path, how: Training, *, steps: in
     log = run.with_suffix(".train.log")
     if policy == "steerable":
         argv = steerable_train_argv(how.bin_dir, data, run, steps=total, save_every=save,
-                                    extra=["--device", how.device])
+                                    extra=["--device", how.device, *how.policy_args.get(policy, ())])
         return train_under_budget(argv, run, budget, steerable_checkpoints, log, clock=how.clock)
     argv = lerobot_train_argv(how.bin_dir, policy, data, run, steps=total, save_every=save,
-                              batch_size=how.batch_size, device=how.device, vlm=how.vlm)
+                              batch_size=how.batch_size, device=how.device, vlm=how.vlm,
+                              extra=how.policy_args.get(policy, ()))
     return train_under_budget(argv, run, budget, lerobot_checkpoints, log, clock=how.clock)
 
 

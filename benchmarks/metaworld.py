@@ -9,8 +9,8 @@ SmolVLA) trained on the same recorded demonstrations, scored under LeRobot's pro
 Steps, each printed before it runs, all from the LeRobot venv (`--lerobot_venv`, with `lerobot[metaworld]`):
 `steerable make-dataset metaworld --tasks TASKS --episodes N --out DIR` (the package's scripted policies, as
 a LeRobot v3 dataset with LeRobot's Meta-World features: its camera, 4-d state, 4-d action, the task
-description as the task; `--dataset_args` adds make-dataset flags, e.g. its image size), then each policy
-trained for `--budget_s` of training (`benchmarks/_peers.py`: CPU seconds of the trainer, start-up
+description as the task, at `--image_size` pixels, default 64; `--dataset_args` adds make-dataset flags),
+then each policy trained for `--budget_s` of training (`benchmarks/_peers.py`: CPU seconds of the trainer, start-up
 included; the newest checkpoint at the budget is scored), then two evaluations of each checkpoint:
 - `lerobot` (the protocol the published figures use): `lerobot-eval --env.type=metaworld --env.task=TASKS
   --eval.n_episodes=10` (10 episodes per task, LeRobot's success signal `info["is_success"]`);
@@ -108,6 +108,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--save_every", type=int, default=None, help="steps between checkpoints (default 50)")
     p.add_argument("--max_steps", type=int, default=100_000)
     p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--image_size", type=int, default=64, help="make-dataset metaworld --image_size (pixels)")
     p.add_argument("--dataset_args", default="", help="more `steerable make-dataset metaworld` flags, one string")
     p.add_argument("--env_args", default="", help="more --env.* flags for both evaluations, one string")
     p.add_argument("--lerobot_venv", type=Path, default=REPO / ".venv-lerobot")
@@ -185,10 +186,15 @@ def main(argv: list[str] | None = None) -> None:
     data = work / "data"
     if not (data / "meta" / "info.json").is_file():
         run_logged([str(bin_dir / "steerable"), "make-dataset", "metaworld", "--tasks", ",".join(tasks),
-                    "--episodes", str(args.episodes), "--out", str(data), *shlex.split(args.dataset_args)],
+                    "--episodes", str(args.episodes), "--out", str(data), "--image_size", str(args.image_size),
+                    *shlex.split(args.dataset_args)],
                    work / "make_dataset.log")
+    # lerobot-eval renders 480 x 480: diffusion's spatial softmax is sized for the training images, so it
+    # resizes what it sees to them (ACT, SmolVLA and steerable's policy take any size or resize themselves).
+    side = args.image_size
     how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size, args.device,
-                   args.clock, tiny_vlm(python, work) if "smolvla" in args.policies else None)
+                   args.clock, tiny_vlm(python, work) if "smolvla" in args.policies else None,
+                   {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]})
     rows: list[Row] = []
     columns: dict[str, dict[str, Score]] = {}
     for policy in args.policies:
