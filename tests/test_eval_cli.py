@@ -87,7 +87,8 @@ def test_gold_jsonl_with_missing_and_extra_episodes(runs, tmp_path: Path) -> Non
     truth = read_ground_truth(a)
     lines = [
         json.dumps({"video": f"episode_{e:06d}.mp4", "instruction": truth[e].task,
-                    "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": s.text} for s in truth[e].subtasks]})
+                    "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": s.text}
+                                 for s in truth[e].subtasks]})
         for e in (0, 1)
     ]
     lines.append(json.dumps({"episode_index": 99, "segments": [{"start_sec": 0, "end_sec": 1, "subtask": "x"}]}))
@@ -99,7 +100,8 @@ def test_gold_jsonl_with_missing_and_extra_episodes(runs, tmp_path: Path) -> Non
     assert report["coverage"]["predicted_episodes_without_gold"] == [2]
     assert "gripper_events" not in report  # only with the synthetic truth
     gold.write_text(lines[0] + "\n" + '{"episode_index": 1, "segments": [{"start_sec": 0}]}\n')
-    assert _user_error(str(a), "--gold", str(gold)).endswith("gold.jsonl:2: segments[0] needs numeric start_sec and end_sec")
+    assert _user_error(str(a), "--gold", str(gold)).endswith(
+        "gold.jsonl:2: segments[0] needs numeric start_sec and end_sec")
     gold.write_text(json.dumps({"episode_index": 50, "segments": []}) + "\n")
     assert "no episode has both predictions and gold" in _user_error(str(a), "--gold", str(gold))
 
@@ -132,7 +134,8 @@ def test_compare_two_runs_with_paired_bootstrap(runs, tmp_path: Path) -> None:
     truth = read_ground_truth(a)
     gold = tmp_path / "gold.json"
     gold.write_text(json.dumps([
-        {"episode_index": e, "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": s.text} for s in truth[e].subtasks]}
+        {"episode_index": e,
+         "segments": [{"start_sec": s.start, "end_sec": s.end, "subtask": s.text} for s in truth[e].subtasks]}
         for e in (0, 1, 7) if e in truth
     ] + [{"episode_index": 7, "segments": [{"start_sec": 0, "end_sec": 1, "subtask": "x"}]}]))
     partial = _json("--compare", str(a), str(b), "--gold", str(gold))

@@ -217,8 +217,8 @@ def test_a_policy_whose_text_never_ends_is_asked_less_and_less_often() -> None:
     env = SimEnv(fps=int(rates.ctrl_hz))
     drawn = env.reset(3, None)
     runner = RunOnRunner()
-    rt = Runtime(env, WeakController(), PolicyHighLevel(runner), tools=load_tools({}, tts="text"),  # type: ignore[arg-type]
-                 rates=rates)
+    rt = Runtime(env, WeakController(), PolicyHighLevel(runner),  # type: ignore[arg-type]
+                 tools=load_tools({}, tts="text"), rates=rates)
     events: list[Any] = []
     rt.listeners.append(events.append)
     rt.submit("task", drawn.task)

@@ -106,7 +106,8 @@ def _brute_force(scores: list[list[float | None]]) -> tuple[int, float]:
 
 
 spans = st.lists(
-    st.tuples(st.floats(0, 10, allow_nan=False), st.floats(0.05, 5, allow_nan=False)).map(lambda t: (t[0], t[0] + t[1])),
+    st.tuples(st.floats(0, 10, allow_nan=False), st.floats(0.05, 5, allow_nan=False))
+    .map(lambda t: (t[0], t[0] + t[1])),
     max_size=5,
 )
 
@@ -169,6 +170,7 @@ def test_gold_files_json_jsonl_and_their_errors(tmp_path: Path) -> None:
         bad.write_text(text + "\n")
         with pytest.raises(ConfigError, match=message):
             read_gold_file(bad)
-    bad.write_text(json.dumps({"episode_index": 1, "segments": []}) + "\n" + json.dumps({"episode_index": 1, "segments": []}))
+    twice = json.dumps({"episode_index": 1, "segments": []})
+    bad.write_text(twice + "\n" + twice)
     with pytest.raises(ConfigError, match=r"gold.jsonl:2: episode 1 appears twice"):
         read_gold_file(bad)

@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 import torch
 
-from policy_helpers import TINY, TINY_FLAGS, batch_of, build, find, items, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
+from policy_helpers import (  # noqa: F401  (one_thread: an autouse fixture)
+    TINY,
+    TINY_FLAGS,
+    batch_of,
+    build,
+    find,
+    items,
+    one_thread,
+    steerable_cli,
+)
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import latest_checkpoint, load_policy
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE

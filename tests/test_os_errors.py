@@ -177,7 +177,8 @@ SESSION = """/task put the orange cube in the blue bin
 /task put the purple cube in the yellow bin
 @2s /reset 5
 """
-LAST = "/task put the red cube in the yellow bin, then the purple cube in the yellow bin, then the cyan cube in the yellow bin\n"
+LAST = ("/task put the red cube in the yellow bin, then the purple cube in the yellow bin, "
+        "then the cyan cube in the yellow bin\n")
 
 
 def test_run_record_on_a_disk_that_fills_during_the_last_episode_keeps_the_finished_ones(tmp_path: Path) -> None:
@@ -197,7 +198,8 @@ def test_run_record_on_a_disk_that_fills_during_the_last_episode_keeps_the_finis
         assert [p.name for p in disk.iterdir()] == ["rec"], "nothing half-built beside it"
         ds = LeRobotDataset(record)
         assert ds.info.total_episodes == 2
-        for episode, task in enumerate(["put the orange cube in the blue bin", "put the purple cube in the yellow bin"]):
+        tasks = ["put the orange cube in the blue bin", "put the purple cube in the yellow bin"]
+        for episode, task in enumerate(tasks):
             persistent, _, problems = recorded_language(record, episode)
             assert problems == [] and [r["content"] for r in persistent if r["style"] == "task_aug"] == [task]
         assert "2 episodes" in steerable("info", str(record)).stdout

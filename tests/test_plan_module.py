@@ -461,5 +461,6 @@ def test_prompts_have_content_ids_and_strict_placeholders() -> None:
         memory.render(task="t", subtasks="1. a")
     with pytest.raises(ConfigError, match=r"unexpected \['extra'\]"):
         memory.render(task="t", subtasks="1. a", count=2, extra=1)
-    with pytest.raises(ConfigError, match="no prompt named 'nope' in steerable.annotate.modules.plan; known prompts: .*plan_segment"):
+    known = "no prompt named 'nope' in steerable.annotate.modules.plan; known prompts: .*plan_segment"
+    with pytest.raises(ConfigError, match=known):
         PROMPTS.load("nope")

@@ -44,7 +44,8 @@ def _hand_built(tokenizer: Any) -> tuple[dict[str, Any], list[int], int]:
     ids = tokenizer(full, add_special_tokens=False)["input_ids"]
     start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
     assert ids[:start] == tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    return {"messages": [messages], "message_streams": [["high_level"] * 2], "target_message_indices": [[1]]}, ids, start
+    sample = {"messages": [messages], "message_streams": [["high_level"] * 2], "target_message_indices": [[1]]}
+    return sample, ids, start
 
 
 def test_text_loss_scores_exactly_the_reply_tokens_position_by_position(built: Any) -> None:
@@ -66,7 +67,8 @@ def test_text_loss_scores_exactly_the_reply_tokens_position_by_position(built: A
                             "state": torch.zeros(1, 4)})
     enc = model.encode(obs["images"], obs["state"], batch["input_ids"], batch["attention_mask"])
     logits = model.backbone.logits(enc.last[0, enc.prefix_len:])
-    by_hand = torch.stack([F.cross_entropy(logits[p], torch.tensor(ids[p + 1])) for p in range(start - 1, len(ids) - 1)])
+    by_hand = torch.stack([F.cross_entropy(logits[p], torch.tensor(ids[p + 1]))
+                           for p in range(start - 1, len(ids) - 1)])
     loss, count = text_loss(enc.last[:, enc.prefix_len:], batch["labels"], model.backbone.logits)
     assert count == len(ids) - start
     assert torch.allclose(loss, by_hand.mean(), atol=1e-5)

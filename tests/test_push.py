@@ -118,7 +118,8 @@ def test_a_refused_upload_is_one_line_that_says_to_log_in_and_tags_nothing(annot
 def _checkpoint(tmp_path: Path) -> Path:
     folder = tmp_path / "step_00000002"
     folder.mkdir()
-    policy = {"backbone": "tiny", "chunk_size": 4, "cameras": ["observation.images.top"], "state_key": "observation.state",
+    policy = {"backbone": "tiny", "chunk_size": 4, "cameras": ["observation.images.top"],
+              "state_key": "observation.state",
               "state_mode": "absolute", "action_key": "action"}
     (folder / "config.json").write_text(json.dumps({"format": 1, "policy": policy}))
     (folder / "optimizer.safetensors").write_bytes(b"training only")

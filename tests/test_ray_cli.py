@@ -26,7 +26,8 @@ def test_cli_runs_on_a_local_ray_cluster(tmp_path: Path) -> None:
 
 def test_cli_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
     root = make_synthetic(tmp_path / "ds", episodes=1)
-    result = steerable("annotate", "--root", str(root), "--executor.backend", "ray", "--executor.address", "127.0.0.1:1")
+    result = steerable("annotate", "--root", str(root), "--executor.backend", "ray",
+                       "--executor.address", "127.0.0.1:1")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "steerable: error: --executor.address 127.0.0.1:1: no Ray cluster answers there (Connection refused); "
