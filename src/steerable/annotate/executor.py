@@ -54,8 +54,12 @@ class EpisodeJob:
 
 @contextlib.asynccontextmanager
 async def open_model(cfg: AnnotateConfig, injected: VLMClient | None) -> AsyncIterator[VLMClient | None]:
-    """The VLM client, or None when `--vlm.backend auto` finds no model (motion-only run)."""
-    from steerable.vlm.factory import open_vlm, resolve_backend
+    """The VLM client, or None when `--vlm.backend auto` finds no model (motion-only run).
+
+    A run has decided `auto` already (`run._annotate`): `resolve_backend` then only reads the name.
+    """
+    from steerable.vlm.backends import resolve_backend
+    from steerable.vlm.factory import open_vlm
 
     if injected is not None:
         yield injected

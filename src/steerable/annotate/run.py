@@ -83,11 +83,16 @@ async def _annotate(
     injected: VLMClient | None,
     executor: Executor,
 ) -> RunSummary:
-    from steerable.vlm.factory import resolve_backend
+    from steerable.vlm.backends import resolve_backend
 
+    # The backend is decided here, once: `auto` becomes the name it picked, so the executor (and
+    # every Ray actor) builds that backend instead of deciding again where it runs.
+    backend = None if injected is not None else resolve_backend(cfg.vlm)
+    if backend is not None:
+        cfg = cfg.model_copy(update={"vlm": cfg.vlm.model_copy(update={"backend": backend})})
     # Checked before any model is contacted or started: config mistakes fail fast and cheap.
     stages = cfg.stages()
-    has_model = injected is not None or resolve_backend(cfg.vlm) is not None
+    has_model = injected is not None or backend is not None
     runnable = [s for s in stages if has_model or not s.needs_model]
     camera = _camera(cfg, ws.target, needs_video=any("video" in s.inputs for s in runnable))
     for stage in stages:  # every enabled module, also one a run without a model skips: a typo is a typo

@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from steerable.settings import Settings
+from steerable.vlm.backends import backend_names
 
 __all__ = ["VLMConfig"]
 
-Backend = Literal["auto", "openai", "vllm", "transformers"]
 StructuredOutput = Literal["auto", "json_schema", "prompt"]
 
 
@@ -30,8 +30,8 @@ class VLMConfig(Settings):
     section: ClassVar[str] = "vlm"
     doc: ClassVar[str | None] = "docs/vlm.md"
 
-    backend: Backend = Field(
-        "auto", description="auto | openai | vllm | transformers (auto: base_url > local vLLM on a GPU)"
+    backend: str = Field(
+        "auto", description=f"{' | '.join(backend_names())} (auto: base_url > local vLLM on a GPU; see vlm/backends.py)"
     )
     model_id: str | None = Field(None, description="model name on the server, or HF id / local path")
     base_url: list[str] = Field(
@@ -72,6 +72,12 @@ class VLMConfig(Settings):
     log_dir: Path | None = Field(None, description="folder for vLLM replica logs (default: a temp folder)")
     camera_key: str | None = Field(None, description="camera shown to the model (default: the first)")
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in backend_names():
+            raise ValueError(f"{value!r} is not a VLM backend: choose one of {', '.join(backend_names())}")
+        return value
 
     @field_validator("base_url", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import importlib.util
 import logging
 import os
 import shlex
@@ -25,17 +26,29 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from steerable.errors import ConfigError, VLMError
 from steerable.processes import server_preexec
+from steerable.vlm.backends import VLMBackend
 from steerable.vlm.config import VLMConfig
 
-__all__ = ["ReplicaPlan", "VLLMLauncher", "detect_gpus", "plan_replicas", "replica_urls"]
+if TYPE_CHECKING:
+    from steerable.vlm.openai_http import OpenAIHTTPVLM
+
+__all__ = [
+    "BACKEND", "ReplicaPlan", "VLLMLauncher", "detect_gpus", "plan_replicas", "replica_urls", "vllm_available",
+]
 
 log = logging.getLogger(__name__)
 
 _DEFAULT_COMMAND = "vllm serve {model} --host 127.0.0.1 --port {port} --tensor-parallel-size {tp}"
 _TAIL_LINES = 5
+
+
+def vllm_available() -> bool:
+    """Whether a `vllm` command or package is installed here."""
+    return shutil.which("vllm") is not None or importlib.util.find_spec("vllm") is not None
 
 
 def detect_gpus() -> list[str]:
@@ -283,3 +296,18 @@ def _tail(path: Path) -> str:
         return "(log unreadable)"
     last = [line.strip()[:200] for line in lines if line.strip()][-_TAIL_LINES:]
     return " | ".join(last) if last else "(log is empty)"
+
+
+def _replica_client(config: VLMConfig) -> OpenAIHTTPVLM:
+    from steerable.vlm.openai_http import OpenAIHTTPVLM
+
+    return OpenAIHTTPVLM(config, urls=replica_urls(config))
+
+
+def _serves_here(config: VLMConfig) -> bool:
+    return bool(config.model_id) and vllm_available() and bool(detect_gpus())
+
+
+# `--vlm.backend vllm`: replicas launched on this machine's GPUs, then called over HTTP; `auto`'s
+# second choice (no URL given, a model id, vLLM and a GPU here).
+BACKEND = VLMBackend(client=_replica_client, serve=VLLMLauncher, needs_model_id=True, picks=_serves_here)

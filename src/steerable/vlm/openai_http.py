@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from steerable.errors import ConfigError, VLMError, VLMReplyError, VLMUnavailableError
+from steerable.vlm.backends import VLMBackend
 from steerable.vlm.chat_wire import chat_body, encode, parse_completion, server_message
 from steerable.vlm.config import VLMConfig
 from steerable.vlm.endpoints import Endpoint, EndpointPool
@@ -24,7 +25,7 @@ from steerable.vlm.limiter import PriorityLimiter
 from steerable.vlm.protocol import Message, VLMStats
 from steerable.vlm.retry import AttemptError, Reply, generate_with_retries, with_schema_instruction
 
-__all__ = ["OpenAIHTTPVLM"]
+__all__ = ["BACKEND", "OpenAIHTTPVLM"]
 
 log = logging.getLogger(__name__)
 
@@ -366,3 +367,11 @@ def _httpx_limits(*, max_connections: int, keepalive: int) -> Any:
 def _rejected_error(endpoint: Endpoint[Any], exc: _Rejected, purpose: str) -> VLMReplyError:
     reason = f"the VLM server at {endpoint.url} rejected the request ({exc})"
     return VLMReplyError(reason, reason=reason, purpose=purpose)
+
+
+def _has_url(config: VLMConfig) -> bool:
+    return bool(config.base_url)
+
+
+# `--vlm.backend openai`, and `auto`'s first choice when a URL is given.
+BACKEND = VLMBackend(client=OpenAIHTTPVLM, picks=_has_url)

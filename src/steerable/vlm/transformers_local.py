@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from steerable.errors import MissingExtraError, VLMError
+from steerable.vlm.backends import VLMBackend
 from steerable.vlm.config import VLMConfig
 from steerable.vlm.images import fit_image, map_image_blocks
 from steerable.vlm.protocol import Message, VLMStats
 from steerable.vlm.retry import Reply, generate_with_retries, with_schema_instruction
 
-__all__ = ["LogitsProcessorFactory", "TransformersVLM"]
+__all__ = ["BACKEND", "LogitsProcessorFactory", "TransformersVLM"]
 
 log = logging.getLogger(__name__)
 
@@ -183,3 +184,7 @@ def _to_hf_messages(messages: list[Message], max_side: int) -> list[Message]:
         lambda img: {"type": "image", "image": fit_image(img, max_side)},
         lambda block: {"type": "image", "url": block["image_url"]["url"]},
     )
+
+
+# `--vlm.backend transformers` (never picked by `auto`: loading a model here is asked for by name).
+BACKEND = VLMBackend(client=TransformersVLM, needs_model_id=True)
