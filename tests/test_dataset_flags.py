@@ -15,7 +15,6 @@ from steerable.errors import ConfigError
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["render", "--recipe", "r", "--root=D", "--all"], ["render", "D", "--recipe", "r", "--all"]),
         (["export", "--repo_id", "u/d", "--only_episodes", "0,2"], ["export", "u/d", "--episodes", "0,2"]),
         (["eval", "D", "--json"], ["eval", "D", "--json"]),  # already the one spelling
         (["annotate", "--dataset", "user/remote", "--episodes", "0,3"],
@@ -37,6 +36,7 @@ SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
     ("steerable.cli.info:InfoSettings", []),
     ("steerable.cli.sheets:SheetsSettings", ["--episode", "2", "--out", "o"]),
     ("steerable.cli.view:ViewSettings", []),
+    ("steerable.cli.render:RenderSettings", ["--recipe", "r", "--all"]),
 ])
 def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
     from importlib import import_module

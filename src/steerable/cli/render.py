@@ -7,65 +7,85 @@ import itertools
 import json
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from steerable.cli._dataset_args import parse_episodes
-from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
+from pydantic import Field, model_validator
+
+from steerable.cli.options import Episodes, RecipeOptions, dataset_field, episodes_field
 from steerable.errors import ConfigError
 
 if TYPE_CHECKING:  # registering the parser must stay cheap: rich loads when the command runs
     from rich.console import Console
 
-__all__ = ["register"]
+__all__ = ["RenderSettings", "register"]
+
+USAGE = """usage: steerable render DATASET --recipe R [--all | --episode E [--frame F] | --episodes 0,3,7-9] [--json] [...]
+
+Render a recipe over a dataset's frames: the chat samples training sees. Every option, with its default:
+"""
+
+
+class RenderSettings(RecipeOptions):
+    """`steerable render`: which frames, through which recipe, shown how."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/render.md"
+
+    dataset: str = dataset_field("annotated dataset root or Hub repo id")
+    all: bool = Field(False, description="every frame of every episode")
+    episode: int | None = Field(None, description="one episode (with --frame: one frame)")
+    episodes: Episodes = episodes_field("these episodes: indices and ranges, e.g. 0,3,7-9")
+    frame: int | None = Field(None, description="frame index inside --episode")
+    as_json: bool = Field(False, alias="json", description="JSON lines, one per frame")
+    fallback: Literal["none", "task"] = Field(
+        "none", description="task: frames the recipe leaves empty get the plain-task low-level sample (as in training)")
+    heuristic_rows: Literal["keep", "drop"] = Field(
+        "keep", description="keep (default, as training renders): render the rows a heuristic wrote instead of a "
+        "model too; drop: leave them out, as `steerable export` does by default")
+    max_frames: int | None = Field(None, description="stop after this many frames")
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> RenderSettings:
+        scopes = [f for f, on in (("--all", self.all), ("--episode", self.episode is not None),
+                                  ("--episodes", self.episodes is not None)) if on]
+        if len(scopes) > 1:
+            raise ConfigError(f"{' and '.join(scopes)} each choose the frames: give one")
+        if self.frame is not None and self.episode is None:
+            raise ConfigError("--frame needs --episode")
+        return self
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("render", help="render a recipe over a dataset's frames (training samples)")
-    parser.add_argument("dataset", help="annotated dataset root or Hub repo id (alias: --dataset D)")
-    add_recipe_args(parser)
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--all", action="store_true", help="every frame of every episode")
-    scope.add_argument("--episode", type=int, help="one episode (with --frame: one frame)")
-    scope.add_argument("--episodes", metavar="0,3,7-9", help="these episodes (alias: --only_episodes)")
-    parser.add_argument("--frame", type=int, help="frame index inside --episode")
-    parser.add_argument("--json", action="store_true", help="JSON lines, one per frame")
-    parser.add_argument(
-        "--fallback",
-        choices=["none", "task"],
-        default="none",
-        help="task: frames the recipe leaves empty get the plain-task low-level sample (as in training)",
-    )
-    parser.add_argument(
-        "--heuristic_rows",
-        choices=["keep", "drop"],
-        default="keep",
-        help="keep (default, as training renders): render the rows a heuristic wrote instead of a model too; "
-        "drop: leave them out, as `steerable export` does by default",
-    )
-    parser.add_argument("--max_frames", type=int, default=None, help="stop after this many frames")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "render", help="render a recipe over a dataset's frames (training samples)", func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(RenderSettings, args, USAGE)
+    return 0 if cfg is None else _render(cfg)
+
+
+def _render(args: RenderSettings) -> int:
     from steerable.dataset import open_dataset
     from steerable.dataset.provenance import read_provenance
     from steerable.recipes import load_recipe
     from steerable.train.samples import DatasetRenderer
 
-    if args.frame is not None and args.episode is None:
-        raise ConfigError("--frame needs --episode")
-    episodes = parse_episodes(args.episodes)
+    episodes = args.episodes
     ds = open_dataset(args.dataset)
-    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
+    recipe = load_recipe(args.recipe, camera_map=args.cameras(ds.camera_keys))
     leave_out = read_provenance(ds.root, ds.info).stand_in_styles if args.heuristic_rows == "drop" else None
-    renderer = DatasetRenderer(ds, recipe, options=render_options(args), fallback=args.fallback, leave_out=leave_out)
+    renderer = DatasetRenderer(ds, recipe, options=args.render_options(), fallback=args.fallback, leave_out=leave_out)
     if args.episode is not None:
         frames = [args.frame] if args.frame is not None else None
         samples = renderer.episode_samples(ds.episode(args.episode).episode_index, frames)
     else:
         samples = renderer.samples([ds.episode(e).episode_index for e in episodes] if episodes else None)
     samples = itertools.islice(samples, args.max_frames)
-    if args.json:
+    if args.as_json:
         _write_json(samples)
         stats: dict[str, Any] = {"stats": renderer.stats.as_dict()}
         if renderer.left_out:  # only with --heuristic_rows drop: episode -> styles whose rows were left out
