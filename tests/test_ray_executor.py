@@ -120,7 +120,8 @@ def test_endpoints_split_across_actors() -> None:
     assert endpoints_for([], 0, 2) == []
 
 
-def test_ray_writes_what_local_writes(cluster: Any, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path) -> None:
+def test_ray_writes_what_local_writes(cluster: Any, source: Path, local_run: tuple[Path, RunSummary],
+                                      tmp_path: Path) -> None:
     local_root, local = local_run
     root = copy_dataset(source, tmp_path / "ds")
     with TestServer(responder=plausible_responder) as one, TestServer(responder=plausible_responder) as two:
@@ -155,7 +156,8 @@ def test_each_actor_launches_its_own_vllm_replica(
         base = probe.getsockname()[1]
     vlm = {"backend": "vllm", "model_id": "test-model", "serve_port": base, "serve_ready_timeout_s": 60.0,
            "log_dir": tmp_path / "logs", "backoff_base_s": 0.01}
-    cfg = AnnotateConfig(root=root, vlm=vlm, executor={"progress": False, "backend": "ray", "workers": 2, "worker_gpus": 1})
+    cfg = AnnotateConfig(root=root, vlm=vlm,
+                         executor={"progress": False, "backend": "ray", "workers": 2, "worker_gpus": 1})
     fake_vllm_record.unlink(missing_ok=True)
     summary = annotate(cfg, executor=RayExecutor(cfg.executor))
     launches = sorted(line.split() for line in fake_vllm_record.read_text().splitlines())
@@ -177,7 +179,8 @@ def test_replica_ports_do_not_collide() -> None:
     vlm = VLMConfig(backend="vllm", model_id="m", serve_port=9000, log_dir=Path("/logs"))
     assert replica_settings(vlm, 0, 1) == {"serve_port": 9000, "log_dir": Path("/logs/worker-0")}
     assert replica_settings(vlm, 1, 2)["serve_port"] == 9002  # two GPUs each: one replica per GPU
-    assert replica_settings(vlm.model_copy(update={"parallel_servers": 1, "log_dir": None}), 3, 4) == {"serve_port": 9003}
+    one_each = vlm.model_copy(update={"parallel_servers": 1, "log_dir": None})
+    assert replica_settings(one_each, 3, 4) == {"serve_port": 9003}
 
 
 def _finished(staging: Path) -> dict[int, dict[str, tuple[int, int]]]:

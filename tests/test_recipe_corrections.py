@@ -48,12 +48,15 @@ def rendered(recipe: Recipe, t: float) -> list[dict[str, Any]] | None:
 def test_last_emitted_is_the_latest_event_at_or_before_the_frame() -> None:
     tl = timeline()
     assert tl.last_emitted(2.9, style="interjection") is None
-    assert tl.last_emitted(3.0, style="interjection")["content"] == "put it on the green cube instead"  # type: ignore[index]
-    assert tl.last_emitted(4.5, style="interjection")["content"] == "put it on the green cube instead"  # type: ignore[index]
-    assert tl.last_emitted(4.5, role="assistant", tool_name="say")["tool_calls"][0]["function"]["name"] == "say"  # type: ignore[index]
+    instead = "put it on the green cube instead"
+    assert tl.last_emitted(3.0, style="interjection")["content"] == instead  # type: ignore[index]
+    assert tl.last_emitted(4.5, style="interjection")["content"] == instead  # type: ignore[index]
+    said = tl.last_emitted(4.5, role="assistant", tool_name="say")
+    assert said["tool_calls"][0]["function"]["name"] == "say"  # type: ignore[index]
     # A frame's own events win over earlier ones, and two matching rows on the latest frame are ambiguous.
     later = {**EVENTS, 4.0: [row("interjection", "no, the blue one", role="user")]}
-    assert EpisodeTimeline(PERSISTENT, later).last_emitted(4.5, style="interjection")["content"] == "no, the blue one"  # type: ignore[index]
+    latest = EpisodeTimeline(PERSISTENT, later).last_emitted(4.5, style="interjection")
+    assert latest["content"] == "no, the blue one"  # type: ignore[index]
     two = {3.0: [row("interjection", "a", role="user"), row("interjection", "b", role="user")]}
     with pytest.raises(RecipeError, match="matches 2 rows"):
         EpisodeTimeline(PERSISTENT, two).last_emitted(4.0, style="interjection")

@@ -53,7 +53,8 @@ def test_export_binds_cameras_and_writes_stdout_or_a_file(tmp_path: Path) -> Non
     shown = steerable("recipes", "export", "hirobot", "--lerobot", "--camera_map", "top=observation.images.front")
     assert shown.returncode == 0, shown.stderr
     assert "camera=observation.images.front" in shown.stdout and "${camera:" not in shown.stdout
-    assert "what differs from the steerable recipe" in shown.stderr and "top -> observation.images.front" in shown.stderr
+    assert "what differs from the steerable recipe" in shown.stderr
+    assert "top -> observation.images.front" in shown.stderr
     out = tmp_path / "hirobot_lerobot.yaml"
     written = steerable("recipes", "export", "hirobot", "--lerobot", "--out", str(out))
     assert written.returncode == 0 and written.stdout == ""
@@ -70,7 +71,8 @@ def test_lint_lerobot_says_why_lerobot_refuses_a_recipe(tmp_path: Path) -> None:
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert "error: key 'description' (steerable's description): LeRobot's recipe has no such field" in lines
-    assert "error: blend.ask_vqa_top: key 'route' (steerable's VQA routing): LeRobot's recipe has no such field" in lines
+    assert ("error: blend.ask_vqa_top: key 'route' (steerable's VQA routing): LeRobot's recipe has no such field"
+            in lines)
     assert any("blend.low_level_execution: no `target: true` turn" in line for line in lines)
     assert any(line.startswith("warning: `${camera:NAME}`") for line in lines)
     assert "refuses it; `steerable recipes export hirobot --lerobot` writes a form it accepts" in lines[-1]

@@ -246,7 +246,8 @@ def test_recipe_shape_errors(text: str, expected: str) -> None:
     [
         ("weight: 0.5", "must define messages", 2),
         (f"messages: {SIMPLE_TURNS}", "must define a weight", 2),
-        (f"weight: 0\n    messages: {SIMPLE_TURNS}", "blend.a.weight: a blend component needs a positive weight, got 0", 3),
+        (f"weight: 0\n    messages: {SIMPLE_TURNS}", "blend.a.weight: a blend component needs a positive weight, got 0",
+         3),
         (f"weight: -1.5\n    messages: {SIMPLE_TURNS}", "positive weight, got -1.5", 3),
         (f"weight: heavy\n    messages: {SIMPLE_TURNS}", "weight must be a number, got 'heavy'", 3),
         (f"weight: true\n    messages: {SIMPLE_TURNS}", "weight must be a number, got True", 3),
@@ -329,7 +330,8 @@ def test_quoted_resolver_arguments_and_bare_t_are_accepted() -> None:
           - {role: assistant, content: "${q}", stream: high_level, target: true}
     """)
     call = recipe.bindings["q"]
-    assert (call.resolver, call.style, call.role, call.camera) == ("emitted_at", "vqa", "user", "observation.images.top")
+    assert (call.resolver, call.style, call.role, call.camera) == ("emitted_at", "vqa", "user",
+                                                                   "observation.images.top")
     assert str(call) == "emitted_at(style=vqa, role=user, camera=observation.images.top)"
 
 

@@ -44,7 +44,8 @@ PERSISTENT = [
 ]
 EVENTS_AT_1 = vqa_pair(TOP, "how many cups?", '{"count": 2}')
 EVENTS_AT_2 = [row("interjection", "skip wiping", role="user"), speech_row("Skipping wiping.")]
-EVENTS_AT_3_TWO_CAMERAS = vqa_pair(TOP, "cups from above?", '{"count": 3}') + vqa_pair(WRIST, "cups here?", '{"count": 1}')
+EVENTS_AT_3_TWO_CAMERAS = (vqa_pair(TOP, "cups from above?", '{"count": 3}')
+                           + vqa_pair(WRIST, "cups here?", '{"count": 1}'))
 TASK_AUG = [row("task_aug", f"phrasing {i}", 0.0, role="user") for i in range(4)]
 
 
@@ -175,7 +176,8 @@ def test_empty_rephrasing_falls_back_to_the_dataset_task() -> None:
 
 def test_unreferenced_default_bindings_are_not_resolved_on_multi_camera_frames() -> None:
     recipe = Recipe.from_dict({"messages": [
-        turn("user", "${task}", "low_level"), turn("assistant", "${subtask}", "low_level", target=True, if_present="subtask")
+        turn("user", "${task}", "low_level"),
+        turn("assistant", "${subtask}", "low_level", target=True, if_present="subtask"),
     ]})
     for options in (RenderOptions(), LEROBOT):
         out = render(recipe, 3.0, EVENTS_AT_3_TWO_CAMERAS, task="T", options=options)
@@ -373,7 +375,8 @@ def test_render_options_validation() -> None:
 
 
 def test_timeline_supplies_frame_events_when_none_are_passed() -> None:
-    recipe = Recipe.from_dict({"messages": [turn("assistant", "${interjection}", target=True, if_present="interjection")]})
+    recipe = Recipe.from_dict({"messages": [turn("assistant", "${interjection}", target=True,
+                                                 if_present="interjection")]})
     timeline = EpisodeTimeline(PERSISTENT, {2.0: EVENTS_AT_2})
     out = render_sample(recipe, timeline, t=2.0, sample_idx=0)
     assert out is not None and out.messages == [{"role": "assistant", "content": "skip wiping"}]
@@ -447,7 +450,8 @@ def test_every_builtin_renders_well_formed_samples(name: str, options: RenderOpt
 def test_render_on_real_frame_timestamps_of_a_lerobot_dataset() -> None:
     root = shared_dataset("so101_record_test")
     fps = json.loads((root / "meta" / "info.json").read_text())["fps"]
-    table = pq.read_table(root / "data" / "chunk-000" / "file-000.parquet", columns=["timestamp", "index", "episode_index"])
+    table = pq.read_table(root / "data" / "chunk-000" / "file-000.parquet",
+                          columns=["timestamp", "index", "episode_index"])
     frames = [r for r in table.to_pylist() if r["episode_index"] == 0]
     times = [f["timestamp"] for f in frames]  # float32 values, as stored
     persistent = [row("subtask", f"sub {k}", times[k * 100]) for k in range(4)]

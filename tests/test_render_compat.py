@@ -200,7 +200,8 @@ def test_tool_calls_given_as_json_text_are_skipped_in_compat_and_read_by_default
         default = render_sample_reference(recipe, **args, options=ALL_REFERENCE_BUT_TOOL_CALL_TEXT)
         if (default and default.to_dict()) != (compat and compat.to_dict()):
             differing.append(r["index"])
-            assert compat is None and default is not None and default.messages[-1]["tool_calls"][0]["type"] == "function"
+            assert compat is None and default is not None
+            assert default.messages[-1]["tool_calls"][0]["type"] == "function"
     assert set(coincide) <= set(differing)
 
 

@@ -21,7 +21,8 @@ from steerable.cli.main import main
 def run_rrd(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     folder = tmp_path_factory.mktemp("rerun-run")
     commands = folder / "cmds.txt"
-    commands.write_text("/task put the red cube in the left bin\n@2.5s no, the right bin\n/ask where is the red cube?\n")
+    commands.write_text("/task put the red cube in the left bin\n@2.5s no, the right bin\n"
+                        "/ask where is the red cube?\n")
     out = folder / "run.rrd"
     done = steerable("run", "--env", "sim", "--seed", "7", "--commands", str(commands),
                      "--display", "rerun", "--display_to", str(out))
@@ -45,7 +46,8 @@ def test_live_language_context_and_events(run_rrd: tuple[Path, str]) -> None:
     rows = frames(path, "/language/**")
     assert texts(rows, "/language/task:TextDocument:text") == [(0, "put the red cube in the left bin")]
     subtasks = [t for _, t in texts(rows, "/language/subtask:TextDocument:text")]
-    assert subtasks[:3] == ["pick up the red cube", "place the red cube in the blue bin", "place the red cube in the yellow bin"]
+    assert subtasks[:3] == ["pick up the red cube", "place the red cube in the blue bin",
+                            "place the red cube in the yellow bin"]
     (interjection,) = texts(rows, "/language/interjection:TextLog:text")
     (speech,) = texts(rows, "/language/speech:TextLog:text")
     assert interjection[1] == "no, the right bin"
@@ -77,7 +79,8 @@ def test_cameras_state_action_and_rates_every_tick(run_rrd: tuple[Path, str]) ->
     state = np.asarray([r["/plots/state:Scalars:scalars"] for r in plots])
     assert state.shape == (len(plots), 4) and np.ptp(state[:, 0]) > 0.01  # the arm moved
     rates = frames(path, "/runtime/rates/**")
-    ctrl = [r["/runtime/rates/ctrl_hz:Scalars:scalars"][0] for r in rates if "/runtime/rates/ctrl_hz:Scalars:scalars" in r]
+    key = "/runtime/rates/ctrl_hz:Scalars:scalars"
+    ctrl = [r[key][0] for r in rates if key in r]
     assert len(ctrl) >= 4 and abs(ctrl[-1] - 15.0) < 0.5
     log = texts(frames(path, "/runtime/log"), "/runtime/log:TextLog:text")
     assert any(text == "done: task complete" for _, text in log)

@@ -154,7 +154,8 @@ def test_rows_are_normalized_and_checked() -> None:
 
 
 def test_task_rephrasings_and_events_lookup() -> None:
-    rows = [row("task_aug", "a", 0.0, role="user"), row("task_aug", "ignored", 0.0), row("task_aug", "b", 5.0, role="user")]
+    rows = [row("task_aug", "a", 0.0, role="user"), row("task_aug", "ignored", 0.0),
+            row("task_aug", "b", 5.0, role="user")]
     timeline = EpisodeTimeline(rows, {np.float32(1 / 3).item(): EVENTS_AT_2})
     assert [r["content"] for r in timeline.task_rephrasings] == ["a", "b"]
     assert timeline.events_at(np.float32(1 / 3)) == EVENTS_AT_2

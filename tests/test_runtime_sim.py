@@ -58,7 +58,8 @@ def test_two_step_task_with_an_interjection_ends_where_the_operator_said(tmp_pat
     subtasks = [(r["timestamp"], r["content"]) for r in persistent if r["style"] == "subtask"]
     assert subtasks[0] == (0.0, "pick up the red cube")
     assert (3.0, "place the red cube in the yellow bin") in subtasks
-    assert ("pick up the orange cube" in [c for _, c in subtasks]) and subtasks[-1][1] == "place the orange cube in the blue bin"
+    assert "pick up the orange cube" in [c for _, c in subtasks]
+    assert subtasks[-1][1] == "place the orange cube in the blue bin"
     assert [r["content"] for r in persistent if r["style"] == "task_aug"] == [TASK]
     assert any(r["style"] == "plan" for r in persistent) and any(r["style"] == "memory" for r in persistent)
 

@@ -68,8 +68,10 @@ def test_pronouns_coordination_and_shared_objects() -> None:
     assert steps("Pick up the cube and put it in the box.") == ["pick up the cube", "put the cube in the box"]
     assert steps("put both the alphabet soup and the tomato sauce in the basket") == [
         "put the alphabet soup in the basket", "put the tomato sauce in the basket"]
-    assert steps("put the yellow and white mug on the right plate") == ["put the yellow and white mug on the right plate"]
-    assert steps("turn on the stove and put the moka pot on it") == ["turn on the stove", "put the moka pot on the stove"]
+    mug = "put the yellow and white mug on the right plate"
+    assert steps(mug) == [mug]
+    assert steps("turn on the stove and put the moka pot on it") == ["turn on the stove",
+                                                                    "put the moka pot on the stove"]
     assert steps("put the bowl in the drawer and close it") == ["put the bowl in the drawer", "close the drawer"]
     assert steps("Pick and place a puck onto a shelf") == ["pick a puck", "place the puck onto a shelf"]
     assert steps("the red cube belongs in the tray") == ["put the red cube in the tray"]
@@ -83,14 +85,16 @@ def test_units_group_a_pick_with_its_place_and_refuse_other_verbs() -> None:
     assert manipulations(parse_task("open the drawer")) is None
     assert manipulations(parse_task("pick up the cup")) == [Manipulation("pick_place", "the cup", None)]
     done = [Manipulation("pick_place", "the red cube", "into the bin"), Manipulation("push", "the cup", "left")]
-    assert memory_text(done, "the blue cube") == "The red cube is in the bin; the cup was pushed left; holding the blue cube."
+    assert memory_text(done, "the blue cube") == ("The red cube is in the bin; the cup was pushed left; "
+                                                  "holding the blue cube.")
     assert memory_text([], None) == "Nothing done yet."
 
 
 def test_a_task_that_does_not_match_the_motion_says_why() -> None:
     assert match_task("put the red cube in the bin", ["pair"]).units is not None
     two = match_task("put the red cube in the bin, then push the cup left", ["pair"])
-    assert two.units is None and two.reason == "the task names 1 pick-and-place and 1 push, the motion shows 1 pick-and-place"
+    assert two.units is None
+    assert two.reason == "the task names 1 pick-and-place and 1 push, the motion shows 1 pick-and-place"
     assert match_task("wipe the table", ["pair"]).reason == "the task names steps other than pick, place and push"
     assert match_task("hello there", []).reason == "the task names no steps the grammar reads"
     assert phase_texts(None)["pick"] == "pick up the object"

@@ -185,7 +185,8 @@ def test_fsdp_shards_like_ddp_and_writes_a_whole_checkpoint(runs: Path) -> None:
     assert np.allclose(_act(where), _act(ddp_where), atol=1e-5)
     from safetensors.torch import load_file
 
-    for name in ("model.safetensors", "training_weights.safetensors", "optimizer.safetensors"):  # the average, the weights
+    # the average, the weights
+    for name in ("model.safetensors", "training_weights.safetensors", "optimizer.safetensors"):
         ours, theirs = load_file(str(where / name)), load_file(str(ddp_where / name))
         assert ours.keys() == theirs.keys()
         assert all(ours[k].shape == theirs[k].shape and ours[k].allclose(theirs[k], atol=2e-5) for k in ours), name
@@ -209,7 +210,8 @@ def test_fsdp_and_one_process_resume_each_others_checkpoints(dataset: Path, runs
     alone = _run(_train(dataset, tmp_path / "fsdp", "--steps", "5", *FSDP_ARGS, "--batch_size", "8",
                         "--action_batch_size", "4", "--save_every", "1"))
     assert alone.returncode == 0, alone.stderr[-3000:]
-    after = [[r["text_loss"] for r in _logs(tmp_path / run) if r["step"] > 3 and "loss" in r] for run in ("ddp", "fsdp")]
+    after = [[r["text_loss"] for r in _logs(tmp_path / run) if r["step"] > 3 and "loss" in r]
+             for run in ("ddp", "fsdp")]
     assert len(after[0]) == len(after[1]) == 2
     assert after[0] == pytest.approx(after[1], abs=3e-3)
     for run in ("ddp", "fsdp"):
@@ -223,7 +225,8 @@ def _assert_average_continues(average: dict, checkpoints: Path) -> None:
 
     for step in (4, 5):
         where = checkpoints / f"step_{step:08d}"
-        weights, saved = (load_file(str(where / name)) for name in ("training_weights.safetensors", "model.safetensors"))
+        weights, saved = (load_file(str(where / name))
+                          for name in ("training_weights.safetensors", "model.safetensors"))
         keep = (1 + step) / (10 + step)  # the warm-up of the decay, below 0.999 this early
         # The trained parameters (model.safetensors keeps one name of a tied pair, such as the text head's).
         average = {k: average[k].lerp(w, 1 - keep) for k, w in weights.items() if k in average}

@@ -90,7 +90,8 @@ def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
 
     # h264 plays in Debian's chromium
     pg.evaluate("document.getElementById('video').play()")
-    pg.wait_for_function("document.getElementById('video').currentTime > 0.3 + window.steerableView.state.ep.cameras[0].offset", timeout=10000)
+    pg.wait_for_function("document.getElementById('video').currentTime > "
+                         "0.3 + window.steerableView.state.ep.cameras[0].offset", timeout=10000)
     pg.evaluate("document.getElementById('video').pause()")
     assert pg.evaluate("document.getElementById('video').videoWidth") == 224
 
@@ -116,7 +117,8 @@ def check_viewer(pg: Any, shot: Path, ds: LeRobotDataset) -> None:
     # camera switch: same episode time, the other video, the other camera's overlay
     t = video_time(pg) - offset[TOP]
     pg.locator(f".camera-btn[data-camera='{WRIST}']").click()
-    pg.wait_for_function(f"document.getElementById('video').dataset.camera === '{WRIST}' && document.querySelectorAll('#overlay circle.vqa-point').length === 1")
+    pg.wait_for_function(f"document.getElementById('video').dataset.camera === '{WRIST}' && "
+                         "document.querySelectorAll('#overlay circle.vqa-point').length === 1")
     pg.wait_for_function("document.getElementById('video').readyState >= 1")
     assert "wrist" in pg.evaluate("document.getElementById('video').currentSrc")
     assert video_time(pg) == pytest.approx(offset[WRIST] + t, abs=0.02)
@@ -144,7 +146,8 @@ def check_frames_shown(pg: Any, ds: LeRobotDataset, episode: int, camera: str) -
         pg.evaluate(
             """(t) => new Promise(done => {
                 const v = document.getElementById('video');
-                v.addEventListener('seeked', () => requestAnimationFrame(() => requestAnimationFrame(done)), {once: true});
+                v.addEventListener('seeked', () => requestAnimationFrame(() => requestAnimationFrame(done)),
+                                   {once: true});
                 window.steerableView.seek(t);
             })""",
             stamps[k],

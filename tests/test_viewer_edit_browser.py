@@ -144,7 +144,8 @@ def test_review_an_episode_in_the_browser(browser: Any, viewer_ds: Path, tmp_pat
         # 5. move the top camera's VQA box on its frame
         pg.locator(f".marker.vqa[data-camera='{TOP}']").click()
         pg.wait_for_function("document.querySelectorAll('#overlay rect.vqa-box').length === 1")
-        pg.wait_for_function("!document.getElementById('video').seeking && document.getElementById('video').readyState >= 2")
+        pg.wait_for_function("!document.getElementById('video').seeking && "
+                             "document.getElementById('video').readyState >= 2")
         box = pg.locator("#overlay rect.vqa-box").bounding_box()
         cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
         drag(pg, cx, cy, cx + 30, cy + 20)
@@ -180,7 +181,8 @@ def test_review_an_episode_in_the_browser(browser: Any, viewer_ds: Path, tmp_pat
         assert pg.locator(".marker.interjection").count() == 0
         pg.locator(f".marker.vqa[data-camera='{TOP}']").click()
         pg.wait_for_function("document.querySelectorAll('#overlay rect.vqa-box').length === 1")
-        drawn = pg.eval_on_selector("#overlay rect.vqa-box", "r => ['x','y','width','height'].map(k => +r.getAttribute(k))")
+        drawn = pg.eval_on_selector("#overlay rect.vqa-box",
+                                    "r => ['x','y','width','height'].map(k => +r.getAttribute(k))")
         assert drawn == [moved[0], moved[1], moved[2] - moved[0], moved[3] - moved[1]]
         assert pg.evaluate("document.getElementById('review-status').value") == "reviewed"
 
