@@ -1,4 +1,9 @@
-"""`meta/info.json` as a typed model that keeps unknown keys and key order on round-trip."""
+"""`meta/info.json` as a typed model that keeps unknown keys and key order on round-trip.
+
+Every edit of info.json goes through `DatasetInfo` (a copy with fields assigned, validated) and is
+written by `write_info` / `write_info_file`: a file read and written back unchanged keeps its bytes
+(the keys it had, in its order, LeRobot's indent of 4), so LeRobot reads what it wrote.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from steerable.dataset.atomic import atomic_write_json
-from steerable.dataset.layout import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH, INFO_PATH
+from steerable.dataset.layout import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH, INFO_PATH, PROVENANCE_KEY
 from steerable.errors import CorruptDatasetError, DatasetNotFoundError
 from steerable.settings import error_text
 
-__all__ = ["DatasetInfo", "load_info", "write_info"]
+__all__ = ["DatasetInfo", "load_info", "write_info", "write_info_file"]
 
 
 class DatasetInfo(BaseModel):
@@ -53,14 +58,25 @@ class DatasetInfo(BaseModel):
         return info
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict in the file's original key order; `tools` is dropped when None."""
-        values = self.model_dump()
-        values.update(self.model_extra or {})
+        """Plain JSON-ready dict in the file's original key order; `tools` is dropped when None. A model
+        read from a file keeps the keys it had plus those assigned since (no defaults added)."""
+        values = self.model_dump(exclude_unset=bool(self._key_order))
         if values.get("tools") is None:
             values.pop("tools", None)
         ordered = [k for k in self._key_order if k in values]
         ordered += [k for k in values if k not in ordered]
         return {k: values[k] for k in ordered}
+
+    @property
+    def has_legacy_provenance(self) -> bool:
+        """Whether an older steerable wrote its provenance key (`PROVENANCE_KEY`) into info.json."""
+        return PROVENANCE_KEY in (self.model_extra or {})
+
+    def without_legacy_provenance(self) -> DatasetInfo:
+        """A copy without an older steerable's provenance key (LeRobot warns about it on every load)."""
+        out = self.model_copy(deep=True)
+        (out.model_extra or {}).pop(PROVENANCE_KEY, None)
+        return out
 
     @property
     def video_keys(self) -> list[str]:
@@ -91,4 +107,9 @@ def load_info(root: Path) -> DatasetInfo:
 
 
 def write_info(root: Path, info: DatasetInfo) -> None:
-    atomic_write_json(Path(root) / INFO_PATH, info.to_dict())
+    write_info_file(Path(root) / INFO_PATH, info)
+
+
+def write_info_file(path: Path, info: DatasetInfo, *, durable: bool = True) -> None:
+    """Write `info` as the info.json at `path` (in a folder commit: durable=False, the commit syncs)."""
+    atomic_write_json(Path(path), info.to_dict(), durable=durable)

@@ -8,25 +8,29 @@ rewrote. Both files go into the write's folder commit.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
+from steerable.dataset.atomic import remove_stale_temps
 from steerable.dataset.commit import FolderCommit
-from steerable.dataset.layout import INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.info import DatasetInfo, load_info, write_info_file
+from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata
-from steerable.dataset.provenance import take_block, with_episode_producers, write_provenance_file
-from steerable.dataset.review import without_person
+from steerable.dataset.provenance import provenance_block, with_episode_producers, write_provenance_file
+from steerable.dataset.review_records import without_person
 from steerable.errors import CorruptDatasetError
 from steerable.language import SAY_TOOL, language_feature_info, merge_tools
 
-__all__ = ["LEGACY_COLUMNS", "WriteProvenance", "readable_columns", "update_info"]
+__all__ = ["LEGACY_COLUMNS", "BlockEdit", "WriteProvenance", "readable_columns", "update_info", "write_metadata"]
 
 # Columns of older LeRobot versions that the language columns replace.
 LEGACY_COLUMNS = ("subtask_index", "tools")
+
+# A further edit of the provenance block, written in the same commit (a review save's records).
+BlockEdit = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -47,22 +51,22 @@ def readable_columns(path: Path) -> list[str] | None:
         return None
 
 
-def update_info(ds: LeRobotDataset, tx: FolderCommit, provenance: WriteProvenance | None) -> None:
+def update_info(
+    ds: LeRobotDataset, tx: FolderCommit, provenance: WriteProvenance | None, record: BlockEdit | None = None
+) -> None:
     """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
     record who produced each style, per episode too, in the provenance file, and take a person's
-    review marks off the rows those producers rewrote. An older steerable's provenance key leaves
-    info.json (LeRobot warns about it on every load) for the file."""
-    info = json.loads((ds.root / INFO_PATH).read_text(encoding="utf-8"))
-    features: dict[str, Any] = info["features"]
-    features.update(language_feature_info())
+    review marks off the rows those producers rewrote; then `record` (a review save's marks). An older
+    steerable's provenance key leaves info.json (LeRobot warns about it on every load) for the file.
+    info.json and the provenance file are each written once."""
+    info = load_info(ds.root)
+    features = {**info.features, **language_feature_info()}
     shards = [readable_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
     remaining = {name for names in shards for name in names or ()}
     for name in LEGACY_COLUMNS:  # kept while an unreadable shard may still hold it
         if name in features and name not in remaining and None not in shards:
             del features[name]
-    info["tools"] = merge_tools(info.get("tools"), [SAY_TOOL])
-    legacy = PROVENANCE_KEY in info
-    block = take_block(info, ds.root)
+    block = provenance_block(ds.root, info)
     if provenance is not None:
         block = block or {}
         known = block.get("producers")
@@ -70,10 +74,22 @@ def update_info(ds: LeRobotDataset, tx: FolderCommit, provenance: WriteProvenanc
         block = without_person(block, provenance.rewritten)
         block = with_episode_producers(block, provenance.by_episode, provenance.rewritten)
         block = {**block, "producers": dict(sorted(merged.items()))}
-    if block is not None and (provenance is not None or legacy):
+    if record is not None:
+        block = record(block or {})
+    keep = provenance is not None or record is not None or info.has_legacy_provenance
+    edited = info.without_legacy_provenance()
+    edited.features = features
+    edited.tools = merge_tools(info.tools, [SAY_TOOL])
+    write_metadata(tx, edited, block if keep else None)
+
+
+def write_metadata(tx: FolderCommit, info: DatasetInfo, block: dict[str, Any] | None) -> None:
+    """Write info.json and, unless `block` is None, the provenance file into the transaction `tx`
+    (the commit makes them durable)."""
+    if block is not None:
         sidecar = tx.file(PROVENANCE_PATH)
         remove_stale_temps(sidecar)
         write_provenance_file(sidecar, block, durable=False)
     path = tx.file(INFO_PATH)
     remove_stale_temps(path)
-    atomic_write_json(path, info, durable=False)  # the commit makes it durable
+    write_info_file(path, info, durable=False)

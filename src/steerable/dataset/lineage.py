@@ -20,7 +20,6 @@ restored: they are the history of the source's files, which the source keeps.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from steerable.dataset.atomic import atomic_write_json
-from steerable.dataset.layout import GROUND_TRUTH_PATH, INFO_PATH, PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.info import load_info, write_info
+from steerable.dataset.layout import GROUND_TRUTH_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.provenance import (
     EPISODES,
@@ -39,7 +38,9 @@ from steerable.dataset.provenance import (
     with_episode_producers,
     write_provenance_file,
 )
-from steerable.dataset.review import block_human, block_review, episode_rows, rows_fingerprint, with_records
+from steerable.dataset.ranges import index_ranges
+from steerable.dataset.review import episode_rows, rows_fingerprint
+from steerable.dataset.review_records import block_human, block_review, with_records
 from steerable.language.tools import DEFAULT_TOOLS, merge_tools, tool_name
 
 __all__ = [
@@ -186,18 +187,19 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
     sources its episodes came from; without a source (or when none declares one), the catalogue is
     derived: steerable's default one. What `target` already records wins over what a source says."""
     used = [s for i, s in enumerate(sources) if match.from_source(i)]
-    info = json.loads((target.root / INFO_PATH).read_text(encoding="utf-8"))
+    read = load_info(target.root)
+    info = read.without_legacy_provenance()  # an older steerable's key: moved to the file
     done = MetadataRestored()
     if target.has_language or any(s.info.tools for s in used):
         declared = [t for s in used for t in s.info.tools or ()]
-        tools = merge_tools(info.get("tools"), declared or DEFAULT_TOOLS)
-        if tools != info.get("tools"):
+        tools = merge_tools(read.tools, declared or DEFAULT_TOOLS)
+        if tools != read.tools:
             names = ", ".join(str(tool_name(t)) for t in tools)
             done.tools = f"{names} from {_names(used)}" if declared else f"{names} (derived: steerable's default)"
-            info["tools"] = tools
+            info.tools = tools
     blocks = [b for b in (provenance_block(s.root, s.info) for s in used) if b is not None]
     rewrite = bool(done.tools)
-    legacy = info.pop(PROVENANCE_KEY, None) is not None  # an older steerable's key: moved to the file
+    legacy = read.has_legacy_provenance
     mine = provenance_block(target.root, target.info) or {}
     block = mine
     if blocks:
@@ -211,8 +213,8 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
     if block and (block != mine or legacy):
         write_provenance_file(target.root / PROVENANCE_PATH, block)
     if rewrite or legacy:
-        atomic_write_json(target.root / INFO_PATH, info)
-        target.info = type(target.info).from_dict(info)
+        write_info(target.root, info)
+        target.info = info
     return done
 
 
@@ -282,8 +284,6 @@ def _rows(ds: LeRobotDataset, episode_index: int) -> tuple[list[dict[str, Any]],
 def _describe_reviews(
     human: Mapping[str, list[int]], review: Mapping[int, str], sources: Sequence[LeRobotDataset]
 ) -> str:
-    from steerable.dataset.summary import index_ranges
-
     parts = [f"{status} episode(s) {index_ranges([e for e, s in review.items() if s == status])}"
              for status in sorted(set(review.values()))]
     parts += [f"human {style} episode(s) {index_ranges(eps)}" for style, eps in human.items()]

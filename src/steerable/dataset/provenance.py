@@ -31,20 +31,19 @@ from typing import Any
 from steerable.dataset.atomic import atomic_write_bytes
 from steerable.dataset.info import DatasetInfo
 from steerable.dataset.layout import PROVENANCE_KEY, PROVENANCE_PATH
+from steerable.dataset.ranges import index_ranges
 
 __all__ = [
     "EPISODES",
     "HEURISTIC_PREFIX",
     "TOOL_CALL_STYLE",
     "Provenance",
-    "info_block",
     "MEASURED_STYLES",
     "is_heuristic",
     "provenance_block",
     "read_provenance",
     "read_provenance_file",
     "recorded_producers",
-    "take_block",
     "with_episode_producers",
     "write_provenance_file",
 ]
@@ -59,22 +58,10 @@ TOOL_CALL_STYLE = "tool_call"
 
 
 def provenance_block(root: Path, info: DatasetInfo) -> dict[str, Any] | None:
-    """The provenance block of the dataset at `root`: info.json's legacy key, else the file's; None when neither."""
-    return info_block(info.model_extra or {}, root)
-
-
-def info_block(info: Mapping[str, Any], root: Path) -> dict[str, Any] | None:
-    """The block of info.json's content `info` (a mapping as read from the file: an older steerable's
-    key), else the file's at `root`; None when neither holds one."""
-    block = info.get(PROVENANCE_KEY)
+    """The provenance block of the dataset at `root`: an older steerable's key in its info.json
+    (`info`), else the file's; None when neither holds one."""
+    block = (info.model_extra or {}).get(PROVENANCE_KEY)
     return block if isinstance(block, dict) else read_provenance_file(root)
-
-
-def take_block(info: dict[str, Any], root: Path) -> dict[str, Any] | None:
-    """`info_block`, and the legacy key removed from `info` (to be written back without it)."""
-    block = info_block(info, root)
-    info.pop(PROVENANCE_KEY, None)
-    return block
 
 
 def read_provenance_file(root: Path) -> dict[str, Any] | None:
@@ -139,17 +126,6 @@ def _ranges_of(raw: Any) -> list[tuple[int, int]]:
     return out
 
 
-def _ranges(episodes: Iterable[int]) -> str:
-    """Sorted episodes as runs, "0-2,5": 10 000 episodes written by one model are one short string."""
-    runs: list[list[int]] = []
-    for e in sorted(set(episodes)):
-        if runs and runs[-1][1] == e - 1:
-            runs[-1][1] = e
-        else:
-            runs.append([e, e])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def with_episode_producers(
     block: Mapping[str, Any],
     written: Mapping[int, Mapping[str, str]],
@@ -168,7 +144,7 @@ def with_episode_producers(
         for style, producer in written.get(ep, {}).items():
             table.setdefault(style, {}).setdefault(producer, set()).add(ep)
     record = {
-        style: {producer: _ranges(eps) for producer, eps in sorted(by.items()) if eps}
+        style: {producer: index_ranges(eps, sep=",") for producer, eps in sorted(by.items()) if eps}
         for style, by in sorted(table.items())
     }
     out = {k: v for k, v in block.items() if k != EPISODES}

@@ -1,16 +1,15 @@
 """A person's review of a dataset's language: corrected rows saved as revisions, and a status per episode.
 
 What a person did is kept in the provenance file (`meta/steerable_provenance.json`, beside "producers"):
-`"human": {style: [episode, ...]}` names, per style, the episodes whose rows of that style a person
-edited (style-less tool-call rows such as `say` count as "tool_call", as `steerable info` counts
-them), and `"review": {"<episode>": "reviewed" | "needs work"}` the status set per episode (absent:
-unreviewed). A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise; when
-it is told to redo them, its rows are a model's or a heuristic's again: `without_person` takes the
-person's marks of what it rewrote off the block (`steerable.dataset.provenance` reads and writes it).
+the `human` marks per style and the `review` status per episode (`steerable.dataset.review_records`).
+A later `steerable annotate` leaves `protected_episodes` alone unless told otherwise; when it is told
+to redo them, its rows are a model's or a heuristic's again: `without_person` takes the person's marks
+of what it rewrote off the block (`steerable.dataset.provenance` reads and writes it).
 
 `save_episode` is the one write path of the viewer's editor: the rows are checked by the validator
 `annotate` uses, written through the folder commit (a kill mid-save leaves the old or the new
 dataset), and recorded as a revision (`steerable.dataset.revisions`); `restore_revision` goes back.
+info.json and the provenance file are each written once per save, through the writer's metadata step.
 """
 
 from __future__ import annotations
@@ -27,10 +26,21 @@ import numpy as np
 
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import load_info
+from steerable.dataset.info_update import write_metadata
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
-from steerable.dataset.provenance import TOOL_CALL_STYLE, provenance_block, take_block, write_provenance_file
+from steerable.dataset.provenance import TOOL_CALL_STYLE, provenance_block
+from steerable.dataset.review_records import (
+    HUMAN,
+    REVIEW_STATUSES,
+    block_human,
+    block_review,
+    with_records,
+    with_review,
+    without_person,
+)
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
+from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import ConfigError
 from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
 from steerable.language.schema import EVENT_ROW_FIELDS, PERSISTENT_ROW_FIELDS
@@ -54,14 +64,11 @@ __all__ = [
     "rows_fingerprint",
     "save_episode",
     "with_records",
+    "with_review",
     "without_person",
 ]
 
 logger = logging.getLogger(__name__)
-
-HUMAN = "human"
-REVIEW_STATUSES = ("unreviewed", "reviewed", "needs work")
-
 
 def _block(ds: LeRobotDataset) -> dict[str, Any]:
     return provenance_block(ds.root, ds.info) or {}
@@ -75,50 +82,6 @@ def human_edits(ds: LeRobotDataset) -> dict[str, list[int]]:
 def review_status(ds: LeRobotDataset) -> dict[int, str]:
     """episode -> "reviewed" or "needs work" (episodes not listed are unreviewed)."""
     return block_review(_block(ds))
-
-
-def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:
-    """The `human` record of a provenance block: style -> episodes."""
-    raw = block.get(HUMAN)
-    if not isinstance(raw, dict):
-        return {}
-    return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
-
-
-def block_review(block: Mapping[str, Any]) -> dict[int, str]:
-    """The `review` record of a provenance block: episode -> status."""
-    raw = block.get("review")
-    if not isinstance(raw, dict):
-        return {}
-    return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
-
-
-def with_records(
-    block: Mapping[str, Any], human: Mapping[str, Iterable[int]], review: Mapping[int, str]
-) -> dict[str, Any]:
-    """`block` with these `human` and `review` records in place of its own (empty ones left out)."""
-    out = {k: v for k, v in block.items() if k not in (HUMAN, "review")}
-    marks = {style: sorted(set(eps)) for style, eps in sorted(human.items()) if eps}
-    if marks:
-        out[HUMAN] = marks
-    if review:
-        out["review"] = {str(e): review[e] for e in sorted(review)}
-    return out
-
-
-def without_person(
-    block: Mapping[str, Any], rewritten: Mapping[int, Iterable[str | None] | None]
-) -> dict[str, Any]:
-    """`block` once a model or heuristic rewrote these rows: episode -> the styles rewritten (None: all of
-    its language; a None style: tool-call rows). Their `human` marks go, and so does the episode's review
-    status: the rows a person looked at are not there any more, so the episode is unreviewed again."""
-    human = block_human(block)
-    for ep, styles in rewritten.items():
-        keys = set(human) if styles is None else {TOOL_CALL_STYLE if s is None else str(s) for s in styles}
-        for style in keys & set(human):
-            human[style] = [e for e in human[style] if e != ep]
-    review = {e: s for e, s in block_review(block).items() if e not in rewritten}
-    return with_records(block, human, review)
 
 
 def protected_episodes(ds: LeRobotDataset) -> set[int]:
@@ -197,22 +160,6 @@ def language_problems(
     )
 
 
-def _with_review(
-    info: dict[str, Any], root: Path, episode: int, styles: Iterable[str], status: str | None
-) -> dict[str, Any]:
-    """The provenance block with this save recorded; an older steerable's key leaves `info`."""
-    block = take_block(info, root) or {}
-    human = block_human(block)
-    for style in styles:
-        human[style] = sorted(set(human.get(style, [])) | {episode})
-    review = block_review(block)
-    if status == "unreviewed":
-        review.pop(episode, None)
-    elif status is not None:
-        review[episode] = status
-    return with_records(block, human, review)
-
-
 def save_episode(
     ds: LeRobotDataset,
     episode_index: int,
@@ -231,8 +178,6 @@ def save_episode(
     every problem, nothing written). Styles whose rows changed are marked edited by a person. Returns
     the revision, or None when nothing differs from what is stored.
     """
-    from steerable.dataset.writer import EpisodeLanguage, write_language
-
     ep = ds.episode(episode_index)
     if status is not None and status not in REVIEW_STATUSES:
         raise ConfigError(f"review status {status!r} is not one of {', '.join(REVIEW_STATUSES)}")
@@ -246,23 +191,21 @@ def save_episode(
     new_status = status if status is not None and status != current else None
     if not styles and new_status is None:
         return None
+
+    def record(block: dict[str, Any]) -> dict[str, Any]:
+        return with_review(block, ep.episode_index, styles, new_status)
+
     tx = FolderCommit(ds.root, base=ds.root, durable=durable)
     try:
         files = {INFO_PATH, PROVENANCE_PATH}
         if styles:
             assert persistent is not None and events is not None
-            report = write_language(ds, {ep.episode_index: EpisodeLanguage(persistent, events)}, into=tx)
+            language = {ep.episode_index: EpisodeLanguage(persistent, events)}
+            report = write_language(ds, language, into=tx, record=record)
             files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
-        info_path = tx.root / INFO_PATH
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-        block = _with_review(info, tx.root, ep.episode_index, styles, new_status)
-        from steerable.dataset.atomic import atomic_write_json, remove_stale_temps
-
-        info_file, sidecar = tx.file(INFO_PATH), tx.file(PROVENANCE_PATH)
-        for path in (info_file, sidecar):
-            remove_stale_temps(path)
-        atomic_write_json(info_file, info, durable=False)  # the commit makes it durable
-        write_provenance_file(sidecar, block, durable=False)
+        else:  # a status only: the same metadata step, without the language
+            info = load_info(tx.root)
+            write_metadata(tx, info.without_legacy_provenance(), record(provenance_block(tx.root, info) or {}))
         revision = record_revision(
             tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
             ops=ops, status={ep.episode_index: new_status} if new_status else None,

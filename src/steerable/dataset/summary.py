@@ -16,6 +16,7 @@ from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.lineage import missing_metadata
 from steerable.dataset.parquet import file_metadata, read_parquet
 from steerable.dataset.provenance import recorded_producers
+from steerable.dataset.ranges import index_ranges
 from steerable.dataset.review import human_edits
 from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
@@ -84,18 +85,6 @@ class DatasetSummary:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def index_ranges(indices: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8': a long list of episodes stays one short line."""
-    runs: list[list[int]] = []
-    for i in sorted(set(indices)):
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    parts = [str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]
-    return ", ".join(parts)
 
 
 def producers_of(ds: LeRobotDataset) -> dict[str, str]:

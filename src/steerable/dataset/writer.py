@@ -31,7 +31,13 @@ import pyarrow.parquet as pq
 from steerable.dataset.atomic import remove_stale_temps
 from steerable.dataset.commit import FolderCommit, commit_folder
 from steerable.dataset.info import load_info
-from steerable.dataset.info_update import LEGACY_COLUMNS, WriteProvenance, readable_columns, update_info
+from steerable.dataset.info_update import (
+    LEGACY_COLUMNS,
+    BlockEdit,
+    WriteProvenance,
+    readable_columns,
+    update_info,
+)
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata, read_parquet
 from steerable.dataset.provenance import TOOL_CALL_STYLE
@@ -105,6 +111,7 @@ def write_language(
     into: FolderCommit | None = None,
     producers: Mapping[str, str] | None = None,
     episode_producers: Mapping[int, Mapping[str, str]] | None = None,
+    record: BlockEdit | None = None,
 ) -> WriteReport:
     """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
 
@@ -116,8 +123,10 @@ def write_language(
     (`steerable.dataset.provenance`), per episode too: `episode_producers` (episode -> style ->
     producer) where the writers of one style differ between episodes, else each updated episode's
     styles get their `producers` entry. The rows it wrote are then no longer a person's: their review
-    marks go (`review.without_person`). An update whose `replaces` is set keeps the episode's stored
-    rows of every other style. An older steerable's provenance key in info.json moves to the file.
+    marks go (`review_records.without_person`); `record` then edits the provenance block further, in
+    the same single write of each file (a review save's marks). An update whose `replaces` is set keeps
+    the episode's stored rows of every other style. An older steerable's provenance key in info.json
+    moves to the file.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     rewritten = {ep: lang.replaces for ep, lang in updates.items()}
@@ -130,9 +139,9 @@ def write_language(
     by_episode = {ep: dict(known[ep]) for ep in updates if ep in known}
     provenance = WriteProvenance(dict(producers or {}), by_episode, rewritten) if producers else None
     if into is not None:
-        return _write(ds, shards, updates, into, provenance)
+        return _write(ds, shards, updates, into, provenance, record)
     with commit_folder(ds.root, base=ds.root) as tx:
-        report = _write(ds, shards, updates, tx, provenance)
+        report = _write(ds, shards, updates, tx, provenance, record)
     ds.info = load_info(ds.root)
     return report
 
@@ -150,6 +159,7 @@ def _write(
     updates: Mapping[int, EpisodeLanguage],
     tx: FolderCommit,
     provenance: WriteProvenance | None,
+    record: BlockEdit | None,
 ) -> WriteReport:
     frames = 0
     written = []
@@ -158,7 +168,7 @@ def _write(
         frames += _rewrite(shard, updates, tx.file(rel))
         written.append(tx.dest / rel)
         logger.info("rewrote %s (%d frames)", rel, len(shard.timestamps))
-    update_info(ds, tx, provenance)
+    update_info(ds, tx, provenance, record)
     rows = sum(len(lang.persistent) + len(lang.events) for lang in updates.values())
     return WriteReport(tuple(written), tuple(sorted(updates)), rows, frames)
 

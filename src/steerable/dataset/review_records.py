@@ -1,0 +1,87 @@
+"""A person's records in the provenance block: which rows a person edited, and each episode's review status.
+
+`"human": {style: [episode, ...]}` names, per style, the episodes whose rows of that style a person
+edited (style-less tool-call rows such as `say` count as "tool_call"); `"review": {"<episode>":
+"reviewed" | "needs work"}` is the status set per episode (absent: unreviewed). These are pure
+functions of a block: the review save (`steerable.dataset.review`) adds marks, a language write
+(`steerable.dataset.writer`) takes them off the rows it rewrote, and `restore` carries them over
+(`steerable.dataset.lineage`), each below the modules that write files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from steerable.dataset.provenance import TOOL_CALL_STYLE
+
+__all__ = [
+    "HUMAN",
+    "REVIEW_STATUSES",
+    "block_human",
+    "block_review",
+    "with_records",
+    "with_review",
+    "without_person",
+]
+
+HUMAN = "human"
+REVIEW_STATUSES = ("unreviewed", "reviewed", "needs work")
+
+
+def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The `human` record of a provenance block: style -> episodes."""
+    raw = block.get(HUMAN)
+    if not isinstance(raw, dict):
+        return {}
+    return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
+
+
+def block_review(block: Mapping[str, Any]) -> dict[int, str]:
+    """The `review` record of a provenance block: episode -> status."""
+    raw = block.get("review")
+    if not isinstance(raw, dict):
+        return {}
+    return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
+
+
+def with_records(
+    block: Mapping[str, Any], human: Mapping[str, Iterable[int]], review: Mapping[int, str]
+) -> dict[str, Any]:
+    """`block` with these `human` and `review` records in place of its own (empty ones left out)."""
+    out = {k: v for k, v in block.items() if k not in (HUMAN, "review")}
+    marks = {style: sorted(set(eps)) for style, eps in sorted(human.items()) if eps}
+    if marks:
+        out[HUMAN] = marks
+    if review:
+        out["review"] = {str(e): review[e] for e in sorted(review)}
+    return out
+
+
+def with_review(block: Mapping[str, Any], episode: int, styles: Iterable[str], status: str | None) -> dict[str, Any]:
+    """`block` once a person saved `episode`: the `styles` they changed marked theirs, and the review
+    `status` set (None: left as it was; "unreviewed": the episode's status removed)."""
+    human = block_human(block)
+    for style in styles:
+        human[style] = sorted(set(human.get(style, [])) | {episode})
+    review = block_review(block)
+    if status == "unreviewed":
+        review.pop(episode, None)
+    elif status is not None:
+        review[episode] = status
+    return with_records(block, human, review)
+
+
+def without_person(
+    block: Mapping[str, Any], rewritten: Mapping[int, Iterable[str | None] | None]
+) -> dict[str, Any]:
+    """`block` once a model or heuristic rewrote these rows: episode -> the styles rewritten (None: all of
+    its language; a None style: tool-call rows). Their `human` marks go, and so does the episode's review
+    status: the rows a person looked at are not there any more, so the episode is unreviewed again."""
+    human = block_human(block)
+    for ep, styles in rewritten.items():
+        keys = set(human) if styles is None else {TOOL_CALL_STYLE if s is None else str(s) for s in styles}
+        for style in keys & set(human):
+            human[style] = [e for e in human[style] if e != ep]
+    review = {e: s for e, s in block_review(block).items() if e not in rewritten}
+    return with_records(block, human, review)
