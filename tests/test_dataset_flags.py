@@ -15,7 +15,6 @@ from steerable.errors import ConfigError
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["export", "--repo_id", "u/d", "--only_episodes", "0,2"], ["export", "u/d", "--episodes", "0,2"]),
         (["eval", "D", "--json"], ["eval", "D", "--json"]),  # already the one spelling
         (["annotate", "--dataset", "user/remote", "--episodes", "0,3"],
          ["annotate", "--repo_id", "user/remote", "--only_episodes", "0,3"]),
@@ -37,6 +36,7 @@ SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
     ("steerable.cli.sheets:SheetsSettings", ["--episode", "2", "--out", "o"]),
     ("steerable.cli.view:ViewSettings", []),
     ("steerable.cli.render:RenderSettings", ["--recipe", "r", "--all"]),
+    ("steerable.cli.export:ExportSettings", ["--recipe", "r", "--out", "o", "--only_episodes", "0,2"]),
 ])
 def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
     from importlib import import_module

@@ -24,8 +24,8 @@ from steerable.errors import ConfigError
 
 __all__ = ["normalize_aliases", "parse_episodes"]
 
-POSITIONAL_DATASET = frozenset({"export", "eval"})
-EPISODE_LISTS = frozenset({"export"})
+POSITIONAL_DATASET = frozenset({"eval"})
+EPISODE_LISTS: frozenset[str] = frozenset()
 DATASET_ALIASES = ("--dataset", "--root", "--repo_id")
 
 

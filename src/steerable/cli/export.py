@@ -6,65 +6,73 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import ClassVar, Literal
 
-from steerable.cli._dataset_args import parse_episodes
-from steerable.cli._recipe_args import add_recipe_args, camera_map, render_options
+from pydantic import Field
 
-__all__ = ["NOTHING_EXPORTED", "register"]
+from steerable.cli.options import Episodes, RecipeOptions, dataset_field, episodes_field
+
+__all__ = ["NOTHING_EXPORTED", "ExportSettings", "register"]
 
 NOTHING_EXPORTED = 1  # the run worked but produced no sample (unannotated dataset, recipe renders nothing)
 
+USAGE = """usage: steerable export DATASET --recipe R --out DIR [--format jsonl|hf] [--episodes 0,3,7-9] [...]
+
+Export rendered samples for VLM fine-tuning: OpenAI-chat JSONL with JPEG files, or a Hugging Face `datasets`
+folder. Every option, with its default:
+"""
+
+
+class ExportSettings(RecipeOptions):
+    """`steerable export`: which samples, in which form, where."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/export.md"
+
+    dataset: str = dataset_field("annotated dataset root or Hub repo id")
+    out: str = Field(description="output folder (created; must be empty or absent)")
+    format: Literal["jsonl", "hf"] = Field(
+        "jsonl", description="jsonl: OpenAI chat lines + JPEG files; hf: a Hugging Face `datasets` folder "
+        "(load_from_disk)")
+    max_samples: int | None = Field(None, description="stop after this many samples")
+    episodes: Episodes = episodes_field()
+    fallback: Literal["none", "task"] = Field(
+        "none", description="task: frames the recipe leaves empty become plain-task low-level samples instead of "
+        "being skipped")
+    keep_untargeted: bool | None = Field(
+        None, description="also export samples without a text target (low-level turns only: they train actions, "
+        "not the VLM); skipped and counted by default, kept by default with --fallback task")
+    heuristic_rows: Literal["drop", "keep"] = Field(
+        "drop", description="drop (default): leave out the rows a heuristic wrote instead of a model (e.g. the "
+        "subtasks of episodes without video; the provenance file records them per episode); keep: export them too")
+    overwrite: bool = Field(False, description="replace a non-empty --out folder")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="export rendered samples for VLM fine-tuning (JSONL or HF datasets)")
-    parser.add_argument("dataset", help="annotated dataset root or Hub repo id (alias: --dataset D)")
-    add_recipe_args(parser)
-    parser.add_argument("--out", required=True, help="output folder (created; must be empty or absent)")
-    parser.add_argument(
-        "--format",
-        choices=["jsonl", "hf"],
-        default="jsonl",
-        help="jsonl: OpenAI chat lines + JPEG files; hf: a Hugging Face `datasets` folder (load_from_disk)",
-    )
-    parser.add_argument("--max_samples", type=int, default=None, help="stop after this many samples")
-    parser.add_argument("--episodes", default=None, metavar="0,3,7-9",
-                        help="only these episodes: indices and ranges (alias: --only_episodes)")
-    parser.add_argument(
-        "--fallback",
-        choices=["none", "task"],
-        default="none",
-        help="task: frames the recipe leaves empty become plain-task low-level samples instead of being skipped",
-    )
-    parser.add_argument(
-        "--keep_untargeted",
-        action="store_true",
-        default=None,
-        help="also export samples without a text target (low-level turns only: they train actions, not "
-        "the VLM); skipped and counted by default, kept by default with --fallback task",
-    )
-    parser.add_argument(
-        "--heuristic_rows",
-        choices=["drop", "keep"],
-        default="drop",
-        help="drop (default): leave out the rows a heuristic wrote instead of a model (e.g. the subtasks of "
-        "episodes without video; the provenance file records them per episode); keep: export them too",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "export", help="export rendered samples for VLM fine-tuning (JSONL or HF datasets)", func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(ExportSettings, args, USAGE)
+    return 0 if cfg is None else _export(cfg)
+
+
+def _export(args: ExportSettings) -> int:
     from steerable.dataset import open_dataset
     from steerable.recipes import load_recipe
     from steerable.train.export import export_samples
 
-    episodes = parse_episodes(args.episodes)
+    episodes = args.episodes
     ds = open_dataset(args.dataset)
     if not ds.has_language:
         print(f"steerable: {ds.root} is not annotated (no language columns): nothing to export; "
               "run `steerable annotate` on it first", file=sys.stderr)
         return NOTHING_EXPORTED
-    recipe = load_recipe(args.recipe, camera_map=camera_map(args.camera_map, ds.camera_keys))
+    recipe = load_recipe(args.recipe, camera_map=args.cameras(ds.camera_keys))
     chosen = [ds.episode(e) for e in episodes] if episodes is not None else ds.episodes
     with _progress(sum(e.length for e in chosen)) as advance:
         report = export_samples(
@@ -77,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             fallback=args.fallback,
             keep_untargeted=args.keep_untargeted,
             heuristic_rows=args.heuristic_rows,
-            options=render_options(args),
+            options=args.render_options(),
             overwrite=args.overwrite,
             progress=advance,
         )
