@@ -82,7 +82,8 @@ class _Scripted:
         self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
         self.prompts = LivePrompts(load_recipe("hierarchical"))
 
-    def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False) -> list[ParsedReply]:
+    def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False
+                 ) -> list[ParsedReply]:
         turns = [m["content"] for m in chats[0]]
         self.asked.append(turns)
         for key, answer in self.answers.items():
@@ -121,7 +122,8 @@ def test_the_plan_is_rewritten_from_task_and_memory_when_it_is_missing() -> None
     from steerable.control import HighLevelRequest, LanguageContext, Observation
     from steerable.runtime.policy_high_level import PolicyHighLevel
 
-    runner = _Scripted({"Write the plan.": "1. place the red cube in the bin", "Plan:": "place the red cube in the bin"})
+    runner = _Scripted({"Write the plan.": "1. place the red cube in the bin",
+                        "Plan:": "place the red cube in the bin"})
     high = PolicyHighLevel(runner)  # type: ignore[arg-type]
     ctx = LanguageContext(task="put the red cube in the bin", memory="Holding the red cube.")
     out = high.update(HighLevelRequest("update", ctx, Observation(state=np.zeros(4, np.float32))))

@@ -50,7 +50,8 @@ class SlowFake:
 
 
 # A fixed token: the restarted server must take the client's connection again.
-PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1]), token="a-test-token").serve_forever(on_ready=lambda url: print("ready", url, flush=True))
+PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1]), token="a-test-token").serve_forever(
+    on_ready=lambda url: print("ready", url, flush=True))
 '''
 
 

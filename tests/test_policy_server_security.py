@@ -167,8 +167,8 @@ def test_a_missing_or_wrong_token_is_refused_before_the_websocket_opens(served: 
     try:
         assert low.cameras == (TOP,)
         # Only the camera the served policy reads is sent; the state is checked against its 3 values.
-        obs = Observation(state=np.ones(3, np.float32), images={TOP: np.zeros((8, 8, 3), np.uint8),
-                                                                "observation.images.wrist": np.zeros((8, 8, 3), np.uint8)})
+        blank = np.zeros((8, 8, 3), np.uint8)
+        obs = Observation(state=np.ones(3, np.float32), images={TOP: blank, "observation.images.wrist": blank})
         chunk = low.act(obs, "wave")
         assert chunk.error is None and chunk.actions.shape == (4, 2) and float(chunk.actions[0, 0]) == 3.0
     finally:
@@ -195,7 +195,8 @@ def test_a_browser_of_another_site_and_a_rebound_host_are_refused(served: Served
     status, body = _refusal(served, additional_headers=token, origin="http://evil.example")  # type: ignore[arg-type]
     assert status == 403 and "Origin http://evil.example" in body
     # DNS rebinding: a name of another site that resolves to this machine.
-    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock, pytest.raises(InvalidStatus) as refused:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock, \
+            pytest.raises(InvalidStatus) as refused:
         connect(f"ws://evil.example:{served.port}", sock=sock, additional_headers=token).__enter__()
     assert refused.value.response.status_code == 403
     assert f"not for host 'evil.example:{served.port}'" in bytes(refused.value.response.body or b"").decode()

@@ -72,7 +72,8 @@ def test_several_state_keys_are_concatenated_in_order(dataset: Path) -> None:
     assert item is not None and item["state"].shape == (43,)
     assert torch.equal(item["state"], torch.from_numpy(both[5]))
     # A mapping holding each key gives the same vector as the concatenation.
-    stacked = built.processor.state_from({"observation.state": gripper[:3].copy(), ENVIRONMENT_STATE_FEATURE: env[:3].copy()})
+    stacked = built.processor.state_from({"observation.state": gripper[:3].copy(),
+                                          ENVIRONMENT_STATE_FEATURE: env[:3].copy()})
     assert torch.equal(stacked, torch.from_numpy(both[:3]))
 
 

@@ -84,7 +84,8 @@ def _frame_context(data: PolicyDataset, item: dict[str, Any]) -> dict[str, Any]:
         "task": task,
         "plan": text(timeline.active_at(t, style="plan")), "memory": text(timeline.active_at(t, style="memory")),
         "subtask": text(timeline.active_at(t, style="subtask")),
-        "prior_plan": text(timeline.nth_prev(t, style="plan")), "prior_memory": text(timeline.nth_prev(t, style="memory")),
+        "prior_plan": text(timeline.nth_prev(t, style="plan")),
+        "prior_memory": text(timeline.nth_prev(t, style="memory")),
         "finished": text(timeline.nth_prev(t, style="subtask")), "interjection": text(said),
     }
 
@@ -92,7 +93,8 @@ def _frame_context(data: PolicyDataset, item: dict[str, Any]) -> dict[str, Any]:
 # question -> (the hierarchical component that trains it, the live context the runtime asks it with)
 _ASKED: dict[str, tuple[str, Any]] = {
     "plan": ("plan", lambda c: (LanguageContext(task=c["task"], memory=c["memory"]), {})),
-    "subtask": ("high_level_subtask", lambda c: (LanguageContext(task=c["task"], plan=c["plan"], memory=c["memory"]), {})),
+    "subtask": ("high_level_subtask", lambda c: (
+        LanguageContext(task=c["task"], plan=c["plan"], memory=c["memory"]), {})),
     "progress": ("progress", lambda c: (LanguageContext(task=c["task"]), {})),
     "memory": ("memory_update", lambda c: (
         LanguageContext(task=c["task"], subtask=c["finished"], memory=c["prior_memory"]), {})),

@@ -120,7 +120,8 @@ def test_lint_against_a_dataset_warns_about_bindings_that_never_resolve(annotate
     guarded = tmp_path / "guarded.yaml"
     guarded.write_text("bindings:\n  traced: last_emitted(t, style=trace)\nmessages:\n"
                        "  - {role: user, content: '${task}', stream: high_level}\n"
-                       "  - {role: assistant, content: '${subtask}', stream: high_level, target: true, if_absent: traced}\n")
+                       "  - {role: assistant, content: '${subtask}', stream: high_level, target: true,"
+                       " if_absent: traced}\n")
     corrections = steerable("recipes", "lint", str(guarded), "--dataset", str(annotated))
     assert corrections.returncode == 0 and "warning" not in corrections.stdout, corrections.stdout
     guarded.write_text(guarded.read_text().replace("${subtask}", "${traced}"))

@@ -70,7 +70,8 @@ class Failing(StepController):
 
 
 @pytest.mark.parametrize(("exc", "shown"), [(AssertionError(), "AssertionError"),
-                                           (ValueError("n_obs_steps queue empty"), "ValueError: n_obs_steps queue empty")])
+                                           (ValueError("n_obs_steps queue empty"),
+                                            "ValueError: n_obs_steps queue empty")])
 def test_a_controller_exception_is_reported_with_its_type_and_message(exc: Exception, shown: str) -> None:
     env = OneStateEnv()
     rt = Runtime(env, Failing(exc), None)  # type: ignore[arg-type]

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from policy_helpers import TINY, batch_of, easy_privileged_dataset, one_thread, steerable_cli  # noqa: F401  (autouse fixture)
+from policy_helpers import (  # noqa: F401  (one_thread: an autouse fixture)
+    TINY,
+    batch_of,
+    easy_privileged_dataset,
+    one_thread,
+    steerable_cli,
+)
 from steerable.control import HighLevelRequest, LanguageContext, Observation
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError
@@ -161,7 +167,8 @@ def pin_check(model: Any, sharpness: float = 20.0, confidence: float = 6.0) -> N
 
 def test_the_runner_checks_placements_only_and_a_checkpoint_before_has_no_check(built: Any, tmp_path: Path
                                                                               ) -> None:
-    where = save_checkpoint(tmp_path, 1, built.model, built.processor, Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8"))
+    recipe_text = Path(load_recipe("hierarchical").origin).read_text(encoding="utf-8")
+    where = save_checkpoint(tmp_path, 1, built.model, built.processor, recipe_text)
     runner = PolicyRunner(load_policy(where))
     command = "place the red cube in the blue bin"
     moved, target = command_objects(command, object_layout(runner.cfg)) or (None, None)
