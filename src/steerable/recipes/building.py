@@ -1,26 +1,29 @@
 """Turn plain recipe data (parsed YAML or an in-code dict) into a validated `Recipe`.
 
 This is where keys are checked against the schema (a typo names its key and line), camera
-variables are bound to dataset camera keys, and every validation error gets its location.
+variables are bound to dataset camera keys, and every validation error gets its location. The
+recipe type is passed in (`make`): `Recipe.from_dict` calls this module, which imports the turns
+only (`steerable.recipes.turns`), so the two modules import each other one way.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from steerable.errors import RecipeError
 from steerable.recipes._where import KeyPath, Locator, RecipeFieldError, did_you_mean, format_path
 from steerable.recipes.expressions import CAMERA_RE, PLACEHOLDER_RE
-from steerable.recipes.model import ROUTES, MessageTurn, Recipe
+from steerable.recipes.turns import ROUTES, MessageTurn
 
 __all__ = ["build_recipe"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")  # the recipe type `make` builds (`steerable.recipes.model.Recipe`)
 
 # `weight` and `route` are accepted at the top level and ignored there (as in the reference).
 TOP_KEYS = ("messages", "bindings", "blend", "cameras", "description", "weight", "route")
@@ -35,11 +38,13 @@ _CAMERA_ARG_RE = re.compile(r"(\bcamera\s*=\s*['\"]?)([^,)'\"\s]+)")
 def build_recipe(
     data: Any,
     *,
+    make: Callable[..., R],
     origin: str = "<recipe>",
     camera_map: Mapping[str, str] | None = None,
     lines: Mapping[KeyPath, int] | None = None,
-) -> Recipe:
-    """Validate `data` into a Recipe; `lines` maps key paths to YAML lines for error locations.
+) -> R:
+    """Validate `data` into a recipe built by `make` (the `Recipe` class: called with its fields, blend
+    components first); `lines` maps key paths to YAML lines for error locations.
 
     Raises:
         RecipeError: the data is not a valid recipe, or `camera_map` binds one camera twice.
@@ -59,7 +64,7 @@ def build_recipe(
         if not isinstance(raw_blend, Mapping):
             raise where.error(("blend",), "blend must map component names to message recipes")
         blend = {
-            str(name): _build_component(comp, ("blend", str(name)), where, cameras)
+            str(name): _build_component(comp, ("blend", str(name)), where, cameras, make)
             for name, comp in raw_blend.items()
         }
     route = data.get("route")
@@ -69,34 +74,15 @@ def build_recipe(
         # A top-level `weight` (and `route` on a message recipe) means nothing outside a blend; the
         # reference accepts and ignores them, so recipes written for it load here too. A blend with
         # a route is still refused (by Recipe), as in the reference.
-        recipe = _make(data, (), where, cameras, blend=blend, description=description, cameras=cameras.keys,
+        recipe = _make(make, data, (), where, cameras, blend=blend, description=description, cameras=cameras.keys,
                        route=route if blend is not None else None)
     except RecipeFieldError as exc:
         raise where.relocate((), exc) from None
     cameras.check_all_used()
-    if blend is not None and len(set(cameras.keys.values())) < len(cameras.keys):
-        recipe = _merge_camera_twins(recipe)
     return recipe
 
 
-def _merge_camera_twins(recipe: Recipe) -> Recipe:
-    """Two recipe cameras bound to one dataset camera (a one-camera dataset) make their per-camera
-    components identical: each such set renders once, as its first component, which takes the
-    others' weight (so the blend's share of it is unchanged)."""
-    merged: dict[str, Recipe] = {}
-    for name, component in recipe.components():
-        shape = (component.messages, component.bindings, component.route)
-        twin = next((n for n, c in merged.items() if (c.messages, c.bindings, c.route) == shape), None)
-        if twin is None:
-            merged[name] = component
-            continue
-        first = merged[twin]
-        merged[twin] = dataclasses.replace(first, weight=(first.weight or 0.0) + (component.weight or 0.0))
-        log.info("%s: blend component %r reads the same camera as %r: merged into it", recipe.origin, name, twin)
-    return recipe if len(merged) == len(recipe.components()) else dataclasses.replace(recipe, blend=merged)
-
-
-def _build_component(raw: Any, path: KeyPath, where: Locator, cameras: _Cameras) -> Recipe:
+def _build_component(raw: Any, path: KeyPath, where: Locator, cameras: _Cameras, make: Callable[..., R]) -> R:
     if not isinstance(raw, Mapping):
         raise where.error(path, "a blend component must be a mapping with messages and weight")
     _check_keys(raw, COMPONENT_KEYS, path, where)
@@ -105,13 +91,15 @@ def _build_component(raw: Any, path: KeyPath, where: Locator, cameras: _Cameras)
     if "messages" not in raw:
         raise where.error(path, "a blend component must define messages")
     try:
-        return _make(raw, path, where, cameras, weight=raw.get("weight"), route=raw.get("route"))
+        return _make(make, raw, path, where, cameras, weight=raw.get("weight"), route=raw.get("route"))
     except RecipeFieldError as exc:
         raise where.relocate(path, exc) from None
 
 
-def _make(raw: Mapping[str, Any], path: KeyPath, where: Locator, cams: _Cameras, **extra: Any) -> Recipe:
-    """Build one recipe level: its turns and bindings, then the Recipe (whose checks raise unlocated)."""
+def _make(
+    make: Callable[..., R], raw: Mapping[str, Any], path: KeyPath, where: Locator, cams: _Cameras, **extra: Any
+) -> R:
+    """Build one recipe level: its turns and bindings, then the recipe (whose checks raise unlocated)."""
     messages = None
     if "messages" in raw:
         raw_messages = raw["messages"]
@@ -128,7 +116,7 @@ def _make(raw: Mapping[str, Any], path: KeyPath, where: Locator, cams: _Cameras,
             raise where.error(key_path, f"a binding must be a resolver expression string, got {expr!r}")
         bindings[name] = cams.substitute(expr, key_path, camera_arg=True)
     sites = _binding_sites(messages or (), bindings, path, where)
-    return Recipe(messages=messages, bindings=bindings, origin=where.origin, binding_sites=sites, **extra)
+    return make(messages=messages, bindings=bindings, origin=where.origin, binding_sites=sites, **extra)
 
 
 def _build_turn(raw: Any, path: KeyPath, where: Locator, cameras: _Cameras) -> MessageTurn:

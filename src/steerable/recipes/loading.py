@@ -17,7 +17,6 @@ import yaml
 
 from steerable.errors import RecipeError
 from steerable.recipes._where import KeyPath, format_path
-from steerable.recipes.building import build_recipe
 from steerable.recipes.model import Recipe
 
 __all__ = ["builtin_recipe_names", "load_recipe", "parse_recipe"]
@@ -84,7 +83,7 @@ def parse_recipe(text: str, *, origin: str = "<recipe>", camera_map: Mapping[str
         raise RecipeError(f"{origin}: the recipe is empty; it needs `messages:` or `blend:`")
     walker = _Walker(origin)
     data = walker.value(node, ())
-    return build_recipe(data, origin=origin, camera_map=camera_map, lines=walker.lines)
+    return Recipe.from_dict(data, origin=origin, camera_map=camera_map, lines=walker.lines)
 
 
 class _Walker:

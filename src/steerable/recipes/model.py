@@ -7,20 +7,31 @@ failure names the key path that caused it; `steerable.recipes.loading` adds file
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-from steerable.errors import with_article
 from steerable.recipes._where import KeyPath, RecipeFieldError, did_you_mean
+from steerable.recipes.building import build_recipe
 from steerable.recipes.expressions import (
     DEFAULT_BINDINGS,
     PLACEHOLDER_RE,
     ROLES,
     ResolverCall,
-    Template,
     parse_resolver,
+)
+from steerable.recipes.turns import (
+    BUILTIN_BINDING_NAMES,
+    ROUTES,
+    STREAMS,
+    BlockTemplate,
+    MessageTurn,
+    Role,
+    Route,
+    Stream,
 )
 
 __all__ = [
@@ -35,104 +46,7 @@ __all__ = [
     "Stream",
 ]
 
-Role = Literal["user", "assistant", "system", "tool"]
-Stream = Literal["high_level", "low_level"]
-Route = Literal["vqa"]
-STREAMS: tuple[str, ...] = get_args(Stream)
-ROUTES: tuple[str, ...] = get_args(Route)
-# `task` is always bound (dataset task or a task_aug rephrasing); the rest are default resolvers.
-BUILTIN_BINDING_NAMES: frozenset[str] = frozenset(DEFAULT_BINDINGS) | {"task"}
-
-# A content block compiled for rendering: (key, template or None, value) per field.
-BlockTemplate = tuple[tuple[str, "Template | None", Any], ...]
-
-
-@dataclass(frozen=True)
-class MessageTurn:
-    """One chat turn template; `stream` is required even though it is written after `content`."""
-
-    role: Role
-    content: str | tuple[dict[str, Any], ...] | None = None
-    stream: Stream | None = None
-    target: bool = False
-    if_present: str | None = None
-    tool_calls_from: str | None = None
-    # steerable only: the turn is left out when this binding resolves to a row (on a target turn,
-    # the component renders nothing on such frames).
-    if_absent: str | None = None
-    compiled: Template | tuple[BlockTemplate, ...] | None = field(
-        default=None, init=False, compare=False, repr=False
-    )
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise RecipeFieldError(
-                ("role",), f"unsupported role {self.role!r}{did_you_mean(str(self.role), ROLES)}; "
-                f"use one of {', '.join(ROLES)}"
-            )
-        if self.stream is None:
-            raise RecipeFieldError(
-                (), f"turn (role {self.role!r}) is missing a stream: add `stream: high_level` or `stream: low_level`"
-            )
-        if self.stream not in STREAMS:
-            raise RecipeFieldError(
-                ("stream",), f"unsupported stream {self.stream!r}{did_you_mean(str(self.stream), STREAMS)}; "
-                f"use one of {', '.join(STREAMS)}"
-            )
-        if not isinstance(self.target, bool):
-            raise RecipeFieldError(("target",), f"target must be true or false, got {self.target!r}")
-        for key in ("if_present", "tool_calls_from", "if_absent"):
-            value = getattr(self, key)
-            if value is not None and not isinstance(value, str):
-                raise RecipeFieldError((key,), f"{key} must name a binding, got {value!r}")
-        if self.if_absent == "task":
-            raise RecipeFieldError(("if_absent",), "task is always bound, so `if_absent: task` never renders the turn")
-        if self.content is None and self.tool_calls_from is None:
-            raise RecipeFieldError((), "turn needs content (unless tool_calls_from is set)")
-        object.__setattr__(self, "compiled", self._compile())
-
-    def _compile(self) -> Template | tuple[BlockTemplate, ...] | None:
-        content = self.content
-        if content is None:
-            return None
-        if isinstance(content, str):
-            return Template(content)
-        if not isinstance(content, (list, tuple)):
-            raise RecipeFieldError(
-                ("content",), f"content must be a string or a list of blocks, got {type(content).__name__}"
-            )
-        object.__setattr__(self, "content", tuple(content))
-        return tuple(_compile_block(block, ("content", i)) for i, block in enumerate(content))
-
-    @property
-    def referenced_bindings(self) -> frozenset[str]:
-        """Binding names this turn reads: if_present, if_absent, tool_calls_from and every `${name}`."""
-        return self.value_bindings | ({self.if_absent} if self.if_absent is not None else set())
-
-    @property
-    def value_bindings(self) -> frozenset[str]:
-        """The bindings whose rows the turn needs (all but `if_absent`, which only leaves it out)."""
-        names = {n for n in (self.if_present, self.tool_calls_from) if n is not None}
-        if isinstance(self.compiled, Template):
-            names |= self.compiled.names
-        elif self.compiled is not None:
-            for block in self.compiled:
-                names.update(n for _, tpl, _ in block if tpl is not None for n in tpl.names)
-        return frozenset(names)
-
-
-def _compile_block(block: Any, path: KeyPath) -> BlockTemplate:
-    """Check an HF-style block (`{type: image, feature: ...}` / `{type: text, text: ...}`) and compile it."""
-    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-        raise RecipeFieldError(path, "a content block must be a mapping with a string `type` (image or text)")
-    required = {"image": "feature", "text": "text"}.get(block["type"])
-    if required is not None and not isinstance(block.get(required), str):
-        raise RecipeFieldError(path, f"{with_article(block['type'])} block needs a string `{required}`")
-    return tuple(
-        (str(key), Template(value) if isinstance(value, str) and PLACEHOLDER_RE.search(value) else None, value)
-        for key, value in block.items()
-    )
-
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Recipe:
@@ -255,12 +169,34 @@ class Recipe:
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], *, camera_map: Mapping[str, str] | None = None, origin: str = "<recipe>"
+        cls,
+        data: Mapping[str, Any],
+        *,
+        camera_map: Mapping[str, str] | None = None,
+        origin: str = "<recipe>",
+        lines: Mapping[KeyPath, int] | None = None,
     ) -> Recipe:
-        """Build and validate a recipe from plain data; errors name the key path (`blend.x.messages[1]`)."""
-        from steerable.recipes.building import build_recipe  # building imports this module
+        """Build and validate a recipe from plain data; errors name the key path (`blend.x.messages[1]`),
+        and its YAML line where `lines` maps key paths to lines (`steerable.recipes.loading`)."""
+        recipe = build_recipe(data, make=cls, origin=origin, camera_map=camera_map, lines=lines)
+        twins = recipe.blend is not None and len(set(recipe.cameras.values())) < len(recipe.cameras)
+        return recipe._camera_twins_merged() if twins else recipe
 
-        return build_recipe(data, origin=origin, camera_map=camera_map)
+    def _camera_twins_merged(self) -> Recipe:
+        """Two recipe cameras bound to one dataset camera (a one-camera dataset) make their per-camera
+        components identical: each such set renders once, as its first component, which takes the
+        others' weight (so the blend's share of it is unchanged)."""
+        merged: dict[str, Recipe] = {}
+        for name, component in self.components():
+            shape = (component.messages, component.bindings, component.route)
+            twin = next((n for n, c in merged.items() if (c.messages, c.bindings, c.route) == shape), None)
+            if twin is None:
+                merged[name] = component
+                continue
+            first = merged[twin]
+            merged[twin] = dataclasses.replace(first, weight=(first.weight or 0.0) + (component.weight or 0.0))
+            log.info("%s: blend component %r reads the same camera as %r: merged into it", self.origin, name, twin)
+        return self if len(merged) == len(self.components()) else dataclasses.replace(self, blend=merged)
 
 
 def _key_referencing(turn: MessageTurn, name: str) -> str:
