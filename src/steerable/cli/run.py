@@ -103,13 +103,14 @@ def _drive(session: Any, lines: Any, interactive: bool) -> int:
 def _eval_difficulty(cfg: RunSettings, spec: Any) -> str | None:
     """`--eval_difficulty`, else the task mix of the synthetic data the policy learned from, else the
     env's default (the simulator's: easy): a policy is scored on held-out seeds of the distribution
-    it was trained on."""
+    it was trained on. A policy of other data on another env (Meta-World) leaves the env's options alone."""
     if cfg.eval_difficulty:
         return cfg.eval_difficulty
     if "policy" in (spec.high_level, spec.low_level) and spec.policy_path:
         from steerable.policy.checkpoint import trained_on
 
-        return str(trained_on(spec.policy_path).get("synthetic_difficulty") or "easy")
+        found = trained_on(spec.policy_path).get("synthetic_difficulty")
+        return str(found) if found else ("easy" if cfg.env == "sim" else None)
     return None
 
 
