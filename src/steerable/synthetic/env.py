@@ -28,6 +28,7 @@ from steerable.errors import ConfigError
 from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
 from steerable.synthetic.generate import ROBOT_TYPE, STATE_NAMES, camera_key, recorded_scene
+from steerable.synthetic.locations import describe_location
 from steerable.synthetic.phrasings import check_phrasings, held_out_task, interjection_phrases
 from steerable.synthetic.privileged import environment_state
 from steerable.synthetic.recorded_truth import SimGroundTruth
@@ -63,24 +64,6 @@ def task_kind(steps: tuple[Step, ...]) -> str:
     if any(s.stack for s in steps):
         return "stack"
     return "single" if len(steps) == 1 else f"{len(steps)}-step"
-
-
-def describe_location(world: WorldState, cube: str) -> str:
-    """Where a cube is, in words: in the gripper, in a receptacle, on another cube, on the table."""
-    scene = world.scene
-    i = scene.cube_index(cube)
-    if world.held == i:
-        return f"The {cube} is in the gripper."
-    x, y, z = world.positions[i]
-    for rec in scene.receptacles:
-        x0, y0, x1, y1 = rec.rect
-        if x0 <= x <= x1 and y0 <= y <= y1:
-            return f"The {cube} is in the {rec.name}."
-    if z > 1e-3:
-        for j, (ox, oy, _) in enumerate(world.positions):
-            if j != i and abs(ox - x) < 0.02 and abs(oy - y) < 0.02:
-                return f"The {cube} is on the {scene.cubes[j].name}."
-    return f"The {cube} is on the table."
 
 
 def _scene_rng(seed: int) -> np.random.Generator:

@@ -31,7 +31,7 @@ from steerable.synthetic.privileged import (
 from steerable.synthetic.recording import Recording, record
 from steerable.synthetic.render import CAMERAS, DEFAULT_CAMERA_SHAPES, camera_sizes
 from steerable.synthetic.tasks import TaskSpec, add_redirect, sample_task, task_done
-from steerable.synthetic.world import WorldState, sample_world
+from steerable.synthetic.world import STATE_NAMES, WorldState, sample_world
 
 __all__ = [
     "DEFAULT_INTERJECTION_RATE",
@@ -49,8 +49,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ROBOT_TYPE = "steerable_sim_tabletop"
-# ee.* in metres in the table frame; gripper.closure 0 = open .. 1 = closed (the name says which way).
-STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 # Who wrote the oracle language rows, as recorded in meta/info.json.
 ORACLE_PRODUCER = "synthetic:oracle"
 # Share of episodes with a mid-placement redirect when oracle language is written.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from steerable.dataset.objects import ObjectEntry, ObjectSchema, StateDims, WorldScales
 from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, ENVIRONMENT_STATE_NAMES
-from steerable.synthetic.world import CUBE_COLORS, RECEPTACLE_COLORS
+from steerable.synthetic.world import CUBE_COLORS, RECEPTACLE_COLORS, STATE_NAMES
 
 __all__ = ["SIMULATOR_SCALES", "simulator_objects"]
 
@@ -30,8 +30,6 @@ _STATE_FEATURE = "observation.state"
 
 def simulator_objects(privileged_state: bool) -> ObjectSchema:
     """The description of a synthetic dataset, made with or without `--privileged_state`."""
-    from steerable.synthetic.generate import STATE_NAMES  # generate imports this module
-
     x, y, z = STATE_NAMES[:3]
     objects = []
     if privileged_state:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from steerable.control import HighLevelRequest, HighLevelUpdate
 from steerable.synthetic.commands import resolve_target
-from steerable.synthetic.env import describe_location
+from steerable.synthetic.locations import describe_location
 from steerable.synthetic.tasks import Step, parse_task, step_commands, step_satisfied
 from steerable.synthetic.world import WorldState
 

@@ -18,6 +18,7 @@ __all__ = [
     "HOME",
     "PUSHER_RADIUS",
     "RECEPTACLE_COLORS",
+    "STATE_NAMES",
     "TABLE_DEPTH",
     "TABLE_WIDTH",
     "Cube",
@@ -30,6 +31,9 @@ __all__ = [
     "support_height",
 ]
 
+# The robot's state dims: ee.* in metres in the table frame; gripper.closure 0 = open .. 1 = closed
+# (the name says which way). `steerable.synthetic.generate` re-exports it.
+STATE_NAMES = ["ee.x", "ee.y", "ee.z", "gripper.closure"]
 TABLE_WIDTH = 0.56
 TABLE_DEPTH = 0.40
 CUBE_SIZE = 0.04

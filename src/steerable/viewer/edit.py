@@ -26,26 +26,26 @@ import hmac
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from steerable.dataset import EpisodeMeta
 from steerable.dataset.commit import recover_folder
 from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.dataset.lock import RunLock
 from steerable.dataset.review import language_problems, restore_revision, save_episode
 from steerable.dataset.revisions import latest_revision
 from steerable.errors import LanguageSchemaError, explain_os_error, os_cause
+from steerable.viewer.replies import json_response
 from steerable.viewer.site import ViewerData
 
-if TYPE_CHECKING:
-    from steerable.viewer.server import ViewerServer
-
-__all__ = ["MAX_BODY", "TOKEN_HEADER", "EditSession"]
+__all__ = ["MAX_BODY", "TOKEN_HEADER", "EditHost", "EditSession"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,16 @@ class RestoreBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _refuse(status: int, error: str, **extra: Any) -> Response:
-    from steerable.viewer.server import json_response
+class EditHost(Protocol):
+    """What the write routes use of the server that mounts them (`steerable.viewer.server.ViewerServer`,
+    which imports this module: the server is passed in, not imported)."""
 
+    def video_source(self, camera: str, ep: EpisodeMeta) -> tuple[str, float]: ...
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Response: ...
+
+
+def _refuse(status: int, error: str, **extra: Any) -> Response:
     return json_response({"error": error, **extra}, status)
 
 
@@ -107,7 +114,7 @@ class EditSession:
             self._closed = True
             self._lock.release()
 
-    def routes(self, server: ViewerServer) -> list[Route]:
+    def routes(self, server: EditHost) -> list[Route]:
         self.server = server
         return [
             Route("/api/episodes/{index}/language", self._save, methods=["POST"]),

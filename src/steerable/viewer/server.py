@@ -18,7 +18,6 @@ traceback and answered 500.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import mimetypes
 import socket
@@ -26,7 +25,7 @@ import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from starlette.applications import Starlette
@@ -43,7 +42,11 @@ from steerable.viewer.clips import ClipStopped, browser_playable, cut_clip
 from steerable.viewer.files import file_response, resolve_under
 from steerable.viewer.hosts import HostCheck, HostGuard
 from steerable.viewer.listen import listen, nodelay_protocol
+from steerable.viewer.replies import json_response
 from steerable.viewer.site import ViewerData
+
+if TYPE_CHECKING:  # imported where an edit session starts: plain viewing loads no write path
+    from steerable.viewer.edit import EditSession
 
 __all__ = ["ViewerServer", "json_response", "make_server"]
 
@@ -60,11 +63,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _READ_METHODS = ["GET", "HEAD"]
 # Graceful shutdown waits this long for requests in flight (a video being streamed) before closing them.
 _SHUTDOWN_GRACE_S = 2
-
-
-def json_response(body: Any, status: int = HTTPStatus.OK) -> Response:
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    return Response(data, status, media_type="application/json", headers={"Cache-Control": "no-cache"})
 
 
 def _text(text: str, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -87,7 +85,9 @@ class ViewerServer:
     for (a name is answered as `Host` too).
     """
 
-    def __init__(self, sock: socket.socket, data: ViewerData, edit: Any = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, sock: socket.socket, data: ViewerData, edit: EditSession | None = None, *, host: str = "127.0.0.1"
+    ) -> None:
         self.data = data
         self.root = data.ds.root
         self.socket = sock
