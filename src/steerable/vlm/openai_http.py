@@ -355,7 +355,8 @@ def _httpx() -> Any:
 
 
 def _httpx_response_class() -> type:
-    return _httpx().Response
+    response: type = _httpx().Response
+    return response
 
 
 def _httpx_limits(*, max_connections: int, keepalive: int) -> Any:

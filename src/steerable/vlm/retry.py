@@ -56,7 +56,7 @@ class AttemptError(VLMError):
 
 def backoff_delay(failures: int, base_s: float) -> float:
     """Exponential backoff with jitter, so retries of many calls don't hit a recovering server at once."""
-    return min(_MAX_BACKOFF_S, base_s * 2**failures) * random.uniform(0.5, 1.0)
+    return min(_MAX_BACKOFF_S, base_s * 2.0**failures) * random.uniform(0.5, 1.0)
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
 from typing import Any, TypeVar
 
 from steerable.errors import MissingExtraError, VLMError
@@ -160,12 +161,13 @@ class TransformersVLM:
 def _load(model_id: str) -> tuple[Any, Any]:
     try:
         import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        # As a plain module: transformers' `from_pretrained` is untyped, and loaded models mistype `.to()`.
+        transformers: Any = import_module("transformers")
     except ImportError as exc:
         raise MissingExtraError("transformers", "train") from exc
     try:
-        processor = AutoProcessor.from_pretrained(model_id)
-        model = AutoModelForImageTextToText.from_pretrained(model_id, dtype="auto")
+        processor = transformers.AutoProcessor.from_pretrained(model_id)
+        model = transformers.AutoModelForImageTextToText.from_pretrained(model_id, dtype="auto")
     except (OSError, ValueError) as exc:
         raise VLMError(
             f"cannot load {model_id!r} with transformers ({exc}); pass a Hugging Face model id or a local folder "
@@ -173,8 +175,7 @@ def _load(model_id: str) -> tuple[Any, Any]:
         ) from exc
     device = "cuda" if torch.cuda.is_available() else "cpu"
     log.info("loaded %s on %s", model_id, device)
-    loaded: Any = model  # transformers' stubs mistype .to() on loaded models
-    return loaded.to(device).eval(), processor
+    return model.to(device).eval(), processor
 
 
 def _to_hf_messages(messages: list[Message], max_side: int) -> list[Message]:
