@@ -217,7 +217,7 @@ def test_a_policy_whose_text_never_ends_is_asked_less_and_less_often() -> None:
     env = SimEnv(fps=int(rates.ctrl_hz))
     drawn = env.reset(3, None)
     runner = RunOnRunner()
-    rt = Runtime(env, WeakController(), PolicyHighLevel(runner),  # type: ignore[arg-type]
+    rt = Runtime(env, WeakController(), PolicyHighLevel(runner),
                  tools=load_tools({}, tts="text"), rates=rates)
     events: list[Any] = []
     rt.listeners.append(events.append)

@@ -99,7 +99,7 @@ def test_over_a_learned_low_level_progress_is_read_from_the_observation() -> Non
     task = "put the red cube in the grey bin"
     runner = _Scripted({"Which step now?": "pick up the red cube", "Write the plan.": "1. pick up\n2. place",
                         "Just finished": "updated"})
-    high = PolicyHighLevel(runner, progress_from_observation=True)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner, progress_from_observation=True)
     obs = Observation(state=np.zeros(4, np.float32))
     first = high.update(HighLevelRequest("update", LanguageContext(task=task), obs))
     assert runner.asked[0] == [task, "Which step now?"]
@@ -124,7 +124,7 @@ def test_the_plan_is_rewritten_from_task_and_memory_when_it_is_missing() -> None
 
     runner = _Scripted({"Write the plan.": "1. place the red cube in the bin",
                         "Plan:": "place the red cube in the bin"})
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     ctx = LanguageContext(task="put the red cube in the bin", memory="Holding the red cube.")
     out = high.update(HighLevelRequest("update", ctx, Observation(state=np.zeros(4, np.float32))))
     assert runner.asked[0] == ["put the red cube in the bin", "Memory: Holding the red cube.", "Write the plan."]
@@ -170,7 +170,7 @@ def test_a_periodic_update_with_nothing_new_keeps_the_subtask_without_asking() -
 
     task = "put the red cube in the grey bin"
     runner = _Scripted({"Write the plan.": "1. pick up the red cube\n2. place", "Plan:": "pick up the red cube"})
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     obs = Observation(state=np.zeros(4, np.float32))
     first = high.update(HighLevelRequest("update", LanguageContext(task=task), obs))
     ctx = LanguageContext(task=task, subtask=first.subtask, plan=first.plan)

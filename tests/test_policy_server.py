@@ -143,7 +143,7 @@ class GuidedFake:
 
 def test_a_guided_policy_gets_the_prefix_over_the_wire_and_resets_travel_with_the_next_request() -> None:
     fake = GuidedFake()
-    server = PolicyServer(fake, "127.0.0.1", 0).start()  # type: ignore[arg-type]
+    server = PolicyServer(fake, "127.0.0.1", 0).start()
     try:
         low = connect_policy(f"127.0.0.1:{server.port}", token=server.token)
         assert isinstance(low, RemoteGuidedPolicy) and low.wants_images

@@ -22,7 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from steerable.cli.main import main
-from steerable.control import Observation
+from steerable.control import ActionChunk, Observation
 from steerable.errors import ConfigError
 from steerable.runtime.policy_server import PolicyServer, ServePolicySettings
 from steerable.runtime.policy_wire import PROTOCOL, auth_header, pack, unpack
@@ -119,6 +119,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         server.proc.wait(10)
 
 
+class _Still:
+    """A controller that never moves: a server that is started and stopped, never asked."""
+
+    name = "still"
+
+    def act(self, observation: Observation, command: str) -> ActionChunk:
+        return ActionChunk(np.zeros((0, 3), np.float32))
+
+    def reset(self) -> None:
+        pass
+
+
 def _hello(served: Served, **options: Any) -> ClientConnection:
     ws = connect(served.uri, additional_headers=auth_header(served.token), max_size=None, **options).__enter__()
     ws.send(pack({"type": "hello", "protocol": PROTOCOL}))
@@ -146,10 +158,10 @@ def test_it_listens_on_loopback_by_default_and_says_how_to_connect_with_its_toke
     assert f"connect with: steerable run --policy.server 127.0.0.1:{served.port} --policy.token " in served.line
     assert len(served.token) >= 16
     assert not any(line.startswith("warning:") for line in served.output)
-    quiet = PolicyServer(object(), port=0).start()  # type: ignore[arg-type]
+    quiet = PolicyServer(_Still(), port=0).start()
     try:
         assert quiet._server.socket.getsockname()[0] == "127.0.0.1"
-        assert quiet.token and quiet.token != PolicyServer(object()).token  # type: ignore[arg-type]
+        assert quiet.token and quiet.token != PolicyServer(_Still()).token
     finally:
         quiet.close()
 
@@ -192,7 +204,7 @@ def test_the_cli_client_takes_the_token_from_its_flag_or_the_environment(served:
 
 def test_a_browser_of_another_site_and_a_rebound_host_are_refused(served: Served) -> None:
     token = auth_header(served.token)
-    status, body = _refusal(served, additional_headers=token, origin="http://evil.example")  # type: ignore[arg-type]
+    status, body = _refusal(served, additional_headers=token, origin="http://evil.example")
     assert status == 403 and "Origin http://evil.example" in body
     # DNS rebinding: a name of another site that resolves to this machine.
     with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock, \

@@ -23,7 +23,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.setup import build_fresh
 from steerable.runtime.policy_adapter import load_high_level, load_low_level
 from steerable.synthetic.env import SimEnv
-from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE, environment_state
+from steerable.synthetic.privileged import ENVIRONMENT_STATE_FEATURE
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 KEYS = f"observation.state,{ENVIRONMENT_STATE_FEATURE}"
@@ -105,7 +105,8 @@ def test_without_the_flag_it_is_one_line_naming_it(checkpoint: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
-def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> None:
+def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
     for load in (load_low_level, load_high_level):
         with pytest.raises(ConfigError, match="--observation privileged"):
             load(checkpoint)
@@ -116,12 +117,13 @@ def test_the_adapter_builds_the_state_from_the_config_keys(checkpoint: Path) -> 
     obs = env.observe()
     seen: list[np.ndarray] = []
     act = low.runner.act_and_done  # what `act` goes through (with or without the done head)
-    low.runner.act_and_done = lambda commands, observation, steps=None: (  # type: ignore[method-assign]
-        seen.append(np.asarray(observation["state"])) or act(commands, observation, steps))
+    monkeypatch.setattr(low.runner, "act_and_done", lambda commands, observation, steps=None: (
+        seen.append(np.asarray(observation["state"])) or act(commands, observation, steps)))
     with pinned_done_head(low.runner.model, done=False):  # an untrained done head's call is noise
         chunk = low.act(obs, "pick up the red cube")
     assert not chunk.done and chunk.actions.shape == (TINY["n_action_steps"], 4)
-    assert np.array_equal(seen[0], np.concatenate([obs.state, environment_state(obs.privileged)]))
+    assert obs.environment_state is not None
+    assert np.array_equal(seen[0], np.concatenate([obs.state, obs.environment_state]))
     with pinned_done_head(low.runner.model, done=True):
         chunk = low.act(obs, "pick up the red cube")
     assert chunk.done and chunk.actions.shape == (0, 4) and len(seen) == 2

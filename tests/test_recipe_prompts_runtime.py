@@ -21,7 +21,7 @@ from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes import load_recipe, parse_recipe, rephrasing_index
-from steerable.recipes.live import LivePrompts
+from steerable.recipes.live import LivePrompts, Question
 from steerable.runtime.policy_high_level import PolicyHighLevel
 from steerable.synthetic import generate_synthetic
 from steerable.train import collate
@@ -122,14 +122,14 @@ def _training_items(oracle: Any, runner: PolicyRunner, component: str) -> list[d
 
 @pytest.mark.parametrize("question", list(_ASKED))
 def test_each_question_is_asked_token_for_token_as_training_rendered_it(oracle: Any, runner: PolicyRunner,
-                                                                       question: str) -> None:
+                                                                       question: Question) -> None:
     component, asked = _ASKED[question]
     for item in _training_items(oracle, runner, component):
         context, given = asked(_frame_context(item.pop("data"), item))
         batch = runner.processor.training_batch(collate([item]))
         trained = batch["input_ids"][0][batch["attention_mask"][0].bool()].tolist()
         labels = batch["labels"][0].tolist()
-        prompt = runner.prompts.render(question, context, **given)  # type: ignore[arg-type]
+        prompt = runner.prompts.render(question, context, **given)
         assert prompt.component == component
         chat = prompt.messages
         if prompt.component in SLOT_COMPONENTS and runner.slots:  # as `PolicyRunner.generate` renames
@@ -231,7 +231,7 @@ def _update(high: PolicyHighLevel, kind: Any = "update", done: bool = False, use
 
 def test_a_question_the_recipe_does_not_train_is_not_asked(caplog: pytest.LogCaptureFixture) -> None:
     runner = _Recorder(PLAN_ONLY, {"Write the plan.": "1. pick up the red cube\n2. place it in the blue bin"})
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     first = _update(high)
     assert runner.asked == [[TASK, "Write the plan."]] and first.subtask == "pick up the red cube"
     runner.asked.clear()
@@ -250,11 +250,11 @@ def test_a_question_the_recipe_does_not_train_is_not_asked(caplog: pytest.LogCap
 
 def test_a_recipe_that_gives_no_way_to_the_next_step_is_refused_when_the_high_level_is_built() -> None:
     with pytest.raises(ConfigError, match="trains neither a plan nor a subtask") as info:
-        PolicyHighLevel(_Recorder(BC))  # type: ignore[arg-type]
+        PolicyHighLevel(_Recorder(BC))
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="trains no `progress` question"):
-        PolicyHighLevel(_Recorder(PLAN_ONLY), progress_from_observation=True)  # type: ignore[arg-type]
-    PolicyHighLevel(_Recorder(HIERARCHICAL), progress_from_observation=True)  # type: ignore[arg-type]
+        PolicyHighLevel(_Recorder(PLAN_ONLY), progress_from_observation=True)
+    PolicyHighLevel(_Recorder(HIERARCHICAL), progress_from_observation=True)
 
 
 def test_a_checkpoint_whose_recipe_cannot_act_or_is_broken_fails_at_load(oracle: Any, runner: PolicyRunner,
@@ -292,7 +292,7 @@ def test_a_step_that_did_not_take_is_redone_with_the_step_it_was_planned_to_foll
     """World-free: the words of the steps mean nothing to the high level (no pick, no place)."""
     runner = _Recorder(HIERARCHICAL, {"Just finished": "noted"})
     runner.took = {"mount the widget on the rail": 0.1}
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     fetched = _update(high, done=True, subtask="fetch the widget", plan=PLAN)
     assert runner.checked == []  # nothing finished before it: nothing says what it depends on
     again = _update(high, done=True, subtask="mount the widget on the rail", plan=fetched.plan, memory="noted")
@@ -303,7 +303,7 @@ def test_a_step_that_did_not_take_is_redone_with_the_step_it_was_planned_to_foll
 def test_a_step_the_check_confirmed_is_not_redone_for_a_later_one() -> None:
     runner = _Recorder(HIERARCHICAL, {"Just finished": "noted"})
     runner.took = {"mount the widget on the rail": 0.9, "mount the bolt on the widget": 0.2}
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     plan = "1. mount the widget on the rail\n2. mount the bolt on the widget\n3. fetch the bolt"
     _update(high, done=True, subtask="fetch the widget", plan="1. fetch the widget\n" + plan)
     mounted = _update(high, done=True, subtask="mount the widget on the rail", plan=plan)

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from runtime_helpers import RecordingEnv, running
-from steerable.control import ActionChunk, ChunkPrefix, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.control import (
+    ActionChunk,
+    ChunkPrefix,
+    HighLevelRequest,
+    HighLevelUpdate,
+    LowLevelController,
+    Observation,
+)
 from steerable.errors import ConfigError, ControllerUnavailableError
 from steerable.runtime.chunks import InferenceOptions, blend, prefix_weights
 from steerable.runtime.loop import LoopRates, Runtime, RuntimeEvent
@@ -59,11 +68,11 @@ class GuidedClockController(ClockController):
         return self.act(observation, command)
 
 
-def _run(low: object, mode: str, ticks: int = 60, latency_s: float = 0.2, **opts: object
+def _run(low: LowLevelController, mode: str, ticks: int = 60, latency_s: float = 0.2, **opts: Any
          ) -> tuple[Runtime, RecordingEnv]:
     env = RecordingEnv(HZ)
-    rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=HZ, chunk_hz=HZ),  # type: ignore[arg-type]
-                 inference=InferenceOptions(mode, min_latency_s=latency_s, **opts))  # type: ignore[arg-type]
+    rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=HZ, chunk_hz=HZ),
+                 inference=InferenceOptions(mode, min_latency_s=latency_s, **opts))
     rt.submit("task", "wave")
     rt.run(max_ticks=ticks)
     return rt, env
@@ -229,9 +238,9 @@ class TaggedController:
         pass
 
 
-def _wait_for(cond: object, timeout: float = 5.0) -> None:
+def _wait_for(cond: Callable[[], object], timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
+    while not cond():
         assert time.monotonic() < end, "timed out waiting for the loop"
         time.sleep(0.002)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -77,7 +78,13 @@ class RecordingPlanner:
         pass
 
 
-def _runtime(high: RecordingPlanner | None = None, **kw: object) -> tuple[Runtime, FakeEnv, list[RuntimeEvent]]:
+def _calls(rt: Runtime) -> list[str]:
+    """The commands the runtime's counting controller was asked for."""
+    assert isinstance(rt.low, CountingController)
+    return rt.low.calls
+
+
+def _runtime(high: RecordingPlanner | None = None, **kw: Any) -> tuple[Runtime, FakeEnv, list[RuntimeEvent]]:
     env = FakeEnv()
     spoken: list[str] = []
     tools = ToolRegistry([SayTool(on_speech=lambda s: spoken.append(s.text))])
@@ -123,7 +130,7 @@ def test_a_chunk_in_flight_when_the_task_changes_is_never_executed() -> None:
     worker.join(5)
     assert env.sent == [] and not rt.state.queue and rt.state.chunks_discarded == 1
     rt.tick()  # the next tick infers against the new task
-    assert rt.low.calls[-1] == "new task" and len(env.sent) == 1  # type: ignore[attr-defined]
+    assert _calls(rt)[-1] == "new task" and len(env.sent) == 1
 
 
 def test_rate_gate_fires_at_most_hz_times_per_second_and_rearms() -> None:
@@ -145,7 +152,7 @@ def test_loop_dispatches_one_action_per_tick_and_infers_at_chunk_boundaries() ->
     rt.run(max_ticks=20)
     # Chunks of 4 at 10 Hz with chunk_hz=2: a new chunk every 5 ticks (the gate, not the empty queue,
     # decides), one action per tick, and the fifth tick of each period holds still.
-    assert len(rt.low.calls) == 4  # type: ignore[attr-defined]
+    assert len(_calls(rt)) == 4
     assert len(env.sent) == 16
     assert [float(a[0]) for a in env.sent[:6]] == [1, 1, 1, 1, 2, 2]
     assert rt.measured_rates()["chunk_hz"] == pytest.approx(2.0)
@@ -172,7 +179,7 @@ def test_interjection_reaches_the_model_changes_the_subtask_and_is_spoken() -> N
     assert ("interjection", "no, the right bin") in kinds
     assert ("subtask", "place it in the right bin") in kinds and ("speech", "OK, the right bin.") in kinds
     assert planner.requests[-1].kind == "interjection" and planner.requests[-1].user_text == "no, the right bin"
-    assert rt.low.calls[-1] == "place it in the right bin"  # type: ignore[attr-defined]
+    assert _calls(rt)[-1] == "place it in the right bin"
     assert rt.state.last_speech == "OK, the right bin."
 
 

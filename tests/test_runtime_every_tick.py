@@ -51,7 +51,7 @@ class StepController:
 @pytest.mark.parametrize("every_tick", [True, False])
 def test_an_every_tick_controller_is_asked_on_each_tick_for_that_ticks_action(every_tick: bool) -> None:
     env, low = OneStateEnv(), StepController(every_tick)
-    rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=15, chunk_hz=5))  # type: ignore[arg-type]
+    rt = Runtime(env, low, None, rates=LoopRates(ctrl_hz=15, chunk_hz=5))
     rt.submit("task", "count")
     rt.run(max_ticks=30)
     if every_tick:  # 30 calls, and each tick sent the action computed from its own observation
@@ -74,7 +74,7 @@ class Failing(StepController):
                                             "ValueError: n_obs_steps queue empty")])
 def test_a_controller_exception_is_reported_with_its_type_and_message(exc: Exception, shown: str) -> None:
     env = OneStateEnv()
-    rt = Runtime(env, Failing(exc), None)  # type: ignore[arg-type]
+    rt = Runtime(env, Failing(exc), None)
     warnings: list[str] = []
     rt.listeners.append(lambda e: warnings.append(e.text) if e.kind == "warn" else None)
     rt.submit("task", "pick up the red cube")

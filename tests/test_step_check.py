@@ -222,7 +222,7 @@ def _done(high: PolicyHighLevel, subtask: str, plan: str, memory: str | None = N
 
 def test_a_placement_that_did_not_take_is_done_again_from_its_pick() -> None:
     runner = _Checked(took=0.1)
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     picked = _done(high, "pick up the red cube", PLAN)
     # The first step has none before it to do again: not checked.
     assert picked.subtask == "place the red cube in the blue bin" and runner.checked == []
@@ -242,7 +242,7 @@ def test_a_placement_that_did_not_take_is_done_again_from_its_pick() -> None:
 
 def test_a_placement_that_took_goes_on_and_the_last_one_ends_the_task_only_when_it_took() -> None:
     runner = _Checked(took=0.9)
-    high = PolicyHighLevel(runner)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner)
     _done(high, "pick up the green cube", "1. pick up the green cube\n2. place the green cube in the left zone")
     assert _done(high, "place the green cube in the left zone", "1. place the green cube in the left zone").task_done
     runner.took = 0.2
@@ -265,7 +265,7 @@ def test_run_can_turn_the_check_off_and_the_stack_carries_it() -> None:
     off = RunSettings(high_level="policy", low_level="policy", policy={"path": "ckpt", "step_check": False})
     assert on.stack().step_check is True and off.stack().step_check is False
     runner = _Checked(took=0.1)
-    high = PolicyHighLevel(runner, step_check=False)  # type: ignore[arg-type]
+    high = PolicyHighLevel(runner, step_check=False)
     _done(high, "pick up the green cube", "1. pick up the green cube\n2. place the green cube in the left zone")
     assert _done(high, "place the green cube in the left zone", "1. place the green cube in the left zone").task_done
     assert runner.checked == []

@@ -5,6 +5,7 @@ Plain data and `typing.Protocol`s over numpy only, low in the layers, so the sim
 """
 
 from steerable.control.environment import (
+    Body,
     DescribesScene,
     Environment,
     EpisodeSpec,
@@ -31,6 +32,7 @@ from steerable.control.types import (
 __all__ = [
     "ENVIRONMENT_STATE_FEATURE",
     "ActionChunk",
+    "Body",
     "ChunkPrefix",
     "ContinuesChunks",
     "DescribesScene",

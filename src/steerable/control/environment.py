@@ -34,6 +34,7 @@ import numpy as np
 from steerable.control.types import Observation
 
 __all__ = [
+    "Body",
     "DescribesScene",
     "Environment",
     "EpisodeSpec",
@@ -54,7 +55,21 @@ class EpisodeSpec:
 
 
 @runtime_checkable
-class Environment(Protocol):
+class Body(Protocol):
+    """What the control loop itself drives of an environment: observations in, actions out."""
+
+    def observe(self, *, render: bool = True) -> Observation:
+        """The current observation; `render=False` skips camera frames (faster, for scripted stacks)."""
+        ...
+
+    def send_action(self, action: np.ndarray) -> None:
+        """Execute one action (one step at `fps`). An environment that may execute another one (a
+        robot bounding each target's change) keeps what it sent as `last_sent`: a recording stores that."""
+        ...
+
+
+@runtime_checkable
+class Environment(Body, Protocol):
     """Something that is reset to an episode, observes and acts at `fps`, and judges success."""
 
     fps: int
@@ -69,15 +84,6 @@ class Environment(Protocol):
 
     def reset(self, seed: int, task: str | None = None) -> EpisodeSpec:
         """A new episode from `seed`, with `task` (its text) or, when None, a task the env draws."""
-        ...
-
-    def observe(self, *, render: bool = True) -> Observation:
-        """The current observation; `render=False` skips camera frames (faster, for scripted stacks)."""
-        ...
-
-    def send_action(self, action: np.ndarray) -> None:
-        """Execute one action (one step at `fps`). An environment that may execute another one (a
-        robot bounding each target's change) keeps what it sent as `last_sent`: a recording stores that."""
         ...
 
     def success(self) -> bool | None:

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 
 from steerable.control import (
-    Environment,
+    Body,
     HighLevelModel,
     HighLevelUpdate,
     LowLevelController,
@@ -88,7 +88,7 @@ class Runtime(HighLevelCalls):
 
     def __init__(
         self,
-        env: Environment,
+        env: Body,
         low: LowLevelController,
         high: HighLevelModel | None = None,
         *,

@@ -1,8 +1,8 @@
 """What the runtime needs from a trained policy, and the observation it gives one.
 
-`TextPolicy` and `ActingPolicy` are what the runtime's adapters (`steerable.runtime.policy_high_level`,
-`steerable.runtime.policy_adapter`) call on a policy runner: `steerable.policy.inference.PolicyRunner`
-implements both, a test's stand-in only what it plays. `policy_observation` builds the policy's
+`TextPolicy` is what the runtime's high level (`steerable.runtime.policy_high_level`) calls on a
+policy runner: `steerable.policy.inference.PolicyRunner` implements it, and so does a test's stand-in
+that scripts the replies, without a model. `policy_observation` builds the policy's
 observation from a runtime `Observation`, which both levels read: a state vector from the
 checkpoint's state keys (`observation.state` from the robot state; `observation.environment_state`,
 the objects' true positions, from an environment that provides them: the simulator, with
@@ -21,7 +21,7 @@ from steerable.errors import ConfigError
 from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.recipes.live import LivePrompts
 
-__all__ = ["STATE_SOURCES", "ActingPolicy", "TextPolicy", "policy_observation", "reads_cameras"]
+__all__ = ["STATE_SOURCES", "TextPolicy", "policy_observation", "reads_cameras"]
 
 # The state features the runtime can give a policy (see `policy_observation`).
 STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
@@ -42,19 +42,6 @@ class TextPolicy(Protocol):
     def generate(self, chats: Sequence[list[dict[str, Any]]], observation: Mapping[str, Any],
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat, all reading `observation`."""
-        ...
-
-
-class ActingPolicy(TextPolicy, Protocol):
-    """A policy the low level asks for action chunks (and, with a done head, whether a command is done)."""
-
-    def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
-        """(B, chunk_size, action_dim) actions for each command."""
-        ...
-
-    def act_and_done(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None
-                     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """`act`'s chunks and the (B,) probability that each command is already complete (None: no done head)."""
         ...
 
 
