@@ -139,3 +139,11 @@ def test_the_runtime_s_stand_ins_in_the_tests_need_no_type_ignore() -> None:
                for number, line in enumerate(path.read_text().splitlines(), 1)
                if "type: ignore" in line and any(call in line for call in built)]
     assert flagged == []
+
+
+def test_the_control_contract_is_type_checked_strictly() -> None:
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    strict = [o for o in config["tool"]["mypy"]["overrides"] if o.get("disallow_untyped_defs")]
+    assert any({"steerable.control", "steerable.control.*"} <= set(o["module"]) for o in strict)
