@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from annotate_helpers import make_synthetic, steerable
-from steerable.cli._dataset_args import normalize_aliases, parse_episodes
+from steerable.cli._dataset_args import normalize_aliases
+from steerable.cli.options import parse_episodes
 from steerable.errors import ConfigError
 
 
@@ -37,6 +38,7 @@ SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
     ("steerable.cli.view:ViewSettings", []),
     ("steerable.cli.render:RenderSettings", ["--recipe", "r", "--all"]),
     ("steerable.cli.export:ExportSettings", ["--recipe", "r", "--out", "o", "--only_episodes", "0,2"]),
+    ("steerable.cli.eval:EvalSettings", ["--json"]),
 ])
 def test_every_dataset_spelling_fills_the_one_field(model: str, rest: list[str], spelling: list[str]) -> None:
     from importlib import import_module

@@ -1,18 +1,10 @@
-"""One spelling for naming a dataset and choosing episodes, whatever the command.
+"""The dataset and episode spellings of annotate, train and run, whose settings live outside cli/.
 
-The spelling: the dataset is the positional `DATASET` (a local folder or a Hub repo id) and the
-episodes are `--episodes 0,3,7-9`. Every command also accepts the other spellings found across
-steerable as aliases, rewritten here before parsing:
-
-- `--dataset D`, `--root D`, `--repo_id D` -> the positional DATASET (info, render, export, eval,
-  sheets, view); for `annotate`, a first positional `D` or `--dataset D` -> `--root D` for a local
-  folder, else `--repo_id D`;
-- `--only_episodes L` -> `--episodes L` (export, render, view); for `annotate`, `--episodes L` ->
-  its `--only_episodes L`, and for `train` and `run` (`--replay`) `--episodes L` stays, all with
-  ranges expanded (`7-9` -> `7,8,9`).
-
-`train` and `recipes lint` keep their `--dataset` flag (it is their spelling), and `demo` and
-`make-dataset` use `--episodes N` for a count, so none of them is rewritten.
+The other commands read them as field aliases (`steerable.cli.options`); these three are rewritten
+here before parsing: for `annotate`, a first positional `D` or `--dataset D` -> `--root D` for a
+local folder, else `--repo_id D`, and `--episodes L` -> its `--only_episodes L`; for `train` and
+`run` (`--replay`), `--only_episodes L` -> `--episodes L`; all with ranges expanded (`7-9` ->
+`7,8,9`), as their settings take a list. `train` keeps its `--dataset` flag (it is its spelling).
 """
 
 from __future__ import annotations
@@ -20,13 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from steerable.errors import ConfigError
+from steerable.cli.options import parse_episodes
 
-__all__ = ["normalize_aliases", "parse_episodes"]
-
-POSITIONAL_DATASET = frozenset({"eval"})
-EPISODE_LISTS: frozenset[str] = frozenset()
-DATASET_ALIASES = ("--dataset", "--root", "--repo_id")
+__all__ = ["normalize_aliases"]
 
 
 def _take(args: list[str], names: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -46,10 +34,6 @@ def _take(args: list[str], names: Sequence[str]) -> tuple[list[str], list[tuple[
             rest.append(arg)
         i += 1
     return rest, taken
-
-
-def _rename(args: list[str], old: str, new: str) -> list[str]:
-    return [new if a == old else new + a[len(old):] if a.startswith(old + "=") else a for a in args]
 
 
 def normalize_aliases(argv: list[str]) -> list[str]:
@@ -73,33 +57,4 @@ def normalize_aliases(argv: list[str]) -> list[str]:
         for flag, value in picks:
             tail += ["--episodes", ",".join(str(i) for i in parse_episodes(value, flag) or [])]
         return head + tail
-    if command in EPISODE_LISTS:
-        tail = _rename(tail, "--only_episodes", "--episodes")
-    if command in POSITIONAL_DATASET:
-        tail, datasets = _take(tail, DATASET_ALIASES)
-        if len({value for _, value in datasets}) > 1:
-            raise ConfigError(f"name the dataset once; got {', '.join(f'{n} {v}' for n, v in datasets)}")
-        if datasets:
-            tail = [datasets[0][1], *tail]
-    return head + tail
-
-
-def parse_episodes(text: str | None, flag: str = "--episodes") -> list[int] | None:
-    """`0,3,7-9` -> [0, 3, 7, 8, 9]; None stays None (every episode)."""
-    if text is None:
-        return None
-    out: list[int] = []
-    try:
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
-            lo, dash, hi = part.partition("-")
-            first, last = int(lo), int(hi) if dash else int(lo)
-            if first < 0 or last < first:
-                raise ValueError(part)
-            out.extend(range(first, last + 1))
-    except ValueError:
-        raise ConfigError(f"{flag} takes episode indices and ranges like 0,3,7-9, got {text!r}") from None
-    if not out:
-        raise ConfigError(f"{flag} names no episode: {text!r}")
-    return list(dict.fromkeys(out))
+    return argv

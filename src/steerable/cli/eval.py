@@ -12,55 +12,73 @@ import argparse
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
+from steerable.cli.options import dataset_field
 from steerable.errors import ConfigError
+from steerable.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["EvalSettings", "register"]
+
+USAGE = """usage: steerable eval DATASET [--gold FILE_OR_DATASET] [--json] [--plot PNG] [...]
+       steerable eval [DATASET] --compare RUN_A RUN_B [--gold FILE_OR_DATASET] [...]
+
+Score a dataset's subtask rows against gold spans, or compare two annotated datasets against the same gold with
+paired bootstrap intervals. Without --gold, a synthetic dataset's ground truth is the gold. Any dataset may be a
+revision of a local dataset, DATASET@rN. Every option, with its default:
+"""
+
+
+class EvalSettings(Settings):
+    """`steerable eval`: what to score, against which gold, and how labels and boundaries match."""
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    doc: ClassVar[str | None] = "docs/eval.md"
+
+    dataset: str | None = dataset_field(
+        "an annotated dataset (local folder or Hub id); with --compare, the synthetic dataset whose ground truth is "
+        "the gold when --gold is not given (default: RUN_A's)", required=False)
+    gold: str | None = Field(
+        None, description="gold spans: a JSON/JSONL file (WGO-Bench rows) or an annotated dataset (DATASET@rN: a "
+        "revision)")
+    compare: list[str] | None = Field(None, json_schema_extra={"nargs": 2},
+                                      description="RUN_A RUN_B: two annotated datasets to compare")
+    as_json: bool = Field(False, alias="json", description="print one JSON object (with per-episode values)")
+    plot: Path | None = Field(None, description="PNG: write timelines and metric bars to this PNG")
+    labels: Literal["auto", "exact", "normalized", "embedding"] = Field(
+        "auto", description="how labels are matched (auto: embedding when installed, else normalized)")
+    embed_model: str | None = Field(None, description="a local sentence-transformers model folder for --labels "
+                                    "embedding")
+    embed_threshold: float = Field(0.85, description="cosine similarity for a label match")
+    boundary_tolerance_s: float = Field(0.5, description="boundary match window")
+    event_tolerance_s: float = Field(0.25, description="gripper event match window")
+    resamples: int = Field(1000, description="bootstrap resamples (0: no intervals)")
+    seed: int = Field(0, description="bootstrap seed")
+    plot_episodes: int = Field(4, description="episodes drawn in the plot")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "eval",
-        help="score subtask annotations against gold spans (a file, a dataset, or synthetic ground truth)",
-        description="Score a dataset's subtask rows against gold spans, or compare two annotated datasets "
-        "against the same gold with paired bootstrap intervals. Without --gold, a synthetic dataset's "
-        "ground truth is the gold.",
-    )
-    parser.add_argument(
-        "dataset",
-        nargs="?",
-        help="an annotated dataset (local folder or Hub id); with --compare, the synthetic dataset whose "
-        "ground truth is the gold when --gold is not given (default: RUN_A's)",
-    )
-    parser.add_argument(
-        "--gold", help="gold spans: a JSON/JSONL file (WGO-Bench rows) or an annotated dataset (DATASET@rN: a revision)"
-    )
-    parser.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="two annotated datasets to compare")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (with per-episode values)")
-    parser.add_argument("--plot", type=Path, metavar="PNG", help="write timelines and metric bars to this PNG")
-    parser.add_argument(
-        "--labels", default="auto", choices=("auto", "exact", "normalized", "embedding"),
-        help="how labels are matched (auto: embedding when installed, else normalized)",
-    )
-    parser.add_argument("--embed_model", help="a local sentence-transformers model folder for --labels embedding")
-    parser.add_argument("--embed_threshold", type=float, default=0.85, help="cosine similarity for a label match")
-    parser.add_argument("--boundary_tolerance_s", type=float, default=0.5, help="boundary match window")
-    parser.add_argument("--event_tolerance_s", type=float, default=0.25, help="gripper event match window")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (0: no intervals)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("--plot_episodes", type=int, default=4, help="episodes drawn in the plot")
-    parser.set_defaults(func=run)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "eval", func=run,
+                help="score subtask annotations against gold spans (a file, a dataset, or synthetic ground truth)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from steerable.cli.flags import parse_command
+
+    cfg = parse_command(EvalSettings, args, USAGE)
+    if cfg is None:
+        return 0
     with contextlib.ExitStack() as stack:
-        cost = _revisions(args, stack)
-        return _run(args, cost)
+        resolved, cost = _revisions(cfg, stack)
+        return _run(resolved, cfg, cost)
 
 
-def _revisions(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, Any] | None:
-    """Check out each `DATASET@rN` argument as a temporary folder (in place in `args`); the edit cost
+def _revisions(cfg: EvalSettings, stack: contextlib.ExitStack) -> tuple[EvalSettings, dict[str, Any] | None]:
+    """The settings with each `DATASET@rN` argument checked out as a temporary folder; the edit cost
     between the two revisions when DATASET and --gold are revisions of one dataset."""
     from steerable.dataset.revisions import checkout, parse_revision_spec
 
@@ -73,15 +91,12 @@ def _revisions(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[st
         specs[str(value)] = spec
         return str(stack.enter_context(checkout(*spec)))
 
-    shown = {"dataset": args.dataset, "gold": args.gold}
-    args.dataset, args.gold = resolve(args.dataset), resolve(args.gold)
-    if args.compare is not None:
-        args.compare = [resolve(c) for c in args.compare]
-    args.shown = shown
-    a, b = specs.get(str(shown["dataset"])), specs.get(str(shown["gold"]))
+    compare = None if cfg.compare is None else [str(resolve(c)) for c in cfg.compare]
+    resolved = cfg.model_copy(update={"dataset": resolve(cfg.dataset), "gold": resolve(cfg.gold), "compare": compare})
+    a, b = specs.get(str(cfg.dataset)), specs.get(str(cfg.gold))
     if a is None or b is None or a[0].resolve() != b[0].resolve():
-        return None
-    return _edit_cost(a[0], a[1], b[1])
+        return resolved, None
+    return resolved, _edit_cost(a[0], a[1], b[1])
 
 
 def _edit_cost(root: Path, start: int, end: int) -> dict[str, Any]:
@@ -115,7 +130,8 @@ def _cost_line(cost: dict[str, Any]) -> str:
     return f"edit cost r{cost['from']} -> r{cost['to']}: {kinds} over {cost['video_minutes']:.2f} min of video{rate}"
 
 
-def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
+def _run(args: EvalSettings, shown: EvalSettings, cost: dict[str, Any] | None) -> int:
+    """Score with `args` (revisions checked out); report the datasets as `shown` (as given)."""
     from rich.console import Console
 
     from steerable.eval.labels import make_label_matcher
@@ -127,7 +143,7 @@ def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
     if min(args.resamples, args.boundary_tolerance_s, args.event_tolerance_s, args.plot_episodes) < 0:
         raise ConfigError("--resamples, --plot_episodes and the tolerances must not be negative")
     matcher = make_label_matcher(args.labels, model=args.embed_model, threshold=args.embed_threshold)
-    common = {
+    common: dict[str, Any] = {
         "gold": args.gold,
         "boundary_tolerance_s": args.boundary_tolerance_s,
         "resamples": args.resamples,
@@ -140,8 +156,9 @@ def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
     if args.compare is not None:
         cmp = compare_datasets(args.compare[0], args.compare[1], matcher, truth_from=args.dataset, **common)
         if args.plot:
-            _plot(args, matcher, cmp.gold.segments, [("A", cmp.predicted[0], cmp.report.a), ("B", cmp.predicted[1], cmp.report.b)])
-        if args.json:
+            runs = [("A", cmp.predicted[0], cmp.report.a), ("B", cmp.predicted[1], cmp.report.b)]
+            _plot(args, matcher, cmp.gold.segments, runs)
+        if args.as_json:
             print(json.dumps(cmp.as_dict()))
             return 0
         console.print(f"A: {cmp.datasets[0]}\nB: {cmp.datasets[1]}\ngold: {cmp.gold.source}")
@@ -149,15 +166,15 @@ def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
         console.print(comparison_table(cmp))
         if cmp.not_scored:
             console.print(f"episodes missing from A, B or the gold (not scored): {format_episode_list(cmp.not_scored)}")
-    else:
+    elif args.dataset is not None:  # checked above: DATASET or --compare
         ev = evaluate_dataset(args.dataset, matcher, event_tolerance_s=args.event_tolerance_s, **common)
-        if args.shown["dataset"] != args.dataset:
-            ev.dataset = str(args.shown["dataset"])
-        if args.shown["gold"] != args.gold:
-            ev.gold.source = str(args.shown["gold"])
+        if shown.dataset != args.dataset:
+            ev.dataset = str(shown.dataset)
+        if shown.gold != args.gold:
+            ev.gold.source = str(shown.gold)
         if args.plot:
             _plot(args, matcher, ev.gold.segments, [("predicted", ev.predicted, ev.report)])
-        if args.json:
+        if args.as_json:
             print(json.dumps({**ev.as_dict(), **({"edit_cost": cost} if cost else {})}))
             return 0
         r = ev.report
@@ -165,7 +182,8 @@ def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
         console.print(f"labels matched by {r.label_matcher}")
         console.print(evaluation_table(ev))
         if r.missing_predictions:
-            console.print(f"gold episodes without subtask rows (not scored): {format_episode_list(r.missing_predictions)}")
+            missing = format_episode_list(r.missing_predictions)
+            console.print(f"gold episodes without subtask rows (not scored): {missing}")
         if r.not_in_gold:
             console.print(f"predicted episodes without gold (not scored): {format_episode_list(r.not_in_gold)}")
         if cost:
@@ -175,7 +193,9 @@ def _run(args: argparse.Namespace, cost: dict[str, Any] | None) -> int:
     return 0
 
 
-def _plot(args: argparse.Namespace, matcher: Any, gold: Any, runs: Any) -> None:
+def _plot(args: EvalSettings, matcher: Any, gold: Any, runs: Any) -> None:
     from steerable.eval.plot import plot_report
+
+    assert args.plot is not None  # called for --plot only
 
     plot_report(args.plot, gold, runs, same=matcher.same, episodes=args.plot_episodes)

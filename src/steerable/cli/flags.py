@@ -207,7 +207,8 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
                 raise ConfigError(f"{config_flag} needs a file path")
             tree = load_yaml(Path(value))
             _check_keys(tree, known, Path(value))
-    given = {name: (name.upper(), word) for name, word in _place(words, _positional(model), tree).items()}
+    placed = _place(words, _positional(model), tree)
+    given: dict[str, tuple[str, Value]] = {name: (name.upper(), word) for name, word in placed.items()}
     repeated: dict[str, list[str]] = {}
     for key, value in flags:
         if f"--{key}" == config_flag:

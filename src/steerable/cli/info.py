@@ -71,7 +71,8 @@ def _print_human(s: DatasetSummary) -> None:
     )
     cams = Table("camera", "codec", "size", "video files", title="Cameras", title_justify="left")
     for key, c in s.cameras.items():
-        cams.add_row(escape(key), escape(str(c.codec)), f"{c.width}x{c.height}", f"{c.files_present}/{c.files_expected or '?'}")
+        files = f"{c.files_present}/{c.files_expected or '?'}"
+        cams.add_row(escape(key), escape(str(c.codec)), f"{c.width}x{c.height}", files)
     console.print(cams)
     for key, c in s.cameras.items():
         if c.missing_episodes:

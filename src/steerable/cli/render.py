@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # registering the parser must stay cheap: rich loads when the
 
 __all__ = ["RenderSettings", "register"]
 
-USAGE = """usage: steerable render DATASET --recipe R [--all | --episode E [--frame F] | --episodes 0,3,7-9] [--json] [...]
+USAGE = """usage: steerable render DATASET --recipe R [--all | --episode E [--frame F] | --episodes 0,3,7-9] [...]
 
 Render a recipe over a dataset's frames: the chat samples training sees. Every option, with its default:
 """
@@ -121,7 +121,8 @@ def _write_json(samples: Iterable[Any]) -> None:
 def _print_sample(console: Console, sample: Any) -> None:
     from rich.markup import escape
 
-    head = f"[bold]episode {sample.episode_index} frame {sample.frame_index}[/bold] (index {sample.index}, t={sample.timestamp:.3f}s)"
+    head = (f"[bold]episode {sample.episode_index} frame {sample.frame_index}[/bold] "
+            f"(index {sample.index}, t={sample.timestamp:.3f}s)")
     if sample.sample is None:
         console.print(f"{head}  [dim]nothing to render ({sample.component or 'recipe'})[/dim]")
         return

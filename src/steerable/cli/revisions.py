@@ -101,7 +101,8 @@ def _revisions(args: RevisionsSettings) -> int:
         elif made is None:
             print(f"{ds.root} already is as at revision {args.restore}: nothing written")
         else:
-            print(f"{ds.root} is back as at revision {args.restore} (saved as revision {made.id}: {len(made.files)} files)")
+            print(f"{ds.root} is back as at revision {args.restore} "
+                  f"(saved as revision {made.id}: {len(made.files)} files)")
         return 0
     revisions = list_revisions(ds.root)
     if args.as_json:

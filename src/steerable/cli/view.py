@@ -78,7 +78,7 @@ def _export(args: ViewSettings, episodes: list[int] | None) -> int:
     ds = open_dataset(args.dataset, revision=args.revision)
     total = len(set(episodes)) if episodes is not None else len(ds.episodes)
     with ProgressLine("view --export", total) as line:
-        index = export_site(ds, args.export, episodes, progress=line.advance)
+        index = export_site(ds, str(args.export), episodes, progress=line.advance)
     print(f"static viewer written: {index}")
     return 0
 
