@@ -176,7 +176,7 @@ def test_a_yaml_config_sets_the_session_and_flags_given_too_win(tmp_path: Path,
         (["--eval_episode", "2"], "unknown option --eval_episode (did you mean --eval_episodes?)"),
         (["--vlm.base_ulr", "http://127.0.0.1:9/v1"], "unknown option --vlm.base_ulr (did you mean --vlm.base_url?)"),
         (["--polcy.path", "ckpt"], "(did you mean --policy.path?)"),
-        (["--vlm.request_timeout_s", "0"], "--vlm.timeout_s: Input should be greater than 0"),  # one setting, two names
+        (["--vlm.timeout_s", "0"], "--vlm.request_timeout_s: Input should be greater than 0"),  # one setting, two names
         (["--display", "tv"], "--display: Input should be 'none' or 'rerun'"),
         (["--env", "moon"], "--env 'moon': choose one of sim"),
     ],
@@ -206,5 +206,5 @@ def test_help_lists_every_flag_with_its_help() -> None:
     for name, _, _, doc in iter_flags(RunSettings):
         flag = f"{passed[name]}.KEY=VALUE" if name in passed else name  # another parser's flags (LeRobot's)
         assert f"\n  --{flag}" in helped.stdout and doc, name
-    assert "--vlm.timeout_s=30.0 (or --vlm.request_timeout_s)" in helped.stdout
+    assert "--vlm.request_timeout_s=60.0 (or --vlm.timeout_s)" in helped.stdout  # annotate's VLMConfig
     assert "--config FILE.yaml" in helped.stdout

@@ -147,3 +147,19 @@ def test_the_control_contract_is_type_checked_strictly() -> None:
     config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     strict = [o for o in config["tool"]["mypy"]["overrides"] if o.get("disallow_untyped_defs")]
     assert any({"steerable.control", "steerable.control.*"} <= set(o["module"]) for o in strict)
+
+
+def test_run_s_vlm_settings_are_annotate_s_vlm_config_in_run_s_spellings() -> None:
+    from typing import get_type_hints
+
+    from steerable.runtime.settings import RunSettings
+    from steerable.runtime.stack import StackSpec
+    from steerable.vlm.config import VLMConfig
+
+    assert RunSettings.model_fields["vlm"].annotation is VLMConfig
+    assert get_type_hints(StackSpec)["vlm"] == VLMConfig | None
+    run = RunSettings(high_level="vlm", vlm={"base_url": "http://127.0.0.1:9/v1", "model_id": "m", "timeout_s": 5})
+    vlm = run.stack().vlm
+    assert vlm is not None and (vlm.base_url, vlm.model_id, vlm.request_timeout_s) == (["http://127.0.0.1:9/v1"], "m", 5)
+    with pytest.raises(ConfigError, match="--high_level vlm needs --vlm.base_url"):
+        StackSpec(high_level="vlm")

@@ -18,6 +18,7 @@ from steerable.synthetic import ScriptedController, SimEnv
 from steerable.testing.server import TestServer
 from steerable.testing.server.faults import FaultPlan
 from steerable.tools import load_tools
+from steerable.vlm.config import VLMConfig
 
 TASK = "put the red cube in the left bin"
 
@@ -51,7 +52,7 @@ class FakeVLM:
 def _runtime(url: str, **vlm: Any) -> tuple[Runtime, list[RuntimeEvent]]:
     env = SimEnv()
     env.reset(7, TASK)
-    planner = VLMPlanner.from_config({"base_url": url, "model_id": "test-model", "backend": "openai", **vlm})
+    planner = VLMPlanner.from_config(VLMConfig(base_url=url, model_id="test-model", backend="openai", **vlm))
     rt = Runtime(env, ScriptedController(), planner, tools=load_tools({}), rates=LoopRates(ctrl_hz=15))
     events: list[RuntimeEvent] = []
     rt.listeners.append(events.append)
@@ -100,7 +101,7 @@ def test_vlm_planner_drives_the_simulator_and_handles_interjections_and_question
 def test_garbage_or_timeouts_hold_the_robot_still_tell_the_operator_and_the_loop_goes_on(fault: str) -> None:
     plan = FaultPlan(script=[fault, fault], timeout_s=3.0)
     with TestServer(responder=FakeVLM(), faults=plan) as server:
-        rt, events = _runtime(server.url, max_retries=0, timeout_s=0.5, request_timeout_s=0.5)
+        rt, events = _runtime(server.url, max_retries=0, timeout_s=0.5)
         rt.submit("task", TASK)
         start = rt.env.observe(render=False).state.copy()
         rt.run(max_ticks=14)  # two failed calls (0 s, then the 1 Hz retry): nothing may move

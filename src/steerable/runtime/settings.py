@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from steerable.errors import ConfigError
 from steerable.runtime.stack import (
@@ -25,13 +25,13 @@ from steerable.runtime.stack import (
     check_choice,
 )
 from steerable.settings import Settings
+from steerable.vlm.config import VLMConfig
 
 if TYPE_CHECKING:
     from steerable.runtime.chunks import InferenceOptions
     from steerable.runtime.environments import EnvSpec
 
-__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "RunVLMSettings",
-           "checkpoint_folder"]
+__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "checkpoint_folder"]
 
 TTS_BACKENDS = ("text", "espeak", "pocket")
 _POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
@@ -130,28 +130,6 @@ class RunLeRobotSettings(Settings):
         return LeRobotOptions(self.policy_path, self.device, self.dataset)
 
 
-class RunVLMSettings(Settings):
-    """`--vlm.*`: the OpenAI-compatible server behind `--high_level vlm`."""
-
-    model_config = ConfigDict(extra="forbid")
-    section: ClassVar[str] = "vlm"
-
-    base_url: str | None = Field(None, description="OpenAI-compatible server for --high_level vlm")
-    model_id: str | None = Field(None, description="model name on that server")
-    timeout_s: float = Field(
-        30.0, gt=0, validation_alias=AliasChoices("timeout_s", "request_timeout_s"), description="deadline per reply"
-    )
-
-    def options(self) -> dict[str, Any]:
-        """The planner's options: VLMConfig fields plus its `timeout_s`."""
-        out: dict[str, Any] = {"timeout_s": self.timeout_s}
-        if self.base_url:
-            out.update(base_url=self.base_url, backend="openai")
-        if self.model_id:
-            out["model_id"] = self.model_id
-        return out
-
-
 class RunSettings(Settings):
     """Everything `steerable run` does: a session (REPL, commands file, recording), an evaluation, or the
     replay of a synthetic dataset's actions."""
@@ -186,7 +164,7 @@ class RunSettings(Settings):
         "standard", description=f"{' | '.join(OBSERVATIONS)} (privileged, simulator only: a policy may read every "
         "object's true position, observation.environment_state, as trained with make-dataset --privileged_state)"
     )
-    vlm: RunVLMSettings = Field(default_factory=RunVLMSettings)
+    vlm: VLMConfig = Field(default_factory=VLMConfig)  # the server behind --high_level vlm
     recipe: str | None = Field(None, description="recipe (builtin name or YAML) laying out the high-level prompt")
     task: str | None = Field(None, description="the task to start with")
     seed: int | None = Field(None, description="scene seed (default: the first scene where --task fits, else 0)")
@@ -301,7 +279,8 @@ class RunSettings(Settings):
                                   "server serves only the low level)")
         if self.robot:
             if "env" in self.model_fields_set and self.env != "robot":
-                raise ConfigError(f"--robot.* runs a LeRobot robot (--env robot); it does not combine with --env {self.env}")
+                raise ConfigError(f"--robot.* runs a LeRobot robot (--env robot); it does not combine with "
+                                  f"--env {self.env}")
             self.env = "robot"
             if evaluating:
                 raise ConfigError("--eval_episodes scores seeded episodes in a simulator; a robot (--robot.*) has no "
@@ -329,9 +308,7 @@ class RunSettings(Settings):
             raise ConfigError("--display shows one session; it does not combine with --eval_episodes")
         if self.display_to is not None and self.display == "none":
             raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
-        if self.high_level == "vlm" and not self.vlm.base_url:
-            raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id")
-        self.stack()  # the combinations of models StackSpec checks
+        self.stack()  # the combinations of models StackSpec checks (--high_level vlm needs --vlm.base_url, ...)
         return self
 
     def environment(self) -> EnvSpec:
@@ -348,7 +325,7 @@ class RunSettings(Settings):
         """The models to run, as plain data evaluation workers can rebuild."""
         return StackSpec(
             high_level=self.high_level, low_level=self.low_level, policy_path=self.policy.path,
-            device=self.policy.device, vlm=self.vlm.options(), recipe=self.recipe, fps=int(round(self.ctrl_hz)),
+            device=self.policy.device, vlm=self.vlm, recipe=self.recipe, fps=int(round(self.ctrl_hz)),
             observation=self.observation, lerobot=self.lerobot.options(), policy_server=self.policy.server,
             policy_token=self.policy.token,
             step_check=self.policy.step_check, flow_noise=self.policy.flow_noise,

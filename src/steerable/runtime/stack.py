@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from steerable.control import Environment, HighLevelModel, LowLevelController
 from steerable.errors import ConfigError
+from steerable.vlm.config import VLMConfig
 
 __all__ = [
     "HIGH_LEVELS", "LOW_LEVELS", "OBSERVATIONS", "HighKind", "LeRobotOptions", "LowKind", "ObservationKind",
@@ -52,14 +53,15 @@ class LeRobotOptions:
 
 @dataclass(frozen=True)
 class StackSpec:
-    """Which models to run; `vlm` holds VLMConfig fields, `lerobot` the LeRobot low level's options,
-    `recipe` names the high-level prompt recipe."""
+    """Which models to run; `vlm` is the server behind `--high_level vlm` (`--vlm.*`, the VLMConfig
+    `annotate` reads too), `lerobot` the LeRobot low level's options, `recipe` names the high-level
+    prompt recipe."""
 
     high_level: HighKind = "scripted"
     low_level: LowKind = "scripted"
     policy_path: str | None = None
     device: str = "cpu"
-    vlm: dict[str, Any] = field(default_factory=dict)
+    vlm: VLMConfig | None = None
     lerobot: LeRobotOptions = field(default_factory=LeRobotOptions)
     recipe: str | None = None
     fps: int = 15
@@ -78,6 +80,8 @@ class StackSpec:
         if (self.high_level == "policy" or (self.low_level == "policy" and not served)) and not self.policy_path:
             raise ConfigError("--high_level/--low_level policy needs --policy.path CHECKPOINT (or, for the low "
                               "level, --policy.server HOST:PORT)")
+        if self.high_level == "vlm" and (self.vlm is None or not self.vlm.base_url):
+            raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id")
         if self.low_level == "lerobot" and not self.lerobot.policy_path:
             raise ConfigError("--low_level lerobot needs --lerobot.policy_path DIR (a folder LeRobot's save_pretrained "
                               "wrote, or a Hub id)")
@@ -121,6 +125,7 @@ def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
     if spec.high_level == "vlm":
         from steerable.runtime.vlm_planner import VLMPlanner
 
+        assert spec.vlm is not None  # StackSpec's own check
         return VLMPlanner.from_config(spec.vlm, recipe=spec.recipe)
     _require_policy_runtime()
     from steerable.runtime.policy_adapter import load_high_level, low_level_reports_done

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -47,12 +47,10 @@ class VLMPlanner:
         self._thread.start()
 
     @classmethod
-    def from_config(cls, options: Mapping[str, Any], *, recipe: str | None = None) -> VLMPlanner:
-        """Build from `--vlm.*` options (VLMConfig fields) plus `recipe`."""
-        fields = dict(options)
-        timeout = float(fields.pop("timeout_s", 30.0))
-        config = VLMConfig(**fields)
-        planner = cls(make_vlm(config), RecipePrompts.load(recipe), timeout_s=timeout,
+    def from_config(cls, config: VLMConfig, *, recipe: str | None = None) -> VLMPlanner:
+        """Build from the `--vlm.*` settings plus `recipe`; a reply's deadline is `--vlm.timeout_s`
+        (`request_timeout_s`)."""
+        planner = cls(make_vlm(config), RecipePrompts.load(recipe), timeout_s=config.request_timeout_s,
                       model_id=config.model_id or "vlm")
         planner.check(", ".join(config.base_url))
         return planner
