@@ -329,8 +329,10 @@ def flag_help(model: type[BaseModel]) -> str:
             spellings = ", ".join([f"--{name}", *others])
             groups["general"].append(f"  {name.upper()}{optional} (or {spellings})" + (f"    {doc}" if doc else ""))
             continue
-        if shapes.get(name, {}).get("repeat"):
-            others.append("repeatable")
+        if shapes.get(name, {}).get("repeat"):  # `--camera_map VALUE (repeatable)`: no default to show
+            spellings = "".join(f", or {o}" for o in others)
+            groups["general"].append(f"  --{name} VALUE (repeatable{spellings})" + (f"    {doc}" if doc else ""))
+            continue
         if default is True and bool in _unwrap(annotation):
             others.append(f"--{_negation(name)}")
         if default is PydanticUndefined:

@@ -5,42 +5,97 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any, ClassVar
 
+from pydantic import Field
 from rich.console import Console
 
-from steerable.cli._recipe_args import camera_map
+from steerable.cli.options import camera_map
 from steerable.errors import ConfigError
+from steerable.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["RecipesExportSettings", "RecipesLintSettings", "RecipesListSettings", "RecipesShowSettings", "register"]
+
+USAGE = """usage: steerable recipes VERB [...]
+
+List, show, lint or export training recipes. VERB is one of:
+  list      the built-in recipes
+  show      print a built-in recipe's YAML (steerable recipes show NAME)
+  lint      validate a recipe, and with --dataset check it fits that dataset (steerable recipes lint RECIPE)
+  export    write a recipe in the form another tool's loader accepts (steerable recipes export RECIPE --lerobot)
+`steerable recipes VERB --help` lists the verb's options.
+"""
+_CAMERA_MAP = "RECIPE_KEY=DATASET_KEY: bind a recipe camera to a dataset camera"
+
+
+class RecipesListSettings(Settings):
+    """`steerable recipes list`: no options."""
+
+
+class RecipesShowSettings(Settings):
+    """`steerable recipes show NAME`."""
+
+    positional: ClassVar[tuple[str, ...]] = ("name",)
+
+    name: str = Field(description="a built-in recipe name")
+
+
+class RecipesLintSettings(Settings):
+    """`steerable recipes lint RECIPE`: the recipe, and what to check it against."""
+
+    positional: ClassVar[tuple[str, ...]] = ("recipe",)
+    doc: ClassVar[str | None] = "docs/recipes.md"
+
+    recipe: str = Field(description="YAML file or built-in name")
+    dataset: str | None = Field(None, description="dataset the recipe will be rendered on")
+    camera_map: list[str] = Field([], json_schema_extra={"repeat": True}, description=_CAMERA_MAP)
+    lerobot: bool = Field(False, description="check the file as LeRobot's load_recipe reads it (exit 1 when LeRobot "
+                          "refuses it)")
+
+
+class RecipesExportSettings(Settings):
+    """`steerable recipes export RECIPE --lerobot`: the recipe, its form, and where it goes."""
+
+    positional: ClassVar[tuple[str, ...]] = ("recipe",)
+    doc: ClassVar[str | None] = "docs/recipes.md"
+
+    recipe: str = Field(description="YAML file or built-in name")
+    lerobot: bool = Field(False, description="LeRobot's recipe form (the one format so far)")
+    out: str | None = Field(None, description="write the YAML here instead of to stdout")
+    camera_map: list[str] = Field([], json_schema_extra={"repeat": True}, description=_CAMERA_MAP + " before writing")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("recipes", help="list, show or lint training recipes")
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    verbs.add_parser("list", help="the built-in recipes").set_defaults(func=run_list)
-    show = verbs.add_parser("show", help="print a built-in recipe's YAML")
-    show.add_argument("name")
-    show.set_defaults(func=run_show)
-    lint = verbs.add_parser("lint", help="validate a recipe (and, with --dataset, check it fits that dataset)")
-    lint.add_argument("recipe", help="YAML file or built-in name")
-    lint.add_argument("--dataset", help="dataset the recipe will be rendered on")
-    lint.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY",
-                      help="bind a recipe camera to a dataset camera (repeatable)")
-    lint.add_argument("--lerobot", action="store_true",
-                      help="check the file as LeRobot's load_recipe reads it (exit 1 when LeRobot refuses it)")
-    lint.set_defaults(func=run_lint)
-    export = verbs.add_parser("export", help="write a recipe in the form another tool's loader accepts")
-    export.add_argument("recipe", help="YAML file or built-in name")
-    export.add_argument("--lerobot", action="store_true", help="LeRobot's recipe form (the one format so far)")
-    export.add_argument("--out", help="write the YAML here instead of to stdout")
-    export.add_argument("--camera_map", action="append", default=[], metavar="RECIPE_KEY=DATASET_KEY",
-                        help="bind a recipe camera to a dataset camera before writing (repeatable)")
-    export.set_defaults(func=run_export)
+    from steerable.cli.flags import add_command
+
+    add_command(sub, "recipes", help="list, show or lint training recipes", func=run)
 
 
-def run_list(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """The verb is the first word; its options are read as every command's."""
+    from steerable.cli.flags import parse_command, suggest
+
+    verbs: dict[str, tuple[type[Settings], Callable[[Any], int]]] = {
+        "list": (RecipesListSettings, run_list), "show": (RecipesShowSettings, run_show),
+             "lint": (RecipesLintSettings, run_lint), "export": (RecipesExportSettings, run_export)}
+    options = list(args.options)
+    verb = options.pop(0) if options and not options[0].startswith("-") else None
+    if verb is None and any(o in ("-h", "--help") for o in options):
+        print(USAGE.rstrip("\n"))
+        return 0
+    if verb not in verbs:
+        got = f"unknown verb {verb!r}{suggest(verb, verbs, '')}" if verb else "no verb given"
+        raise ConfigError(f"recipes takes a verb first, one of {', '.join(verbs)}: {got}")
+    model, func = verbs[verb]
+    args.options = options
+    cfg = parse_command(model, args, f"usage: steerable recipes {verb} [...]\n\n{model.__doc__}\n")
+    return 0 if cfg is None else func(cfg)
+
+
+def run_list(args: RecipesListSettings) -> int:
     from steerable.recipes import builtin_recipe_names, load_recipe
 
     console = Console(highlight=False, soft_wrap=True)
@@ -51,7 +106,7 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_show(args: argparse.Namespace) -> int:
+def run_show(args: RecipesShowSettings) -> int:
     from steerable.recipes import load_recipe
 
     load_recipe(args.name)  # validates the name (clear error for an unknown one)
@@ -59,7 +114,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_lint(args: argparse.Namespace) -> int:
+def run_lint(args: RecipesLintSettings) -> int:
     """Exit 0: valid (warnings allowed); 1: renders no sample on --dataset; 2: invalid recipe or input."""
     from steerable.recipes import load_recipe
     from steerable.train.lint import lint_against_dataset
@@ -137,7 +192,7 @@ def _recipe_path(source: str) -> Path:
     return Path(source)
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_export(args: RecipesExportSettings) -> int:
     """The YAML goes to stdout (or --out); what differs from the steerable recipe goes to stderr."""
     from steerable.dataset.atomic import atomic_write_bytes
     from steerable.recipes import load_recipe
