@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -29,20 +32,20 @@ def feature_matrix(table: pa.Table, name: str) -> np.ndarray:
     column = table.column(name).combine_chunks()
     kind = column.type
     if pa.types.is_fixed_size_list(kind):
-        flat = column.flatten().to_numpy(zero_copy_only=False)
+        flat = np.asarray(column.flatten().to_numpy(zero_copy_only=False))
         return flat.reshape(len(column), kind.list_size)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         lengths = set(column.value_lengths().to_pylist())
         if len(lengths) > 1:
             raise DatasetError(f"column {name!r} holds vectors of different lengths {sorted(lengths)}")
         width = lengths.pop() if lengths else 0
-        return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
+        return np.asarray(column.flatten().to_numpy(zero_copy_only=False)).reshape(len(column), width)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
-        return column.to_numpy(zero_copy_only=False).reshape(-1, 1)
+        return np.asarray(column.to_numpy(zero_copy_only=False)).reshape(-1, 1)
     raise DatasetError(f"column {name!r} of type {kind} is not a numeric feature")
 
 
-def vector_names(feature: dict, width: int) -> list[str]:
+def vector_names(feature: Mapping[str, Any], width: int) -> list[str]:
     """Per-dimension names of a feature; LeRobot writes a list or {"motors": [...]}."""
     names = feature.get("names")
     if isinstance(names, dict):
@@ -53,16 +56,16 @@ def vector_names(feature: dict, width: int) -> list[str]:
     return [f"dim_{i}" for i in range(width)]
 
 
-def is_float_vector(feature: dict) -> bool:
+def is_float_vector(feature: Mapping[str, Any]) -> bool:
     """A float feature of one dimension (a state or action vector), not a scalar column or an image."""
     return feature.get("dtype") in FLOAT_DTYPES and len(feature.get("shape") or []) == 1
 
 
-def float_vectors(features: dict[str, dict]) -> list[str]:
+def float_vectors(features: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The float vector features' names, sorted (what an error offers in place of a missing name)."""
     return sorted(k for k, f in features.items() if is_float_vector(f))
 
 
-def pick_feature(features: dict[str, dict], candidates: tuple[str, ...]) -> str | None:
+def pick_feature(features: Mapping[str, Mapping[str, Any]], candidates: tuple[str, ...]) -> str | None:
     """The first of `candidates` that `features` holds as a float vector, or None."""
     return next((k for k in candidates if k in features and is_float_vector(features[k])), None)

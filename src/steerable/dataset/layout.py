@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CODEBASE_VERSION",
@@ -43,7 +44,7 @@ PROVENANCE_KEY = "steerable"
 GROUND_TRUTH_PATH = "meta/steerable_ground_truth.json"
 
 # Per-frame columns every LeRobot v3 dataset has.
-DEFAULT_FEATURES: dict[str, dict] = {
+DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
     "frame_index": {"dtype": "int64", "shape": [1], "names": None},
     "episode_index": {"dtype": "int64", "shape": [1], "names": None},

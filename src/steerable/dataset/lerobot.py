@@ -191,7 +191,7 @@ class LeRobotDataset:
     def episode_timestamps(self, episode_index: int) -> np.ndarray:
         """The stored float32 `timestamp` of each frame, in frame order."""
         column = self.read_episode(episode_index, ["timestamp"]).column("timestamp")
-        return column.to_numpy().astype(np.float32, copy=False)
+        return np.asarray(column.to_numpy(), dtype=np.float32)
 
     def decode_frames(self, episode_index: int, camera: str, timestamps: Sequence[float], *,
                       threads: int | None = None) -> list[np.ndarray]:

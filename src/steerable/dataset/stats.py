@@ -8,6 +8,7 @@ frames, per channel, scaled to 0..1, with LeRobot's (3, 1, 1) shape.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def aggregate_stats(per_episode: Sequence[Stats]) -> Stats:
     return out
 
 
-def stats_to_lists(stats: Stats) -> dict[str, list]:
+def stats_to_lists(stats: Stats) -> dict[str, list[Any]]:
     """JSON/Arrow-ready nested lists, in LeRobot's key order."""
     order = ("min", "max", "mean", "std", "count", *QUANTILES)
     return {k: stats[k].tolist() for k in order if k in stats}

@@ -174,7 +174,7 @@ def _scan(
     codec = stream.codec_context
     last = wanted.times[-1] + wanted.tol
     kept: list[tuple[float, av.VideoFrame]] = []
-    pending: list[av.Packet] = []  # packets of the current GOP not sent to the decoder yet
+    pending: list[av.Packet[VideoStream]] = []  # packets of the current GOP not sent to the decoder yet
     past_last = decoded = 0
 
     def keep(frames: list[av.VideoFrame]) -> None:

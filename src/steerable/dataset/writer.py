@@ -282,7 +282,7 @@ def _rewrite(shard: _Shard, updates: Mapping[int, EpisodeLanguage], dest: Path) 
                 writer.write_table(out.slice(start, stop - start), row_group_size=stop - start)
     except pa.ArrowException as exc:
         raise WriteError(f"could not write {shard.path}: {exc}; the dataset is unchanged") from exc
-    return out.num_rows
+    return int(out.num_rows)
 
 
 def _language_columns(
