@@ -22,8 +22,11 @@ from steerable.language import (
     SAY_TOOL,
     STYLE_REGISTRY,
     VIEW_DEPENDENT_STYLES,
+    EventRow,
+    PersistentRow,
     column_for_style,
     event_row_type,
+    event_rows_from_arrow,
     events_array,
     events_column_type,
     is_view_dependent_style,
@@ -34,6 +37,7 @@ from steerable.language import (
     persistent_array,
     persistent_column_type,
     persistent_row_type,
+    persistent_rows_from_arrow,
     rows_from_arrow,
     sort_events,
     sort_persistent,
@@ -332,3 +336,20 @@ def test_tool_schema_looks_up_by_name() -> None:
     wave = {"type": "function", "function": {"name": "wave"}}
     assert tool_schema("wave", [SAY_TOOL, wave]) == wave
     assert tool_schema("wave") is None
+
+
+def test_typed_readers_give_each_column_its_own_row_type() -> None:
+    # PersistentRow and EventRow (TypedDicts) are what a reader of one column gets; the column of the
+    # other kind is refused by name instead of read as the wrong rows.
+    persistent = persistent_array([[{"role": "assistant", "content": "plan", "style": "plan", "timestamp": 0.5}]])
+    events = events_array([[speech_row("on it")], None])
+    (row,) = persistent_rows_from_arrow(persistent)[0]
+    assert list(row) == list(PERSISTENT_ROW_FIELDS) and row["timestamp"] == 0.5
+    assert list(PersistentRow.__annotations__) == list(EventRow.__annotations__) + ["timestamp"]
+    assert set(EventRow.__annotations__) == set(EVENT_ROW_FIELDS)
+    said = event_rows_from_arrow(events)
+    assert said[1] == [] and said[0][0]["tool_calls"] == speech_row("on it")["tool_calls"]
+    with pytest.raises(LanguageSchemaError, match="language_events column has no timestamp"):
+        event_rows_from_arrow(persistent)
+    with pytest.raises(LanguageSchemaError, match="language_persistent column needs rows with a timestamp"):
+        persistent_rows_from_arrow(events)

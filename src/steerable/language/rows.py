@@ -1,17 +1,18 @@
-"""Conversions between Python language rows (plain dicts) and Arrow arrays of the canonical types.
+"""Python language rows (typed dicts) and their conversions to and from Arrow arrays of the canonical types.
 
-In Python a row is a dict with the fields of `PERSISTENT_ROW_FIELDS` or `EVENT_ROW_FIELDS`, and
-`tool_calls` is a list of dicts (`{"type": "function", "function": {"name", "arguments": {...}}}`).
-On disk each tool call is JSON text. Reading accepts every variant found in the wild: canonical
-JSON elements, plain JSON strings, and the nested structs (with float64 timestamps) that LeRobot's
-own writer produces by letting pyarrow infer the types.
+In Python a row is a `PersistentRow` or an `EventRow` (the fields of `PERSISTENT_ROW_FIELDS` or
+`EVENT_ROW_FIELDS`), and `tool_calls` is a list of `ToolCall` dicts
+(`{"type": "function", "function": {"name", "arguments": {...}}}`). On disk each tool call is JSON
+text. Reading accepts every variant found in the wild: canonical JSON elements, plain JSON strings,
+and the nested structs (with float64 timestamps) that LeRobot's own writer produces by letting
+pyarrow infer the types.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,10 +27,16 @@ from steerable.language.schema import (
 )
 
 __all__ = [
+    "EventRow",
+    "PersistentRow",
     "Row",
+    "ToolCall",
+    "ToolFunction",
+    "event_rows_from_arrow",
     "events_array",
     "event_sort_key",
     "persistent_array",
+    "persistent_rows_from_arrow",
     "persistent_sort_key",
     "rows_from_arrow",
     "sort_events",
@@ -38,7 +45,41 @@ __all__ = [
     "to_float32",
 ]
 
-Row = dict[str, Any]
+
+
+class ToolFunction(TypedDict):
+    """The function a tool call names, and its JSON arguments."""
+
+    name: str
+    arguments: dict[str, Any]  # JSON: the tool's own argument schema says what is in it
+
+
+class ToolCall(TypedDict):
+    """One tool call: `{"type": "function", "function": {"name": ..., "arguments": {...}}}`."""
+
+    type: str
+    function: ToolFunction
+
+
+class EventRow(TypedDict):
+    """One row of `language_events`: its time is the frame's, not a field."""
+
+    role: str
+    content: str | None
+    style: str | None
+    camera: str | None
+    # A call stored as text that is not JSON comes back as that text (`validate_rows` reports it).
+    tool_calls: list[ToolCall | str] | None
+
+
+class PersistentRow(EventRow):
+    """One row of `language_persistent`: an event row plus the time it starts to hold (float32)."""
+
+    timestamp: float
+
+
+Row = PersistentRow | EventRow  # a row of either column, as read back
+R = TypeVar("R", bound=Mapping[str, Any])
 
 
 def to_float32(value: float) -> float:
@@ -46,15 +87,19 @@ def to_float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def speech_row(text: str) -> Row:
-    """The `say` atom: an assistant event row whose only payload is a call to the `say` tool."""
-    return {
+def speech_row(text: str) -> dict[str, Any]:
+    """The `say` atom: an assistant event row whose only payload is a call to the `say` tool.
+
+    A plain dict (an `EventRow`'s fields): the recorders and the writer merge it with rows they edit.
+    """
+    row: EventRow = {
         "role": "assistant",
         "content": None,
         "style": None,
         "camera": None,
         "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": text}}}],
     }
+    return {**row}
 
 
 def persistent_sort_key(row: Mapping[str, Any]) -> tuple[float, str, str]:
@@ -67,11 +112,11 @@ def event_sort_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     return (row.get("style") or "", row.get("role") or "", row.get("camera") or "")
 
 
-def sort_persistent(rows: Iterable[Row]) -> list[Row]:
+def sort_persistent(rows: Iterable[R]) -> list[R]:
     return sorted(rows, key=persistent_sort_key)
 
 
-def sort_events(rows: Iterable[Row]) -> list[Row]:
+def sort_events(rows: Iterable[R]) -> list[R]:
     return sorted(rows, key=event_sort_key)
 
 
@@ -132,29 +177,70 @@ def _decode_tool_call(call: Any) -> Any:
     return call
 
 
-def _python_row(raw: Mapping[str, Any], fields: tuple[str, ...]) -> Row:
-    row: Row = {name: raw.get(name) for name in fields}
-    if row.get("timestamp") is not None:
-        row["timestamp"] = to_float32(row["timestamp"])
-    calls = row["tool_calls"]
-    if calls is not None:
-        row["tool_calls"] = [_decode_tool_call(call) for call in calls]
-    return row
+def _event_row(raw: Mapping[str, Any]) -> EventRow:
+    calls = raw.get("tool_calls")
+    role: Any = raw.get("role")  # a null role is kept as read: validate_rows reports it
+    return {
+        "role": role,
+        "content": raw.get("content"),
+        "style": raw.get("style"),
+        "camera": raw.get("camera"),
+        "tool_calls": None if calls is None else [_decode_tool_call(call) for call in calls],
+    }
 
 
-def rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[Row]]:
-    """The rows of every cell of a language column, whatever its on-disk variant; null cells give []."""
+def _persistent_row(raw: Mapping[str, Any]) -> PersistentRow:
+    row = _event_row(raw)
+    stamp = raw.get("timestamp")
+    timestamp: Any = None if stamp is None else to_float32(stamp)  # a null one is kept: validate_rows reports it
+    # The fields in the schema's order (timestamp before camera), as rows have always been read.
+    return {
+        "role": row["role"],
+        "content": row["content"],
+        "style": row["style"],
+        "timestamp": timestamp,
+        "camera": row["camera"],
+        "tool_calls": row["tool_calls"],
+    }
+
+
+def _cells(column: pa.Array | pa.ChunkedArray) -> tuple[bool, list[Any]]:
+    """(whether the rows are persistent ones, the raw cells) of a language column, whatever its on-disk variant."""
     value_type = column.type.value_type if pa.types.is_list(column.type) else None
     if value_type is None and not pa.types.is_null(column.type):
         raise LanguageSchemaError(f"a language column must be a list of row structs; got type {column.type}")
     has_timestamp = value_type is not None and pa.types.is_struct(value_type) and (
         value_type.get_field_index("timestamp") >= 0
     )
-    fields = PERSISTENT_ROW_FIELDS if has_timestamp else EVENT_ROW_FIELDS
-    out: list[list[Row]] = []
-    for cell in column.to_pylist():
-        if not cell:
-            out.append([])
-            continue
-        out.append([_python_row(raw, fields) for raw in cell if raw is not None])
-    return out
+    return has_timestamp, column.to_pylist()
+
+
+def persistent_rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[PersistentRow]]:
+    """The rows of every cell of a `language_persistent` column; null cells give []."""
+    persistent, cells = _cells(column)
+    if not persistent and any(cells):
+        raise LanguageSchemaError("a language_persistent column needs rows with a timestamp; these have none")
+    return [[_persistent_row(raw) for raw in cell if raw is not None] if cell else [] for cell in cells]
+
+
+def event_rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[EventRow]]:
+    """The rows of every cell of a `language_events` column; null cells give []."""
+    persistent, cells = _cells(column)
+    if persistent:
+        raise LanguageSchemaError("a language_events column has no timestamp field; these rows have one")
+    return [[_event_row(raw) for raw in cell if raw is not None] if cell else [] for cell in cells]
+
+
+def rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[dict[str, Any]]]:
+    """The rows of every cell of either language column (told apart by the timestamp field); null cells give [].
+
+    Plain dicts, for code that merges and edits rows of both columns (the writer, review); a reader
+    of one column takes its typed rows from `persistent_rows_from_arrow` or `event_rows_from_arrow`.
+    """
+    persistent, cells = _cells(column)
+    build = _persistent_row if persistent else _event_row
+    return [[_plain(build(raw)) for raw in cell if raw is not None] if cell else [] for cell in cells]
+
+
+def _plain(row: Row) -> dict[str, Any]:
+    return {**row}

@@ -15,19 +15,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from steerable.errors import LanguageRowTypeError, LanguageSchemaError, RecipeError
-from steerable.language.rows import Row
 from steerable.recipes.expressions import ResolverCall, resolver_call
 
 __all__ = ["EMITTED_AT_TOLERANCE_S", "EpisodeTimeline", "decoded_tool_calls", "normalize_rows", "row_timestamp"]
 
+# Rows as a recipe's caller gives them (any source: a Hub dataset, a live session), checked here as
+# they are read; `steerable.language.rows` has the typed rows of a stored dataset.
+InputRow = dict[str, Any]
 Selector = tuple["str | None", "str | None", "str | None", "str | None"]
 # The reference matches persistent rows within ±0.1 s in emitted_at, so `t = frame / fps` still hits.
 EMITTED_AT_TOLERANCE_S = 0.1
 
 
-def normalize_rows(rows: Iterable[Any] | None) -> list[Row]:
+def normalize_rows(rows: Iterable[Any] | None) -> list[InputRow]:
     """Rows as dicts: None entries are dropped and Arrow scalars converted; anything else is an error."""
-    out: list[Row] = []
+    out: list[InputRow] = []
     for row in rows or ():
         if row is None:
             continue
@@ -51,7 +53,7 @@ def row_timestamp(row: Mapping[str, Any]) -> float:
     return float(value)
 
 
-def decoded_tool_calls(row: Row) -> Row:
+def decoded_tool_calls(row: InputRow) -> InputRow:
     """`row`, or a copy whose tool calls given as JSON text are parsed (text that is not JSON stays)."""
     calls = row.get("tool_calls")
     if not calls or not any(isinstance(c, str) for c in calls):
@@ -65,7 +67,7 @@ def decoded_tool_calls(row: Row) -> Row:
     return {**row, "tool_calls": parsed}
 
 
-def _matches(row: Row, style: str | None, role: str | None, camera: str | None, tool_name: str | None) -> bool:
+def _matches(row: InputRow, style: str | None, role: str | None, camera: str | None, tool_name: str | None) -> bool:
     if style is not None and row.get("style") != style:
         return False
     if role is not None and row.get("role") != role:
@@ -85,7 +87,7 @@ class _Index:
 
     __slots__ = ("rows", "times")
 
-    def __init__(self, rows: list[tuple[float, Row]]) -> None:
+    def __init__(self, rows: list[tuple[float, InputRow]]) -> None:
         rows.sort(key=lambda item: (item[0], item[1].get("style") or "", item[1].get("role") or ""))
         self.times = [ts for ts, _ in rows]
         self.rows = [row for _, row in rows]
@@ -123,7 +125,7 @@ class EpisodeTimeline:
         )
 
     @property
-    def persistent_rows(self) -> list[Row]:
+    def persistent_rows(self) -> list[InputRow]:
         return [row for _, row in self._rows]
 
     def event_times(self) -> list[float]:
@@ -154,7 +156,7 @@ class EpisodeTimeline:
         return index
 
     def resolve(self, call: ResolverCall, t: float, events: Sequence[Any] = (), *, frame_exact: bool = True,
-                decode_calls: bool = True) -> Row | None:
+                decode_calls: bool = True) -> InputRow | None:
         """Evaluate `call` at frame time `t` with the frame's `events`; raises RecipeError when ambiguous.
 
         `frame_exact` (with `fps` known) makes persistent `emitted_at` match rows within half a frame
@@ -193,13 +195,15 @@ class EpisodeTimeline:
         position = bisect_right(times, t) - 1 + step
         return index.rows[position] if 0 <= position < len(times) else None
 
-    def _emitted_event(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> Row | None:
+    def _emitted_event(
+        self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool
+    ) -> InputRow | None:
         found = _matching(events, call.selector, decode_calls)
         if len(found) > 1:
             raise _ambiguous(call, t, found)
         return found[0] if found else None
 
-    def _last_emitted(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> Row | None:
+    def _last_emitted(self, call: ResolverCall, t: float, events: Sequence[Any], decode_calls: bool) -> InputRow | None:
         """The matching event row of this frame, else of the latest earlier frame that has one."""
         here = self._emitted_event(call, t, events, decode_calls) if events else None
         if here is not None:
@@ -220,14 +224,14 @@ class EpisodeTimeline:
         return index.rows[i - 1]
 
     def active_at(self, t: float, *, style: str, role: str | None = None, camera: str | None = None,
-                  tool_name: str | None = None) -> Row | None:
+                  tool_name: str | None = None) -> InputRow | None:
         """The latest row of `style` emitted at or before `t` (still active), or None."""
         call = resolver_call("active_at", style=style, role=role, camera=camera, tool_name=tool_name)
         return self.resolve(call, float(t))
 
     def emitted_at(self, t: float, *, events: Sequence[Any] | None = None, style: str | None = None,
                    role: str | None = None, camera: str | None = None, tool_name: str | None = None,
-                   frame_exact: bool = True, decode_calls: bool = True) -> Row | None:
+                   frame_exact: bool = True, decode_calls: bool = True) -> InputRow | None:
         """The row emitted at `t`: a persistent row at `t`, or the frame's matching event row."""
         call = resolver_call("emitted_at", style=style, role=role, camera=camera, tool_name=tool_name)
         frame_events = self.events_at(t) if events is None else events
@@ -235,25 +239,25 @@ class EpisodeTimeline:
 
     def last_emitted(self, t: float, *, events: Sequence[Any] | None = None, style: str | None = None,
                      role: str | None = None, camera: str | None = None,
-                     tool_name: str | None = None) -> Row | None:
+                     tool_name: str | None = None) -> InputRow | None:
         """The latest matching event row emitted at or before `t` (this frame's, else an earlier one's)."""
         call = resolver_call("last_emitted", style=style, role=role, camera=camera, tool_name=tool_name)
         return self.resolve(call, float(t), self.events_at(t) if events is None else events)
 
     def nth_prev(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
-                 camera: str | None = None, tool_name: str | None = None) -> Row | None:
+                 camera: str | None = None, tool_name: str | None = None) -> InputRow | None:
         """The row `offset` places before the one active at `t` (rows sorted by time, style, role)."""
         call = resolver_call("nth_prev", style=style, role=role, camera=camera, tool_name=tool_name, offset=offset)
         return self.resolve(call, float(t))
 
     def nth_next(self, t: float, *, style: str, offset: int = 1, role: str | None = None,
-                 camera: str | None = None, tool_name: str | None = None) -> Row | None:
+                 camera: str | None = None, tool_name: str | None = None) -> InputRow | None:
         """The row `offset` places after the one active at `t`; before the first row, the first is next 1."""
         call = resolver_call("nth_next", style=style, role=role, camera=camera, tool_name=tool_name, offset=offset)
         return self.resolve(call, float(t))
 
 
-def _matching(rows: Sequence[Any], selector: Selector, decode_calls: bool) -> list[Row]:
+def _matching(rows: Sequence[Any], selector: Selector, decode_calls: bool) -> list[InputRow]:
     """The event rows among `rows` (None entries skipped, Arrow scalars converted) that `selector`
     matches, with tool calls given as JSON text read as dicts when `decode_calls`."""
     found = []
@@ -265,7 +269,7 @@ def _matching(rows: Sequence[Any], selector: Selector, decode_calls: bool) -> li
     return found
 
 
-def _ambiguous(call: ResolverCall, t: float, rows: Sequence[Row]) -> RecipeError:
+def _ambiguous(call: ResolverCall, t: float, rows: Sequence[InputRow]) -> RecipeError:
     cameras = sorted({str(row.get("camera")) for row in rows if row.get("camera")})
     hint = "add camera=<key> to the binding" if len(cameras) > 1 else "add a selector that tells them apart"
     seen = f" (cameras {', '.join(cameras)})" if cameras else ""

@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 from steerable.dataset import LeRobotDataset
 from steerable.errors import ConfigError
-from steerable.language.rows import Row, rows_from_arrow
+from steerable.language.rows import (
+    EventRow,
+    PersistentRow,
+    Row,
+    event_rows_from_arrow,
+    persistent_rows_from_arrow,
+)
 from steerable.language.styles import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 from steerable.recipes import EpisodeTimeline, Recipe
 from steerable.recipes.render import FrameRenderer, RenderedSample, RenderOptions, drawn_component
@@ -165,20 +171,20 @@ class DatasetRenderer:
         present = set(self.dataset.features)
         names = [*_FRAME_COLUMNS, *([LANGUAGE_EVENTS] if LANGUAGE_EVENTS in present else [])]
         table = self.dataset.read_episode(episode_index, names)
-        persistent: list[Row] = []
+        persistent: list[PersistentRow] = []
         if LANGUAGE_PERSISTENT in present and table.num_rows:
             # The list is the same on every frame: one row of it is read, not one copy per frame.
             head = self.dataset.read_episode_head(episode_index, [LANGUAGE_PERSISTENT])
-            persistent = rows_from_arrow(head.column(LANGUAGE_PERSISTENT))[0]
-        events = rows_from_arrow(table.column(LANGUAGE_EVENTS)) if LANGUAGE_EVENTS in names else []
+            persistent = persistent_rows_from_arrow(head.column(LANGUAGE_PERSISTENT))[0]
+        events = event_rows_from_arrow(table.column(LANGUAGE_EVENTS)) if LANGUAGE_EVENTS in names else []
         if self.leave_out is not None:
             persistent, events = self._without(episode_index, persistent, events)
         timeline = episode_timeline(persistent, table.column("timestamp").to_pylist(),
                                     table.column("index").to_pylist(), events, fps=self.dataset.fps)
         return timeline, table
 
-    def _without(self, episode_index: int, persistent: list[Row],
-                 events: list[list[Row]]) -> tuple[list[Row], list[list[Row]]]:
+    def _without(self, episode_index: int, persistent: list[PersistentRow],
+                 events: list[list[EventRow]]) -> tuple[list[PersistentRow], list[list[EventRow]]]:
         """The episode's rows less those of the styles `leave_out` names for it (and the recipe reads)."""
         assert self.leave_out is not None
         drop = set(self.leave_out(episode_index)) & self._reads
@@ -254,15 +260,15 @@ def _styles_read(recipe: Recipe) -> frozenset[str]:
     return frozenset(out)
 
 
-def episode_timeline(persistent: list[Row], timestamps: Sequence[float], indices: Sequence[int],
-                     events: Sequence[Sequence[Row]], *, fps: float | None) -> EpisodeTimeline:
+def episode_timeline(persistent: Sequence[PersistentRow], timestamps: Sequence[float], indices: Sequence[int],
+                     events: Sequence[Sequence[EventRow]], *, fps: float | None) -> EpisodeTimeline:
     """An episode's timeline from its columns: the persistent list and each frame's event rows.
 
     Events are held per frame (by dataset `index`), so frames that share a timestamp keep their own
     rows, as the reference reads them: a frame never sees the events of its neighbour.
     """
-    by_time: dict[float, list[Row]] = defaultdict(list)
-    by_index: dict[int, Sequence[Row]] = {}
+    by_time: dict[float, list[EventRow]] = defaultdict(list)
+    by_index: dict[int, Sequence[EventRow]] = {}
     for t, index, rows in zip(timestamps, indices, events, strict=False):
         if rows:
             by_time[float(t)].extend(rows)

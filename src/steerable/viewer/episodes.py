@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.parquet import read_parquet
 from steerable.dataset.provenance import TOOL_CALL_STYLE, is_heuristic
-from steerable.language.rows import Row, rows_from_arrow
+from steerable.language.rows import PersistentRow, event_rows_from_arrow, persistent_rows_from_arrow
 from steerable.language.styles import CONTEXT_STYLES, LANGUAGE_EVENTS, LANGUAGE_PERSISTENT
 
 __all__ = [
@@ -79,13 +79,13 @@ def episode_list(ds: LeRobotDataset) -> list[dict[str, Any]]:
             if LANGUAGE_PERSISTENT in columns:
                 _, first = np.unique(episodes, return_index=True)
                 column = table.column(LANGUAGE_PERSISTENT).take(first)
-                for i, rows in zip(first, rows_from_arrow(column), strict=True):
+                for i, rows in zip(first, persistent_rows_from_arrow(column), strict=True):
                     counts.setdefault(int(episodes[i]), Counter()).update(r.get("style") or "" for r in rows)
             if LANGUAGE_EVENTS in columns:
                 events = table.column(LANGUAGE_EVENTS)
                 busy = np.flatnonzero(pc.fill_null(pc.list_value_length(events), 0).to_numpy() > 0)
-                for i, rows in zip(busy, rows_from_arrow(events.take(busy)), strict=True):
-                    counts.setdefault(int(episodes[i]), Counter()).update(event_kind(r) for r in rows)
+                for i, said in zip(busy, event_rows_from_arrow(events.take(busy)), strict=True):
+                    counts.setdefault(int(episodes[i]), Counter()).update(event_kind(r) for r in said)
     out = []
     for ep in ds.episodes:
         c = counts.get(ep.episode_index, Counter())
@@ -104,27 +104,29 @@ def episode_list(ds: LeRobotDataset) -> list[dict[str, Any]]:
     return out
 
 
-def episode_language(ds: LeRobotDataset, ep: EpisodeMeta) -> tuple[list[Row], list[dict[str, Any]], np.ndarray]:
+def episode_language(
+    ds: LeRobotDataset, ep: EpisodeMeta
+) -> tuple[list[PersistentRow], list[dict[str, Any]], np.ndarray]:
     """The episode's persistent rows, its events grouped by frame, and every frame's timestamp."""
     columns = ["timestamp", "frame_index"] + [
         c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in ds.features
     ]
     table = ds.read_episode(ep.episode_index, columns)
     stamps = table.column("timestamp").to_numpy().astype(np.float64)
-    persistent: list[Row] = []
+    persistent: list[PersistentRow] = []
     if LANGUAGE_PERSISTENT in columns and table.num_rows:
-        persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
+        persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
     events: list[dict[str, Any]] = []
     if LANGUAGE_EVENTS in columns:
         frames = table.column("frame_index").to_pylist()
-        for t, f, rows in zip(stamps, frames, rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
+        for t, f, rows in zip(stamps, frames, event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
             if rows:
                 events.append({"t": float(t), "frame": int(f), "rows": rows})
     return persistent, events, stamps
 
 
 def tracks(
-    persistent: Iterable[Row],
+    persistent: Iterable[PersistentRow],
     events: Iterable[Mapping[str, Any]],
     duration: float,
     producers: Mapping[str, str] | None = None,
@@ -137,7 +139,7 @@ def tracks(
     heuristic's (`heuristic`: those styles; by default the ones whose producer is `heuristic:<module>`).
     Style-less `say` rows (the speech and tool tracks) are the producers' `tool_call` style.
     """
-    by_style: dict[str, list[Row]] = {}
+    by_style: dict[str, list[PersistentRow]] = {}
     for row in persistent:
         by_style.setdefault(str(row.get("style") or ""), []).append(row)
     out: list[dict[str, Any]] = []

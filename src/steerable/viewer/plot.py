@@ -24,7 +24,7 @@ import numpy as np
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.dataset.frames import feature_matrix, vector_names
 from steerable.errors import SteerableError
-from steerable.language.rows import Row
+from steerable.language.rows import PersistentRow
 from steerable.motion import MotionParams, detect_keystates, find_dims
 
 __all__ = ["FLAT_FRACTION", "MAX_POINTS", "dim_ranges", "flat_dims", "plot_data", "vector_features"]
@@ -93,7 +93,7 @@ def _number(v: float) -> float | None:
     return None if not np.isfinite(v) else round(float(v), 5)
 
 
-def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:
+def _keystates_from_rows(persistent: Iterable[PersistentRow]) -> list[dict[str, Any]]:
     out = []
     for row in persistent:
         text = str(row.get("content") or "")
@@ -104,7 +104,7 @@ def _keystates_from_rows(persistent: Iterable[Row]) -> list[dict[str, Any]]:
 
 
 def plot_data(
-    ds: LeRobotDataset, ep: EpisodeMeta, timestamps: np.ndarray, persistent: Iterable[Row]
+    ds: LeRobotDataset, ep: EpisodeMeta, timestamps: np.ndarray, persistent: Iterable[PersistentRow]
 ) -> dict[str, Any]:
     """Series per feature ({key, names, gripper dims, values per dim}) and keystates, JSON-ready."""
     keys = vector_features(ds)

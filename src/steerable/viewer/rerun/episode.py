@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset
 from steerable.errors import SteerableError
-from steerable.language.rows import Row
+from steerable.language.rows import PersistentRow
 from steerable.language.styles import PERSISTENT_STYLE_ORDER
 from steerable.viewer.clips import browser_playable, cut_clip, remux_clip
 from steerable.viewer.episodes import episode_language, event_kind, speech_text, vqa_overlays
@@ -195,7 +195,7 @@ def _log_camera(
     return how
 
 
-def _log_persistent(rr: Any, rec: Any, rows: Sequence[Row], index: _Index) -> int:
+def _log_persistent(rr: Any, rec: Any, rows: Sequence[PersistentRow], index: _Index) -> int:
     """Each persistent style: a TextDocument + StateChange per distinct timestamp (rows there joined)."""
     count = 0
     for style in PERSISTENT_STYLE_ORDER:  # one entity each under language/, holding until the next row
