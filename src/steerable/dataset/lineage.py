@@ -3,17 +3,20 @@
 LeRobot's `lerobot-edit-dataset` keeps the language columns (they are data columns) but not all of
 steerable's metadata. LeRobot 0.6.1:
 
-| operation | tool catalogue (`info.json` tools) | provenance and review records (`meta/steerable_provenance.json`) | ground truth file | revisions (`.steerable/`) |
+| operation | tool catalogue | provenance and review records | ground truth file | revisions |
 |---|---|---|---|---|
 | delete_episodes, split, merge, remove_feature (a new dataset) | dropped | dropped | dropped | not copied |
 | modify_tasks, reencode_videos (the same folder, or a copy of it) | kept | kept | kept | kept |
 
+(The tool catalogue is info.json's `tools`; the records are `meta/steerable_provenance.json`; the
+ground truth is `meta/steerable_ground_truth.json`; revisions are `.steerable/`.)
+
 (An older steerable's provenance key in info.json is dropped by every operation; its file copy stays
-where the folder does.) What is left to restore comes from the dataset it was made from: `match_episodes` finds each episode there
-by its frames (LeRobot renumbers episodes), and `restore_info` writes the catalogue and provenance
-back, the review records (`steerable.dataset.review`) and the per-episode producers under the new
-episode indices. The tool
-catalogue can also be derived: steerable's default one covers every `say` call. Revisions are not
+where the folder does.) What is left to restore comes from the dataset it was made from:
+`match_episodes` finds each episode there by its frames (LeRobot renumbers episodes), and
+`restore_info` writes the catalogue (through `DatasetInfo`) and provenance back, the review records
+(`steerable.dataset.review_records`) and the per-episode producers under the new episode indices. The
+tool catalogue can also be derived: steerable's default one covers every `say` call. Revisions are not
 restored: they are the history of the source's files, which the source keeps.
 """
 

@@ -112,7 +112,8 @@ def _episode_table(block: Mapping[str, Any]) -> dict[str, dict[str, set[int]]]:
         if not isinstance(by_producer, dict):
             continue
         for producer, ranges in by_producer.items():
-            table.setdefault(str(style), {})[str(producer)] = {e for a, b in _ranges_of(ranges) for e in range(a, b + 1)}
+            episodes = {e for a, b in _ranges_of(ranges) for e in range(a, b + 1)}
+            table.setdefault(str(style), {})[str(producer)] = episodes
     return table
 
 

@@ -128,7 +128,9 @@ def _canonical(row: Mapping[str, Any], t: float | None = None) -> str:
     return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _by_style(persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]) -> dict[str, Counter[str]]:
+def _by_style(
+    persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]
+) -> dict[str, Counter[str]]:
     out: dict[str, Counter[str]] = {}
     for row in persistent:
         out.setdefault(_style_key(row), Counter())[_canonical(row)] += 1
@@ -137,7 +139,9 @@ def _by_style(persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[fl
     return out
 
 
-def changed_styles(old: EpisodeRows, persistent: list[dict[str, Any]], events: list[tuple[float, dict[str, Any]]]) -> list[str]:
+def changed_styles(
+    old: EpisodeRows, persistent: list[dict[str, Any]], events: list[tuple[float, dict[str, Any]]]
+) -> list[str]:
     """The styles whose rows differ between the stored episode and the given rows."""
     a, b = _by_style(old.persistent, old.events), _by_style(persistent, events)
     return sorted(s for s in set(a) | set(b) if a.get(s, Counter()) != b.get(s, Counter()))
@@ -219,7 +223,9 @@ def save_episode(
     return revision
 
 
-def restore_revision(ds: LeRobotDataset, rev: int, *, by: str = "steerable revisions", durable: bool = True) -> Revision | None:
+def restore_revision(
+    ds: LeRobotDataset, rev: int, *, by: str = "steerable revisions", durable: bool = True
+) -> Revision | None:
     """Put every file a revision changed back to its bytes at revision `rev` (0: before the first), as a
     new revision; None when the dataset already is that way."""
     import filecmp
@@ -309,7 +315,8 @@ def revision_changes(root: Path | str, rev: int) -> list[dict[str, Any]]:
                 continue
             a, b = _by_style(*old), _by_style(*new)
             for style in sorted(set(a) | set(b)):
-                gone, came = a.get(style, Counter()) - b.get(style, Counter()), b.get(style, Counter()) - a.get(style, Counter())
+                old_rows, new_rows = a.get(style, Counter()), b.get(style, Counter())
+                gone, came = old_rows - new_rows, new_rows - old_rows
                 if not gone and not came:
                     continue
                 out.append({

@@ -127,7 +127,8 @@ class EditSession:
         """Why this write request is refused (403 or 415), or None (Host and Origin: `viewer.hosts`)."""
         given = request.headers.get(TOKEN_HEADER, "")
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _refuse(HTTPStatus.FORBIDDEN, "this write needs the session's token (open the URL `steerable view --edit` printed)")
+            return _refuse(HTTPStatus.FORBIDDEN,
+                           "this write needs the session's token (open the URL `steerable view --edit` printed)")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "a write sends JSON (Content-Type: application/json)")
         return None
@@ -192,7 +193,8 @@ class EditSession:
                 if body.version is not None:
                     stored = self.data.episode(index, self.server.video_source)
                     if body.version != stored["version"]:
-                        return _refuse(HTTPStatus.CONFLICT, f"episode {index} changed since this page read it; reload it")
+                        return _refuse(HTTPStatus.CONFLICT,
+                                       f"episode {index} changed since this page read it; reload it")
                 persistent = body.persistent if body.persistent is not None else stored_rows(self, index)[0]
                 evs = events if events is not None else stored_rows(self, index)[1]
                 problems = language_problems(self.ds, index, persistent, evs)
@@ -256,7 +258,8 @@ class EditSession:
         if saved or cause is None:  # then the error says it all (a WriteError of the commit)
             message = f"{what}: {exc}"
         else:
-            message = f"{what}: could not write {self.ds.root}: {explain_os_error(cause, paths=False)}; nothing was saved"
+            reason = explain_os_error(cause, paths=False)
+            message = f"{what}: could not write {self.ds.root}: {reason}; nothing was saved"
         logger.warning("steerable view --edit: %s", message)
         full = cause is not None and cause.errno in (errno.ENOSPC, errno.EDQUOT)
         return _refuse(HTTPStatus.INSUFFICIENT_STORAGE if full else HTTPStatus.SERVICE_UNAVAILABLE, message)

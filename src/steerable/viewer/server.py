@@ -66,7 +66,8 @@ _SHUTDOWN_GRACE_S = 2
 
 
 def _text(text: str, status: int, headers: dict[str, str] | None = None) -> Response:
-    return Response(text.encode(), status, media_type="text/plain", headers={"Cache-Control": "no-cache", **(headers or {})})
+    headers = {"Cache-Control": "no-cache", **(headers or {})}
+    return Response(text.encode(), status, media_type="text/plain", headers=headers)
 
 
 def _not_found() -> Response:
