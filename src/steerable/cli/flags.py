@@ -356,7 +356,7 @@ def add_command(
 ) -> None:
     """A subcommand whose options are the flags of a settings tree, read by `parse_command` in `func`."""
     parser = sub.add_parser(name, help=help, add_help=False)
-    parser.set_defaults(func=func, pass_through=True)
+    parser.set_defaults(func=func)
 
 
 def parse_command(model: type[M], args: argparse.Namespace, usage: str) -> M | None:
