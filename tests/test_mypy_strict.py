@@ -15,7 +15,7 @@ STRICT_FLAGS = {
     "no_implicit_reexport", "strict_equality", "extra_checks",
 }
 # Issue #38's strict packages so far; a package joins here and in pyproject.toml together.
-STRICT_PACKAGES = {"steerable.errors", "steerable.language", "steerable.vlm"}
+STRICT_PACKAGES = {"steerable.control", "steerable.errors", "steerable.language", "steerable.vlm"}
 
 
 def _strict_modules() -> set[str]:
