@@ -61,7 +61,8 @@ class BranchTracer:
             action = self.policy.get_action(observation)
         finally:
             sys.settrace(previous)
-        return action, (self._lines.index(self._last) if self._last in self._lines else None)
+        last = self._last
+        return action, (self._lines.index(last) if last is not None and last in self._lines else None)
 
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
         return self._in_function if frame.f_code is self._code else None

@@ -123,7 +123,10 @@ def demonstrate(scene: MetaWorldScene, policy: Any, seed: int, max_steps: int) -
     """The scripted policy from the scene reset with `seed`, until success or `max_steps` steps."""
     tracer = BranchTracer(policy)
     observation = scene.reset(seed)
-    states, actions, frames, branches = [], [], [], []
+    states: list[np.ndarray] = []
+    actions: list[np.ndarray] = []
+    frames: list[np.ndarray] = []
+    branches: list[int | None] = []
     success = False
     while len(actions) < max_steps and not success:
         with warnings.catch_warnings():  # the policies warn at each step that the env clips their actions
