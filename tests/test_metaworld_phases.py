@@ -4,6 +4,7 @@ memory rows laid out as the synthetic oracle's. No `metaworld` needed: a policy 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,3 +82,19 @@ def test_task_names_and_groups_expand_and_a_typo_is_one_line() -> None:
         table.expand("psh-v3")
     with pytest.raises(ConfigError, match="--tasks is empty"):
         table.expand(" , ")
+
+
+def test_make_dataset_metaworld_without_lerobot_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from steerable.cli.main import main
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # no lerobot, as in a 3.11 venv
+    assert main(["make-dataset", "metaworld", "--tasks", "push-v3", "--out", str(tmp_path / "ds")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'steerable[metaworld]'" in lines[0]
+    assert not (tmp_path / "ds").exists()
+    assert main(["make-dataset", "metaworld", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--tasks (required)" in shown and "--image_size=64" in shown and "--episodes=10" in shown
