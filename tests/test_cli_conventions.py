@@ -64,3 +64,32 @@ def test_every_command_reads_a_config_file(command: str, tmp_path: Path, capsys:
     config = tmp_path / "typo.yaml"
     config.write_text(f"{_typo(flag)}: 1\n")
     assert f"unknown key {_typo(flag)} (did you mean {flag}?)" in _error([*words, "--config", str(config)], capsys)
+
+
+def test_words_repeats_pairs_and_optional_values_read_as_argparse_read_them() -> None:
+    from typing import ClassVar
+
+    from pydantic import Field
+
+    from steerable.cli.flags import parse_config
+    from steerable.errors import ConfigError
+    from steerable.settings import Settings
+
+    class Words(Settings):
+        positional: ClassVar[tuple[str, ...]] = ("name", "other")
+        name: str
+        other: str | None = None
+        on: bool = False
+        tag: list[str] = Field([], json_schema_extra={"repeat": True})
+        pair: list[str] | None = Field(None, json_schema_extra={"nargs": 2})
+        maybe: str | None = Field(None, json_schema_extra={"bare": ""})
+
+    got = parse_config(Words, ["--on", "a", "--tag", "x,y", "--tag=z", "--pair", "p", "q", "b", "--maybe"])
+    assert (got.name, got.other, got.on, got.tag, got.pair, got.maybe) == ("a", "b", True, ["x,y", "z"], ["p", "q"], "")
+    assert parse_config(Words, ["--on", "false", "a", "--maybe", "m"]).model_dump(include={"on", "maybe"}) == {
+        "on": False, "maybe": "m"}
+    for argv, message in ((["a", "b", "c"], "unexpected argument 'c' (takes NAME, OTHER)"),
+                          (["a", "--pair", "p"], "--pair takes 2 values"), ([], "NAME is required (also --name)"),
+                          (["a", "--name", "b"], "name the name once; got NAME a, --name b")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(Words, argv)

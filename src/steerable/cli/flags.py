@@ -325,9 +325,9 @@ def flag_help(model: type[BaseModel]) -> str:
             continue
         others = list(aliases.get(name, []))
         if name in positional:  # `DATASET (or --dataset, --root)`: the word, or its flags
-            optional = "" if default is PydanticUndefined else " (optional)"
+            optional = "" if default is PydanticUndefined else "optional; "
             spellings = ", ".join([f"--{name}", *others])
-            groups["general"].append(f"  {name.upper()}{optional} (or {spellings})" + (f"    {doc}" if doc else ""))
+            groups["general"].append(f"  {name.upper()} ({optional}or {spellings})" + (f"    {doc}" if doc else ""))
             continue
         if shapes.get(name, {}).get("repeat"):  # `--camera_map VALUE (repeatable)`: no default to show
             spellings = "".join(f", or {o}" for o in others)
@@ -335,6 +335,8 @@ def flag_help(model: type[BaseModel]) -> str:
             continue
         if default is True and bool in _unwrap(annotation):
             others.append(f"--{_negation(name)}")
+        notes = [f"takes {shapes[name]['nargs']} words"] if "nargs" in shapes.get(name, {}) else []
+        notes += ["the value may be left out"] if "bare" in shapes.get(name, {}) else []
         if default is PydanticUndefined:
             flag = f"--{name} (required)"
         elif default is None:
@@ -344,6 +346,7 @@ def flag_help(model: type[BaseModel]) -> str:
         else:
             flag = f"--{name}={default}"
         flag += f" (or {', '.join(others)})" if others else ""
+        flag += f" ({'; '.join(notes)})" if notes else ""
         group = name.split(".")[0] if "." in name else "general"
         groups.setdefault(group, []).append(f"  {flag}" + (f"    {doc}" if doc else ""))
     groups["config"] = ["  --config FILE.yaml    options from a YAML file (keys as the flags, a section as a "
