@@ -113,3 +113,30 @@ def test_a_missing_metaworld_or_a_misspelt_task_is_one_line(work: Path, monkeypa
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "pip install 'steerable[metaworld]'" in lines[0]
     assert not (work / "none").exists()
+
+
+class _Env480:
+    """Meta-World as `steerable run --env lerobot` sees it: one 480x480 camera, 4 positional dimensions each way."""
+
+    positional_features = True
+    camera_keys = ("observation.image",)
+    state_names = tuple(f"agent_pos_{i}" for i in range(4))
+    action_names = tuple(f"action_{i}" for i in range(4))
+
+    def camera_shapes(self) -> dict[str, tuple[int, int, int]]:
+        return {"observation.image": (480, 480, 3)}
+
+
+def test_a_lerobot_policy_trained_on_the_small_recording_gets_the_envs_frames_resized() -> None:
+    from steerable.errors import ConfigError
+    from steerable.runtime.lerobot.policy_features import match_features, resized
+
+    outputs = {"action": ("ACTION", (4,))}
+    inputs = {"observation.image": ("VISUAL", (3, 64, 64)), "observation.state": ("STATE", (4,))}
+    assert match_features(inputs, outputs, _Env480(), None).resize == {"observation.image": (64, 64)}
+    with pytest.raises(ConfigError, match="trained on 64x48 frames of observation.image; .* 480x480"):
+        match_features({"observation.image": ("VISUAL", (3, 64, 48))}, outputs, _Env480(), None)  # another picture
+    frame = np.zeros((480, 480, 3), dtype=np.uint8)
+    frame[:, 240:] = 255
+    small = resized(frame, (64, 64))
+    assert small.shape == (64, 64, 3) and small[:, :31].max() == 0 and small[:, 33:].min() == 255

@@ -38,6 +38,7 @@ from steerable.runtime.lerobot.policy_features import (
     STATE,
     FeatureMap,
     match_features,
+    resized,
     trained_names,
 )
 
@@ -104,7 +105,8 @@ class LeRobotPolicyController:
                                   "(--env sim --observation privileged)")
             out[ENVIRONMENT_STATE] = np.asarray(observation.environment_state, dtype=np.float32)
         for key in fm.cameras:
-            out[key] = np.ascontiguousarray(observation.images[key])
+            frame = np.asarray(observation.images[key])
+            out[key] = np.ascontiguousarray(resized(frame, fm.resize[key]) if key in fm.resize else frame)
         return out
 
     def act(self, observation: Observation, command: str) -> ActionChunk:

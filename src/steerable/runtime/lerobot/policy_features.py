@@ -29,14 +29,16 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from steerable.control import Environment
 from steerable.errors import ConfigError
 
-__all__ = ["ENVIRONMENT_STATE", "STATE", "FeatureMap", "Names", "match_features", "trained_names"]
+__all__ = ["ENVIRONMENT_STATE", "STATE", "FeatureMap", "Names", "match_features", "resized", "trained_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,9 @@ class FeatureMap:
     the policy reads no `observation.state`); `action_index[j]`: the policy output dimension sent as
     the environment's action j; `cameras`: the camera keys the policy reads; `environment_state`:
     whether it reads the simulator's object positions (`--observation privileged`); `named`: whether
-    the vectors were matched by name (else by position).
+    the vectors were matched by name (else by position); `resize`: camera -> the (height, width) the policy
+    was trained on, where the environment gives the same picture at another size (Meta-World renders
+    480x480 and its recordings are smaller).
     """
 
     state_index: tuple[int, ...] | None
@@ -71,6 +75,17 @@ class FeatureMap:
     cameras: tuple[str, ...]
     environment_state: bool
     named: bool
+    resize: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def resized(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """An HxWx3 uint8 frame at (height, width) `size`, area-weighted (PIL's bilinear filter widens with the
+    scale, so a downscale averages every pixel it covers, as a camera at that size would see it)."""
+    from PIL import Image
+
+    height, width = size
+    image = Image.fromarray(np.asarray(frame, dtype=np.uint8))
+    return np.asarray(image.resize((width, height), Image.Resampling.BILINEAR))
 
 
 def _names_of(feature: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -221,6 +236,7 @@ def match_features(
 
     state_index: tuple[int, ...] | None = None
     cameras: list[str] = []
+    resize: dict[str, tuple[int, int]] = {}
     environment_state = False
     shapes = env.camera_shapes()
     for key, (kind, shape) in inputs.items():
@@ -231,9 +247,14 @@ def match_features(
                 raise ConfigError(f"the policy reads camera {key}, which this environment does not have (its "
                                   f"cameras: {', '.join(env.camera_keys) or 'none'}); {hint}")
             height, width = shapes[key][:2]
-            if tuple(shape[-2:]) != (height, width):
-                raise ConfigError(f"the policy was trained on {shape[-2]}x{shape[-1]} frames of {key}; this "
-                                  f"environment gives {height}x{width} (the simulator: try --camera_shapes)")
+            trained = (int(shape[-2]), int(shape[-1]))
+            if trained != (height, width):
+                if trained[0] * width != trained[1] * height:  # another picture, not another size of it
+                    raise ConfigError(f"the policy was trained on {shape[-2]}x{shape[-1]} frames of {key}; this "
+                                      f"environment gives {height}x{width} (the simulator: try --camera_shapes)")
+                resize[key] = trained
+                logger.info("%s: the environment's %dx%d frames are resized to the %dx%d the policy was trained on",
+                            key, height, width, *trained)
             cameras.append(key)
         elif key == STATE:
             dim = int(shape[0])
@@ -257,4 +278,4 @@ def match_features(
     if names is None and not positional:
         logger.warning("the policy's checkpoint does not name its state and action dimensions: assuming this "
                        "environment's order (%s); name them with --lerobot.dataset DATASET", ", ".join(env_actions))
-    return FeatureMap(state_index, action_index, tuple(cameras), environment_state, bool(by))
+    return FeatureMap(state_index, action_index, tuple(cameras), environment_state, bool(by), resize)
