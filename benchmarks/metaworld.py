@@ -16,6 +16,9 @@ included; the newest checkpoint at the budget is scored), then two evaluations o
   --eval.n_episodes=10` (10 episodes per task, LeRobot's success signal `info["is_success"]`);
 - `steerable`: `steerable run --env lerobot --env.type=metaworld --env.task=TASK --eval_episodes 10 --json`
   per task (steerable's policy as both levels; a LeRobot policy as the low level under `--high_level none`).
+  A dataset without language rows (tasks whose scripted policy names no phases) trains steerable's policy
+  on its actions from the task text (a one-component recipe written to OUT) and runs it as the low level
+  under `--high_level none` too.
 `--env_args` adds `--env.*` flags to both (e.g. an image size the dataset was recorded at).
 
 Default tasks, and why: reach-v3, button-press-topdown-v3, drawer-close-v3 (easy group), push-v3 and
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from dataclasses import asdict
@@ -65,6 +69,16 @@ MT50 = "easy,medium,hard,very_hard"
 # Published MT50 success rates (%), pretrained backbones and a GPU budget: the SmolVLA paper.
 PUBLISHED = {"SmolVLA (published: pretrained VLM, GPU budget, MT50)": 57.3,
              "pi0 (published: pretrained VLM, GPU budget, MT50)": 47.9}
+# Tasks whose scripted policy names no phases get no language rows (docs/metaworld.md), so steerable's policy
+# learns its actions from the task itself there, and runs under `--high_level none` (the task as the command).
+TASK_RECIPE = """# written by benchmarks/metaworld.py for a dataset without language rows
+description: Actions conditioned on the task text.
+blend:
+  task_execution:
+    weight: 1.0
+    messages:
+      - {role: user, content: "${task}", stream: low_level}
+"""
 GPU_PRESET = {"tasks": MT50, "episodes": 50, "budget_s": 4 * 3600.0, "clock": "wall", "device": "cuda",
               "batch_size": 32, "save_every": 1000, "policies": list(POLICIES)}
 
@@ -104,6 +118,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--evaluators", type=lambda t: parse_names(t, EVALUATORS, "evaluators"), default=list(EVALUATORS))
     p.add_argument("--eval_episodes", type=int, default=10, help="episodes per task (LeRobot's protocol: 10)")
     p.add_argument("--seed", type=int, default=1000, help="first evaluation seed")
+    p.add_argument("--max_seconds", type=float, default=None,
+                   help="steerable run's limit per episode in simulated seconds (default: the env's own 500 steps; "
+                        "lerobot-eval always runs those)")
     p.add_argument("--batch_size", type=int, default=None, help="lerobot-train's batch (default 8)")
     p.add_argument("--save_every", type=int, default=None, help="steps between checkpoints (default 50)")
     p.add_argument("--max_steps", type=int, default=100_000)
@@ -127,8 +144,14 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def has_language(data: Path) -> bool:
+    """Whether the dataset has language columns (the oracle subtasks make-dataset metaworld writes)."""
+    features = json.loads((data / "meta" / "info.json").read_text(encoding="utf-8"))["features"]
+    return "language_persistent" in features or "language_events" in features
+
+
 def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], args: argparse.Namespace,
-              work: Path) -> dict[str, Score]:
+              work: Path, high_level: str) -> dict[str, Score]:
     """{task: score} of one checkpoint under one evaluator, the same seeds for every task and policy."""
     bin_dir = args.lerobot_venv / "bin"
     env_args = shlex.split(args.env_args)
@@ -145,7 +168,7 @@ def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], a
             task = name.split(":")[0]
             scores[task] = Score(sum(outcomes.get(s, False) for s in seeds), len(seeds), wall / len(per_task))
         return scores
-    levels = (["--high_level", "policy", "--low_level", "policy", "--policy.path", str(checkpoint)]
+    levels = (["--high_level", high_level, "--low_level", "policy", "--policy.path", str(checkpoint)]
               if policy == "steerable" else
               ["--high_level", "none", "--low_level", "lerobot", "--lerobot.policy_path", str(checkpoint),
                "--lerobot.device", args.device])
@@ -154,7 +177,8 @@ def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], a
         log = work / f"{tag}_{task}.eval.log"
         wall = run_logged([str(bin_dir / "steerable"), "run", "--env", "lerobot", "--env.type=metaworld",
                            f"--env.task={task}", *env_args, *levels, "--eval_episodes", str(args.eval_episodes),
-                           "--seed", str(args.seed), "--workers", "1", "--json"], log)
+                           "--seed", str(args.seed), "--workers", "1", "--json",
+                           *(["--max_seconds", str(args.max_seconds)] if args.max_seconds else [])], log)
         report = json.loads(log.read_text(encoding="utf-8").strip().splitlines()[-1])
         scores[task] = Score(round(float(report["success_rate"]) * int(report["episodes"])), int(report["episodes"]),
                              wall)
@@ -178,6 +202,9 @@ def per_task_table(tasks: list[str], columns: dict[str, dict[str, Score]]) -> st
 
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
+    # MuJoCo renders offscreen: OSMesa on a CPU (EGL without a GPU failed here), EGL beside a GPU.
+    for name in ("MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        os.environ.setdefault(name, "egl" if args.device.startswith("cuda") else "osmesa")
     work = args.out.resolve()
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = args.lerobot_venv / "bin"
@@ -192,9 +219,13 @@ def main(argv: list[str] | None = None) -> None:
     # lerobot-eval renders 480 x 480: diffusion's spatial softmax is sized for the training images, so it
     # resizes what it sees to them (ACT, SmolVLA and steerable's policy take any size or resize themselves).
     side = args.image_size
+    extra = {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]}
+    high_level = "policy"
+    if not has_language(data):
+        (work / "task_recipe.yaml").write_text(TASK_RECIPE, encoding="utf-8")
+        extra["steerable"], high_level = ["--recipe", str(work / "task_recipe.yaml")], "none"
     how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size, args.device,
-                   args.clock, tiny_vlm(python, work) if "smolvla" in args.policies else None,
-                   {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]})
+                   args.clock, tiny_vlm(python, work) if "smolvla" in args.policies else None, extra)
     rows: list[Row] = []
     columns: dict[str, dict[str, Score]] = {}
     for policy in args.policies:
@@ -203,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
             if trained.checkpoint is None:
                 rows.append(Row(policy, evaluator, None, trained, note="no checkpoint within the budget"))
                 continue
-            scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work)
+            scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work, high_level)
             columns[f"{policy} ({evaluator})"] = scores
             rows.append(Row(policy, evaluator, pooled(scores), trained))
     clock = "CPU" if args.clock == "cpu" else "wall-clock"

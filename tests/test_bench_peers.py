@@ -158,3 +158,12 @@ def test_metaworld_tables() -> None:
     table = mw.per_task_table(["reach-v3", "push-v3", "door-open-v3"], {"act (lerobot)": scores}).splitlines()
     assert table[0] == "| task | act (lerobot) |"
     assert table[2:] == ["| reach-v3 | 9/10 |", "| push-v3 | 1/10 |", "| door-open-v3 | - |"]
+
+
+def test_metaworld_language_check(tmp_path: Path) -> None:
+    mw = _load("metaworld")
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "info.json").write_text(json.dumps({"features": {"action": {}, "observation.image": {}}}))
+    assert not mw.has_language(tmp_path)
+    (tmp_path / "meta" / "info.json").write_text(json.dumps({"features": {"language_persistent": {}}}))
+    assert mw.has_language(tmp_path)
