@@ -16,16 +16,17 @@ included; the newest checkpoint at the budget is scored), then two evaluations o
   --eval.n_episodes=10` (10 episodes per task, LeRobot's success signal `info["is_success"]`);
 - `steerable`: `steerable run --env lerobot --env.type=metaworld --env.task=TASK --eval_episodes 10 --json`
   per task (steerable's policy as both levels; a LeRobot policy as the low level under `--high_level none`).
-  A dataset without language rows (tasks whose scripted policy names no phases) trains steerable's policy
-  on its actions from the task text (a one-component recipe written to OUT) and runs it as the low level
-  under `--high_level none` too.
+  steerable's policy learns its actions from the subtask rows make-dataset writes where a task's scripted
+  policy names its phases (steerable.synthetic.metaworld.phase_texts): a task without them (reach-v3,
+  drawer-open-v3, ...) teaches it no action, and a dataset of such tasks alone leaves it out of the table.
 `--env_args` adds `--env.*` flags to both (e.g. an image size the dataset was recorded at).
 
-Default tasks, and why: reach-v3, button-press-topdown-v3, drawer-close-v3 (easy group), push-v3 and
-pick-place-v3 (hard group). A CPU renders Meta-World's 480 x 480 camera at about 3 steps/s (MuJoCo's
-OSMesa), so an evaluation of 10 episodes of up to 400 steps costs about 20 CPU minutes per task and policy
-at that size: five tasks, from a free reach and a press through a slide to pushing an object to a goal and
-a grasp-and-place, span the motions MT50 asks for at a cost one machine pays in a night. `--gpu` is the
+Default tasks, and why: button-press-topdown-v3, drawer-close-v3 (easy group), sweep-into-v3 (medium),
+push-v3 and pick-place-v3 (hard). lerobot-eval renders Meta-World's 480 x 480 camera, which a CPU does at
+about 3 steps/s (MuJoCo's OSMesa), and runs every episode to 500 steps unless it succeeds: about 3 CPU
+minutes an episode, 30 per task and policy. Five tasks, from a press and a slide through sweeping and
+pushing an object to a goal to a grasp-and-place, span three of MT50's four groups at a cost one machine
+pays in a night, and each names its phases, so steerable's policy has subtasks to learn. `--gpu` is the
 full configuration: the 50 tasks of MT50 (LeRobot's groups easy, medium, hard, very_hard), 50
 demonstrations per task, 4 hours of wall-clock training per policy on `--device cuda` (a budget in wall
 seconds there: CPU seconds say little of a GPU's work), batch 32, SmolVLA included, 10 episodes per task.
@@ -64,21 +65,11 @@ from _peers import (  # noqa: E402  # the shared helpers sit beside this script
 
 POLICIES = ("steerable", *LEROBOT_POLICIES)
 EVALUATORS = ("lerobot", "steerable")
-DEFAULT_TASKS = "reach-v3,button-press-topdown-v3,drawer-close-v3,push-v3,pick-place-v3"
+DEFAULT_TASKS = "button-press-topdown-v3,drawer-close-v3,sweep-into-v3,push-v3,pick-place-v3"
 MT50 = "easy,medium,hard,very_hard"
 # Published MT50 success rates (%), pretrained backbones and a GPU budget: the SmolVLA paper.
 PUBLISHED = {"SmolVLA (published: pretrained VLM, GPU budget, MT50)": 57.3,
              "pi0 (published: pretrained VLM, GPU budget, MT50)": 47.9}
-# Tasks whose scripted policy names no phases get no language rows (docs/metaworld.md), so steerable's policy
-# learns its actions from the task itself there, and runs under `--high_level none` (the task as the command).
-TASK_RECIPE = """# written by benchmarks/metaworld.py for a dataset without language rows
-description: Actions conditioned on the task text.
-blend:
-  task_execution:
-    weight: 1.0
-    messages:
-      - {role: user, content: "${task}", stream: low_level}
-"""
 GPU_PRESET = {"tasks": MT50, "episodes": 50, "budget_s": 4 * 3600.0, "clock": "wall", "device": "cuda",
               "batch_size": 32, "save_every": 1000, "policies": list(POLICIES)}
 
@@ -151,7 +142,7 @@ def has_language(data: Path) -> bool:
 
 
 def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], args: argparse.Namespace,
-              work: Path, high_level: str) -> dict[str, Score]:
+              work: Path) -> dict[str, Score]:
     """{task: score} of one checkpoint under one evaluator, the same seeds for every task and policy."""
     bin_dir = args.lerobot_venv / "bin"
     env_args = shlex.split(args.env_args)
@@ -168,7 +159,7 @@ def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], a
             task = name.split(":")[0]
             scores[task] = Score(sum(outcomes.get(s, False) for s in seeds), len(seeds), wall / len(per_task))
         return scores
-    levels = (["--high_level", high_level, "--low_level", "policy", "--policy.path", str(checkpoint)]
+    levels = (["--high_level", "policy", "--low_level", "policy", "--policy.path", str(checkpoint)]
               if policy == "steerable" else
               ["--high_level", "none", "--low_level", "lerobot", "--lerobot.policy_path", str(checkpoint),
                "--lerobot.device", args.device])
@@ -220,21 +211,23 @@ def main(argv: list[str] | None = None) -> None:
     # resizes what it sees to them (ACT, SmolVLA and steerable's policy take any size or resize themselves).
     side = args.image_size
     extra = {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]}
-    high_level = "policy"
-    if not has_language(data):
-        (work / "task_recipe.yaml").write_text(TASK_RECIPE, encoding="utf-8")
-        extra["steerable"], high_level = ["--recipe", str(work / "task_recipe.yaml")], "none"
+    skipped = ""
+    if "steerable" in args.policies and not has_language(data):
+        skipped = "not trained: the dataset has no subtask rows (none of its tasks names phases) to condition on"
     how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size, args.device,
                    args.clock, tiny_vlm(python, work) if "smolvla" in args.policies else None, extra)
     rows: list[Row] = []
     columns: dict[str, dict[str, Score]] = {}
     for policy in args.policies:
+        if policy == "steerable" and skipped:
+            rows.extend(Row(policy, evaluator, None, None, note=skipped) for evaluator in args.evaluators)
+            continue
         trained = train_policy(policy, data, work / policy, how)
         for evaluator in args.evaluators:
             if trained.checkpoint is None:
                 rows.append(Row(policy, evaluator, None, trained, note="no checkpoint within the budget"))
                 continue
-            scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work, high_level)
+            scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work)
             columns[f"{policy} ({evaluator})"] = scores
             rows.append(Row(policy, evaluator, pooled(scores), trained))
     clock = "CPU" if args.clock == "cpu" else "wall-clock"

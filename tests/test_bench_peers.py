@@ -144,6 +144,7 @@ def test_metaworld_presets(tmp_path: Path) -> None:
     (venv / "bin" / "lerobot-train").write_text("")
     cpu = mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv)])
     assert (cpu.tasks, cpu.clock, cpu.device, cpu.budget_s) == (mw.DEFAULT_TASKS, "cpu", "cpu", 1200.0)
+    assert "reach-v3" not in mw.DEFAULT_TASKS  # no phases: nothing for steerable's policy to learn
     assert cpu.policies == ["steerable", "act", "diffusion"] and cpu.eval_episodes == 10
     gpu = mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv), "--gpu", "--budget_s", "1h"])
     assert (gpu.tasks, gpu.clock, gpu.device, gpu.budget_s) == ("easy,medium,hard,very_hard", "wall", "cuda", 3600.0)
