@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     for setting in args.settings:
         results[setting] = run_setting(setting, args)
         print(f"\n## {setting}: budget {args.budget_s:.0f} CPU s per policy\n", flush=True)
-        print(format_table(results[setting], same_steps=args.same_steps or None), flush=True)
+        print(format_table(results[setting], same_steps=args.same_steps or None) + "\n", flush=True)
     (args.out / "results.json").write_text(json.dumps(
         {s: [asdict(r) for r in rows] for s, rows in results.items()}, default=str, indent=2), encoding="utf-8")
     figures = [f"{s}.{r.policy}={r.result.rate:.2f}" for s, rows in results.items() for r in rows
