@@ -152,6 +152,7 @@ def test_run_s_vlm_settings_are_annotate_s_vlm_config_in_run_s_spellings() -> No
     assert get_type_hints(StackSpec)["vlm"] == VLMConfig | None
     run = RunSettings(high_level="vlm", vlm={"base_url": "http://127.0.0.1:9/v1", "model_id": "m", "timeout_s": 5})
     vlm = run.stack().vlm
-    assert vlm is not None and (vlm.base_url, vlm.model_id, vlm.request_timeout_s) == (["http://127.0.0.1:9/v1"], "m", 5)
+    assert vlm is not None
+    assert (vlm.base_url, vlm.model_id, vlm.request_timeout_s) == (["http://127.0.0.1:9/v1"], "m", 5)
     with pytest.raises(ConfigError, match="--high_level vlm needs --vlm.base_url"):
         StackSpec(high_level="vlm")

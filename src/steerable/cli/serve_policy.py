@@ -64,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         from steerable.errors import ConfigError, explain_os_error
 
-        raise ConfigError(f"--host {cfg.host} --port {cfg.port}: cannot listen there ({explain_os_error(exc)})") from exc
+        raise ConfigError(
+            f"--host {cfg.host} --port {cfg.port}: cannot listen there ({explain_os_error(exc)})") from exc
     return 0

@@ -91,7 +91,8 @@ def atomic_path(target: Path, *, durable: bool = True) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-            raise WriteError(f"could not write {target}: {explain_os_error(exc, paths=False)}; the previous file is intact") from exc
+            raise WriteError(f"could not write {target}: {explain_os_error(exc, paths=False)}; "
+                             "the previous file is intact") from exc
         raise
 
 

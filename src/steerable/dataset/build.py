@@ -274,7 +274,8 @@ class DatasetBuilder:
         for number in range(last + 1, self._file_number + 1):
             chunk, file = divmod(number, DEFAULT_CHUNK_SIZE)
             paths = [DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)]
-            paths += [DEFAULT_VIDEO_PATH.format(video_key=k, chunk_index=chunk, file_index=file) for k in self.video_keys]
+            paths += [DEFAULT_VIDEO_PATH.format(video_key=k, chunk_index=chunk, file_index=file)
+                      for k in self.video_keys]
             if self._commit is not None:  # None: no file was written yet
                 for rel in paths:
                     (self._commit.root / rel).unlink(missing_ok=True)

@@ -117,7 +117,8 @@ def dataset_card(root: Path) -> str:
     lang = s.language
     columns = (("persistent", lang.persistent), ("events", lang.events)) if lang else ()
     rows = "\n".join(f"| {column} | {style} | {n} |" for column, counts in columns for style, n in counts.items())
-    producers = "\n".join(f"| {style} | {_with_human(who, s.human.get(style))} |" for style, who in sorted(s.producers.items()))
+    producers = "\n".join(f"| {style} | {_with_human(who, s.human.get(style))} |"
+                          for style, who in sorted(s.producers.items()))
     producers += "".join(f"\n| {style} | {_with_human('', eps)} |" for style, eps in sorted(s.human.items())
                          if style not in s.producers)
     provenance = (

@@ -1,7 +1,8 @@
 """One PNG per evaluation: gold vs predicted timelines for a few episodes, and metric bars with 95 % CIs.
 
 A predicted segment matched to a gold one at IoU >= 0.5 is green when the labels agree, yellow when
-they differ, red when unmatched; gold segments alternate two blues. Needs matplotlib (the `plot` extra); drawn with the Agg backend (no display).
+they differ, red when unmatched; gold segments alternate two blues. Needs matplotlib (the `plot` extra); drawn
+with the Agg backend (no display).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def plot_report(
 
 
 def _timeline(
-    ax: Any, episode: int, lanes: Sequence[tuple[str, list[Segment], list[Segment] | None]], same: Callable[[str, str], bool]
+    ax: Any, episode: int, lanes: Sequence[tuple[str, list[Segment], list[Segment] | None]],
+    same: Callable[[str, str], bool],
 ) -> None:
     end = max((s.end for _, segs, _ in lanes for s in segs), default=1.0)
     for lane, (_name, segs, against) in enumerate(lanes):

@@ -97,7 +97,8 @@ def score_episode(
         c[_C[key]] = len(matches)
         if thr == 0.5:
             c[_C["label_ok_50"]] = sum(matcher.same(pred[i].label, gold[j].label) for i, j, _ in matches)
-            c[_C["err_sum_s"]] = sum(abs(pred[i].start - gold[j].start) + abs(pred[i].end - gold[j].end) for i, j, _ in matches)
+            c[_C["err_sum_s"]] = sum(abs(pred[i].start - gold[j].start) + abs(pred[i].end - gold[j].end)
+                                     for i, j, _ in matches)
             c[_C["err_n"]] = 2 * len(matches)
     same_label = lambda i, j: matcher.same(pred[i].label, gold[j].label)  # noqa: E731
     c[_C["tp_e2e"]] = len(segment_matches(p_spans, g_spans, 0.5, allowed=same_label))

@@ -45,7 +45,8 @@ def comparison_table(cmp: Comparison) -> Table:
         d = rep.diff[m.key]
         sign = "" if math.isnan(d) else ("+" if d >= 0 else "")
         table.add_row(
-            m.title.replace("±tol", tolerance), _fmt(rep.a.metrics[m.key]), _fmt(rep.b.metrics[m.key]), f"{sign}{_fmt(d)}",
+            m.title.replace("±tol", tolerance), _fmt(rep.a.metrics[m.key]), _fmt(rep.b.metrics[m.key]),
+            f"{sign}{_fmt(d)}",
             f"{_fmt(lo)}..{_fmt(hi)}", _fmt(rep.p_b_better[m.key], 2),
         )
     return table

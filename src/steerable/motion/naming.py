@@ -14,7 +14,8 @@ from typing import Literal
 
 from steerable.language.task_steps import Manipulation, manipulations, memory_text, parse_task, plan_text
 
-__all__ = ["GENERIC", "REGRIP_GAP", "Naming", "Phase", "UnitKind", "match_task", "memory_at", "phase_texts", "plan_at", "regrips"]
+__all__ = ["GENERIC", "REGRIP_GAP", "Naming", "Phase", "UnitKind", "match_task", "memory_at", "phase_texts", "plan_at",
+           "regrips"]
 
 # A release and the next grasp this close (share of the hand's extent) may be one thing set down and
 # taken again: a re-grip, one step of the task, when the task names fewer pick-and-places.

@@ -50,10 +50,7 @@ def snap_boundaries(
     previous = -1
     for b in sorted(float(x) for x in boundaries):
         near = [f for f in key_frames if f > previous and abs(ts[f] - b) <= tolerance_s]
-        if near:
-            frame = min(near, key=lambda f: (abs(ts[f] - b), f))
-        else:
-            frame = max(_nearest_frame(ts, b), previous + 1)
+        frame = min(near, key=lambda f: (abs(ts[f] - b), f)) if near else max(_nearest_frame(ts, b), previous + 1)
         frame = min(frame, len(ts) - 1)
         out.append(float(frame_timestamps[frame]))
         previous = frame

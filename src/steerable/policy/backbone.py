@@ -111,7 +111,8 @@ def build_backbone(cfg: PolicyConfig, vocab_size: int) -> tuple[Backbone, int]:
     path = backbone_folder(cfg.backbone)
     if not (path / "config.json").is_file():
         raise ConfigError(f"--policy.backbone {cfg.backbone}: not 'tiny' and not a folder with a config.json "
-                          "(download the model first, e.g. huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct)")
+                          "(download the model first, e.g. "
+                          "huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct)")
     from transformers import AutoModelForImageTextToText
 
     try:

@@ -154,7 +154,8 @@ class PolicyConfig:
             raise ConfigError(f"policy.action_names has {len(self.action_names)} names for action_dim "
                               f"{self.action_dim}")
         positive = ("chunk_size", "n_action_steps", "image_size", "state_bins", "expert_layers", "expert_hidden",
-                    "expert_heads", "flow_steps", "flow_samples", "max_length", "tiny_hidden", "tiny_layers", "tiny_heads")
+                    "expert_heads", "flow_steps", "flow_samples", "max_length", "tiny_hidden", "tiny_layers",
+                    "tiny_heads")
         for name in positive:
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"policy.{name} must be at least 1, got {getattr(self, name)}")

@@ -2,7 +2,8 @@
 
 With `skip_pauses` the actions are read from the episode without its pauses: frames whose command
 repeats the previous one (the demonstrator holding still, for a random time) train no actions, and
-a chunk is the next `chunk_size` commands that move; the stillness that ends an episode stays. A still pose otherwise maps to "wait" on some
+a chunk is the next `chunk_size` commands that move; the stillness that ends an episode stays. A still pose
+otherwise maps to "wait" on some
 frames and "go" on others, which nothing in the observation tells apart; the averaged prediction
 creeps, and a creeping rollout leaves the demonstrations' states (benchmarks/README.md,
 "bc_baseline.py"). The world follows each command, so what remains is still a valid trajectory.
@@ -130,7 +131,8 @@ class EpisodeSubtasks:
         """(row, command) pairs of the last command on the first `after` frames of the final stillness."""
         if not self.starts:
             return []
-        return [(r, self.starts[-1][1]) for r in range(self.final_still, min(self.final_still + self.after, self.length))]
+        end = min(self.final_still + self.after, self.length)
+        return [(r, self.starts[-1][1]) for r in range(self.final_still, end)]
 
     def positives(self) -> list[tuple[int, str]]:
         """(row, command) pairs where `command` is done: the previous subtask on the next one's first frames."""

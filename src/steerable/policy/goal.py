@@ -69,7 +69,8 @@ class GoalHead(nn.Module):
         self.camera_embed = nn.Parameter(torch.zeros(self.cameras, channels, 1, 1))
         self.query = nn.Linear(width, channels)
         reads = self.cameras * (2 + channels) + width
-        self.candidate = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(), nn.Linear(4 * channels, self.pose_dim))
+        self.candidate = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(),
+                                       nn.Linear(4 * channels, self.pose_dim))
         self.weight = nn.Linear(width, 1)
         self.scale = channels ** -0.5
 

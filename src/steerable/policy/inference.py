@@ -119,7 +119,8 @@ class PolicyRunner:
         that does not move one object of its state to another."""
         if not getattr(self.cfg, "step_check", False):
             return None
-        relation = command_relation(command, object_layout(self.cfg), np.asarray(observation["state"]).reshape(-1).tolist())
+        state = np.asarray(observation["state"]).reshape(-1).tolist()
+        relation = command_relation(command, object_layout(self.cfg), state)
         if relation is None:
             return None
         obs = self.inputs(observation)

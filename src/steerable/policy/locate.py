@@ -69,7 +69,8 @@ class Locator(nn.Module):
     def __init__(self, cfg: PolicyConfig, camera: int, width: int) -> None:
         super().__init__()
         if cfg.located < 1 or cfg.located > cfg.state_dim:
-            raise ConfigError(f"policy.located ({cfg.located}) must be between 1 and the state's {cfg.state_dim} values")
+            raise ConfigError(
+                f"policy.located ({cfg.located}) must be between 1 and the state's {cfg.state_dim} values")
         self.cfg = cfg
         self.camera = camera
         self.start = cfg.state_dim - cfg.located

@@ -6,9 +6,10 @@ The action expert reads the backbone's last layers and, beside them (`expert_con
 state as one more token and, at each text position whose word names an object of the dataset's
 object description (`steerable.policy.objects`), that object's state: the named objects' positions reach the expert
 directly, as the plain baseline needed them (benchmarks/README.md, "bc_baseline.py"), and the text
-the backbone writes never depends on them. The text head is scored on the target turns (shift done in `losses`); the action expert
-reads the last `expert_layers` backbone layers for samples that carry actions. A high-level sample
-(no actions) trains text only, a low-level sample without a target trains actions only.
+the backbone writes never depends on them. The text head is scored on the target turns (shift done in
+`losses`); the action expert reads the last `expert_layers` backbone layers for samples that carry
+actions. A high-level sample (no actions) trains text only, a low-level sample without a target trains
+actions only.
 """
 
 from __future__ import annotations

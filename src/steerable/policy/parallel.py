@@ -206,8 +206,9 @@ def launched(mode: str = "ddp") -> Parallel:
     if world < 1 or not 0 <= rank < world:
         raise ConfigError(f"RANK {rank} of WORLD_SIZE {world}: not a place in the job")
     if mode == "fsdp" and world == 1:
-        raise ConfigError("--parallel fsdp shards the model over the processes of a launcher (torchrun --nproc_per_node "
-                          "N, accelerate launch --num_processes N); this is one process: leave it out here")
+        raise ConfigError("--parallel fsdp shards the model over the processes of a launcher (torchrun "
+                          "--nproc_per_node N, accelerate launch --num_processes N); this is one process: "
+                          "leave it out here")
     return Parallel(rank, world, local, mode)
 
 

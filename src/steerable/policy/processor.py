@@ -146,7 +146,8 @@ class Processor:
         tok = self.chat({"messages": messages, "message_streams": batch["message_streams"],
                          "target_message_indices": batch["target_message_indices"]})
         assert tok is not None
-        out: dict[str, Any] = {k: tok[k].to(device) for k in ("input_ids", "attention_mask", "labels", "predict_actions")}
+        out: dict[str, Any] = {k: tok[k].to(device)
+                               for k in ("input_ids", "attention_mask", "labels", "predict_actions")}
         out.update(self.observation(batch, device))
         if "actions" in batch:
             state = None

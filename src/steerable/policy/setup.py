@@ -101,8 +101,8 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
         logger.info("the dataset describes no object in the policy's state (%s): no object grounding, step check "
                     "or object name slots", OBJECTS_PATH)
     slots = cfg.name_slots or (layout.name_groups() if layout is not None and cfg.object_name_slots else [])
-    return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"], located=located_dim,
-                        action_dim=dims["action"], state_names=names["state"] or [],
+    return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"],
+                        located=located_dim, action_dim=dims["action"], state_names=names["state"] or [],
                         action_names=names["action"] or [], name_slots=slots,
                         objects={} if layout is None else layout.to_dict())
 

@@ -171,8 +171,8 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                     more = processor.training_batch(extra, device) if extra is not None else None
                     loss, out = stepper(inputs, more, noise)
                 (loss / len(micro)).backward()
-            for part_inputs in (inputs, more) if more is not None else (inputs,):
-                samples, asked = samples + len(part_inputs["predict_actions"]), asked + int(part_inputs["predict_actions"].sum())
+            for acts in (p["predict_actions"] for p in ((inputs, more) if more is not None else (inputs,))):
+                samples, asked = samples + len(acts), asked + int(acts.sum())
             sums = [a + b for a, b in zip(sums, _sums(out), strict=True)]
         out = _pooled(sums)
         # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.

@@ -271,8 +271,8 @@ class ChunkInference:
                 queued = list(st.queue) if st.queue_revision == revision else []
             if queued:
                 delay = min(self.delay_ticks(), len(queued))
-                request.prefix = ChunkPrefix(np.stack(queued), prefix_weights(len(queued), delay, self.options.schedule),
-                                             delay, self.options.max_guidance)
+                weights = prefix_weights(len(queued), delay, self.options.schedule)
+                request.prefix = ChunkPrefix(np.stack(queued), weights, delay, self.options.max_guidance)
         self.stats.started += 1
         self._in_flight = request
         if self._worker is not None:

@@ -306,7 +306,8 @@ class Recorder:
             self._fail(failure, keep, "")
 
     def _fail(self, failure: Exception, keep: int, note: str) -> NoReturn:
-        kept = f"the first {keep} of the {self._ended} episodes are" if keep > 1 else f"the first of the {self._ended} episodes is"
+        kept = (f"the first {keep} of the {self._ended} episodes are" if keep > 1
+                else f"the first of the {self._ended} episodes is")
         raise WriteError(
             f"--record {self.root}: {_reason(failure)}; {kept} kept there{note} and can be read, "
             "the rest could not be written"

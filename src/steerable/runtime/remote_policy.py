@@ -145,8 +145,8 @@ def _open(uri: str, timeout_s: float, token: str) -> tuple[Any, dict[str, Any]]:
         # Entered as a context manager (websockets >= 17 asks for it); the connection outlives this
         # call and is closed by `RemotePolicy.close`.
         # Replies are bounded as requests are: a chunk is a few kB.
-        ws = connect(uri, open_timeout=timeout_s, close_timeout=1.0, max_size=int(MAX_MESSAGE_MB * 2**20), compression=None,
-                     additional_headers=auth_header(token)).__enter__()
+        ws = connect(uri, open_timeout=timeout_s, close_timeout=1.0, max_size=int(MAX_MESSAGE_MB * 2**20),
+                     compression=None, additional_headers=auth_header(token)).__enter__()
     except (InvalidURI, InvalidHandshake) as exc:
         raise ValueError(_refusal(exc)) from exc
     try:

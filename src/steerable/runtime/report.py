@@ -63,7 +63,8 @@ def eval_table(report: EvalReport) -> Table:
     phrasing (seen and unseen side by side, and the drop between them)."""
     n = len(report.episodes)
     seeds = len({e.seed for e in report.episodes})  # with "both", each seed ran twice
-    title = (f"steerable run --eval_episodes {seeds}{_worded(report)}: high level {_named(report.high_level, 'planner')} · "
+    title = (f"steerable run --eval_episodes {seeds}{_worded(report)}: "
+             f"high level {_named(report.high_level, 'planner')} · "
              f"low level {_named(report.low_level, 'controller')} · "
              f"{f'{report.difficulty} tasks' if report.difficulty else f'--env {report.env}'} "
              f"({report.wall_seconds:.1f} s)")

@@ -60,7 +60,8 @@ HELD_OUT_MULTI = (
 HELD_OUT_STACK = ("set the {c} onto the {t}", "pile the {c} on top of the {t}")
 # Clauses of the longer tasks (realistic/hard), joined with "; after that, " (or "to begin, ..., next
 # ..., and last ..." for three or four).
-HELD_OUT_CLAUSE = {"place": "drop the {c} into the {t}", "stack": "set the {c} onto the {t}", "push": "slide the {c} {t}"}
+HELD_OUT_CLAUSE = {"place": "drop the {c} into the {t}", "stack": "set the {c} onto the {t}",
+                   "push": "slide the {c} {t}"}
 HELD_OUT_INTERJECTIONS = (
     "Hold on, drop it into the {new}.",
     "Sorry, I meant the {new}.",

@@ -1,8 +1,8 @@
 """Export rendered samples for fine-tuning a high-level VLM: OpenAI-chat JSONL or a Hugging Face dataset.
 
 The export is built beside `out` and switched in at the end by one folder commit
-(`steerable.dataset.commit`), so `out` is either absent, as it was, or complete. Camera frames are decoded one pass per camera for a
-chunk of an episode's samples and stored as JPEG, once per (episode, frame, camera).
+(`steerable.dataset.commit`), so `out` is either absent, as it was, or complete. Camera frames are decoded
+one pass per camera for a chunk of an episode's samples and stored as JPEG, once per (episode, frame, camera).
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ class ViewerData:
             raise ConfigError(f"episode {episode_index} is not among the episodes being viewed")
         persistent, events, stamps = episode_language(self.ds, ep)
         provenance = read_provenance(self.ds.root, self.ds.info)  # who wrote each style of this episode
-        producers, heuristic = provenance.episode_producers(ep.episode_index), provenance.heuristic_styles(ep.episode_index)
+        producers = provenance.episode_producers(ep.episode_index)
+        heuristic = provenance.heuristic_styles(ep.episode_index)
         duration = float(stamps[-1]) + 1.0 / self.ds.fps if len(stamps) else 0.0
         cameras = []
         for key in self.ds.camera_keys:

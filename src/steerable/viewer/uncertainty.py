@@ -73,7 +73,8 @@ def subtask_starts(ds: LeRobotDataset) -> dict[int, list[float]]:
         episodes = table.column("episode_index").to_numpy()
         _, first = np.unique(episodes, return_index=True)
         for i, rows in zip(first, rows_from_arrow(table.column(LANGUAGE_PERSISTENT).take(first)), strict=True):
-            out[int(episodes[i])] = sorted(float(r.get("timestamp") or 0.0) for r in rows if r.get("style") == "subtask")
+            out[int(episodes[i])] = sorted(float(r.get("timestamp") or 0.0) for r in rows
+                                           if r.get("style") == "subtask")
     return out
 
 

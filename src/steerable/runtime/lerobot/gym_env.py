@@ -157,7 +157,8 @@ class LeRobotGymEnv:
                 for part in path:
                     value = value[part]
                 images[key] = np.asarray(value)
-        extra = {f"observation.{k}": np.asarray(v) for k, v in raw.items() if k not in ("pixels", self._state_key) and isinstance(v, np.ndarray)}
+        extra = {f"observation.{k}": np.asarray(v) for k, v in raw.items()
+                 if k not in ("pixels", self._state_key) and isinstance(v, np.ndarray)}
         return Observation(state, images, self.steps / self.fps, self.state_names, privileged=extra or None)
 
     def send_action(self, action: np.ndarray) -> None:

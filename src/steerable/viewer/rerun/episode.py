@@ -168,7 +168,8 @@ def _log_camera(
         return "frames"
     shared = sum(
         1 for e in ds.episodes
-        if (s := e.videos.get(camera)) is not None and (s.chunk_index, s.file_index) == (span.chunk_index, span.file_index)
+        if (s := e.videos.get(camera)) is not None
+        and (s.chunk_index, s.file_index) == (span.chunk_index, span.file_index)
     )
     playable = browser_playable(path)  # Rerun decodes the same codecs (H.264, H.265, AV1, VP8/9)
     clip = scratch / f"{camera_name(camera)}_{ep.episode_index:06d}.mp4"

@@ -180,7 +180,8 @@ def _keystates(raw: list[dict[str, Any]]) -> list[Keystate]:
     names = {f.name for f in fields(Keystate)}
     out = []
     for item in raw:
-        values: dict[str, Any] = {"frame_index": -1, "kind": "pause", "strength": 1.0, "start_index": -1, "end_index": -1}
+        values: dict[str, Any] = {"frame_index": -1, "kind": "pause", "strength": 1.0, "start_index": -1,
+                                  "end_index": -1}
         values.update({k: v for k, v in item.items() if k in names})
         out.append(Keystate(**values))
     return out
