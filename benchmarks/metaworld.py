@@ -20,6 +20,9 @@ included; the newest checkpoint at the budget is scored), then two evaluations o
   policy names its phases (steerable.synthetic.metaworld.phase_texts): a task without them (reach-v3,
   drawer-open-v3, ...) teaches it no action, and a dataset of such tasks alone leaves it out of the table.
 `--env_args` adds `--env.*` flags to both (e.g. an image size the dataset was recorded at).
+lerobot-eval resizes nothing: ACT, trained on the recording's small frames, sees 480-pixel frames there and
+fails for that reason; `steerable run` gives every policy frames at the size it was trained on, so its
+column is the like-for-like comparison of the policies (both are printed).
 
 Default tasks, and why: button-press-topdown-v3, drawer-close-v3 (easy group), sweep-into-v3 (medium),
 push-v3 and pick-place-v3 (hard). lerobot-eval renders Meta-World's 480 x 480 camera, which a CPU does at
@@ -208,7 +211,9 @@ def main(argv: list[str] | None = None) -> None:
                     *shlex.split(args.dataset_args)],
                    work / "make_dataset.log")
     # lerobot-eval renders 480 x 480: diffusion's spatial softmax is sized for the training images, so it
-    # resizes what it sees to them (ACT, SmolVLA and steerable's policy take any size or resize themselves).
+    # resizes what it sees to them. ACT runs on any size but was trained on `side`-pixel frames: under
+    # lerobot-eval it sees frames 480/side times larger (measured: 0/10 there, 7/10 with its own size through
+    # `steerable run`, button-press-topdown-v3), so the `steerable` evaluator is its like-for-like score.
     side = args.image_size
     extra = {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]}
     skipped = ""
