@@ -11,13 +11,14 @@ functions of a block: the review save (`steerable.dataset.review`) adds marks, a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 from steerable.dataset.provenance import TOOL_CALL_STYLE
 
 __all__ = [
     "HUMAN",
     "REVIEW_STATUSES",
+    "ReviewStatus",
     "block_human",
     "block_review",
     "with_records",
@@ -26,7 +27,9 @@ __all__ = [
 ]
 
 HUMAN = "human"
-REVIEW_STATUSES = ("unreviewed", "reviewed", "needs work")
+# The statuses a person gives an episode, the first being the default; the viewer's save bodies use the type.
+ReviewStatus = Literal["unreviewed", "reviewed", "needs work"]
+REVIEW_STATUSES: tuple[str, ...] = get_args(ReviewStatus)
 
 
 def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:

@@ -28,7 +28,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect, Request
@@ -40,6 +40,7 @@ from steerable.dataset.commit import recover_folder
 from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.dataset.lock import RunLock
 from steerable.dataset.review import language_problems, restore_revision, save_episode
+from steerable.dataset.review_records import ReviewStatus
 from steerable.dataset.revisions import latest_revision
 from steerable.errors import LanguageSchemaError, explain_os_error, os_cause
 from steerable.viewer.replies import json_response
@@ -71,14 +72,14 @@ class SaveBody(BaseModel):
     version: str | None = Field(None, max_length=64, description="the rows' fingerprint when the page read them")
     persistent: list[dict[str, Any]] | None = Field(None, max_length=100_000)
     events: list[EventIn] | None = Field(None, max_length=100_000)
-    status: Literal["unreviewed", "reviewed", "needs work"] | None = None
+    status: ReviewStatus | None = None
     ops: dict[str, int] = Field(default_factory=dict, max_length=32)
     message: str = Field("", max_length=500)
 
 
 class StatusBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    status: Literal["unreviewed", "reviewed", "needs work"]
+    status: ReviewStatus
 
 
 class RestoreBody(BaseModel):
