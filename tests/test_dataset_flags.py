@@ -8,24 +8,35 @@ from pathlib import Path
 import pytest
 
 from annotate_helpers import make_synthetic, steerable
-from steerable.cli._dataset_args import normalize_aliases
+from steerable.annotate.config import AnnotateConfig
+from steerable.cli.flags import parse_config
 from steerable.cli.options import parse_episodes
 from steerable.errors import ConfigError
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["eval", "D", "--json"], ["eval", "D", "--json"]),  # already the one spelling
-        (["annotate", "--dataset", "user/remote", "--episodes", "0,3"],
-         ["annotate", "--repo_id", "user/remote", "--only_episodes", "0,3"]),
-        (["train", "--dataset", "D"], ["train", "--dataset", "D"]),  # its own spelling
-        (["demo", "--episodes", "3"], ["demo", "--episodes", "3"]),  # a count, not a selection
-        (["recipes", "lint", "x", "--dataset", "D"], ["recipes", "lint", "x", "--dataset", "D"]),
-    ],
-)
-def test_aliases_are_rewritten_to_each_commands_spelling(argv: list[str], expected: list[str]) -> None:
-    assert normalize_aliases(argv) == expected
+def _annotate(argv: list[str]) -> AnnotateConfig:
+    return parse_config(AnnotateConfig, argv)
+
+
+def test_annotate_reads_the_dataset_and_episode_spellings_of_every_command() -> None:
+    """`annotate --dataset D --episodes L`: a remote D is its repo_id, L its only_episodes (ranges expanded)."""
+    cfg = _annotate(["--dataset", "user/remote", "--episodes", "0,3"])
+    assert (cfg.root, cfg.repo_id, cfg.only_episodes) == (None, "user/remote", [0, 3])
+    assert _annotate(["user/remote", "--only_episodes=7-9"]).only_episodes == [7, 8, 9]
+    assert "dataset" not in _annotate(["user/remote"]).model_dump()  # read into repo_id, not kept twice
+
+
+@pytest.mark.parametrize("flag", ["--episodes", "--only_episodes"])
+@pytest.mark.parametrize(("model", "rest"), [
+    ("steerable.policy.settings:TrainSettings", ["--dataset", "D", "--output_dir", "o"]),
+    ("steerable.runtime.settings:RunSettings", ["--replay", "D"]),
+])
+def test_train_and_run_read_both_episode_spellings_with_ranges(model: str, rest: list[str], flag: str) -> None:
+    from importlib import import_module
+
+    module, _, name = model.partition(":")
+    cfg = parse_config(getattr(import_module(module), name), [*rest, flag, "1-3,5"])
+    assert cfg.episodes == [1, 2, 3, 5]
 
 
 SPELLINGS = (["D"], ["--dataset", "D"], ["--root=D"], ["--repo_id", "D"])
@@ -58,10 +69,14 @@ def test_both_episode_spellings_read_ranges(spelling: list[str]) -> None:
 
 
 def test_annotate_dataset_alias_picks_root_for_a_local_folder(tmp_path: Path) -> None:
-    assert normalize_aliases(["annotate", "--dataset", str(tmp_path)]) == ["annotate", "--root", str(tmp_path)]
-    assert normalize_aliases(["annotate", str(tmp_path), "--vlm.model_id", "m"]) == [
-        "annotate", "--root", str(tmp_path), "--vlm.model_id", "m"]
-    assert normalize_aliases(["annotate", "--root", str(tmp_path)]) == ["annotate", "--root", str(tmp_path)]
+    for argv in (["--dataset", str(tmp_path)], [str(tmp_path), "--vlm.model_id", "m"], ["--root", str(tmp_path)]):
+        cfg = _annotate(argv)
+        assert (cfg.root, cfg.repo_id) == (tmp_path, None)
+    assert _annotate([str(tmp_path), "--vlm.model_id", "m"]).vlm.model_id == "m"
+    with pytest.raises(ConfigError, match="name the dataset once"):
+        _annotate([str(tmp_path), "--root", str(tmp_path / "other")])
+    with pytest.raises(ConfigError, match="--episodes takes episode indices"):
+        _annotate([str(tmp_path), "--only_episodes", "3-1"])
 
 
 def test_episode_lists_and_ranges() -> None:

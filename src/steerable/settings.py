@@ -1,15 +1,57 @@
-"""The base of every settings section (`--plan.*`, `--vqa.*`, `--vlm.*`...): one way to report mistakes."""
+"""The base of every settings section (`--plan.*`, `--vqa.*`, `--vlm.*`...): one way to report mistakes.
+
+Also the value types several commands' settings share, defined here as every settings layer reads them:
+`Episodes`, the episode indices and ranges (`0,3,7-9`) that annotate, train, run, view, render and export pick.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError
 
 from steerable.errors import ConfigError
 
-__all__ = ["Settings", "describe", "error_text"]
+__all__ = ["Episodes", "Settings", "describe", "episodes_field", "error_text", "parse_episodes"]
+
+
+def parse_episodes(text: str | None, flag: str = "--episodes") -> list[int] | None:
+    """`0,3,7-9` -> [0, 3, 7, 8, 9]; None stays None (every episode)."""
+    if text is None:
+        return None
+    out: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            lo, dash, hi = part.partition("-")
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if first < 0 or last < first:
+                raise ValueError(part)
+            out.extend(range(first, last + 1))
+    except ValueError:
+        raise ConfigError(f"{flag} takes episode indices and ranges like 0,3,7-9, got {text!r}") from None
+    if not out:
+        raise ConfigError(f"{flag} names no episode: {text!r}")
+    return list(dict.fromkeys(out))
+
+
+def _episodes(value: Any) -> list[int] | None:
+    """A flag's text, a config file's list or number: the episode indices."""
+    if value is None or value == []:
+        return None
+    items = value if isinstance(value, list | tuple) else [value]
+    return parse_episodes(",".join(str(v) for v in items))
+
+
+# Episode indices and ranges (`0,3,7-9`); None: every episode.
+Episodes = Annotated[list[int] | None, BeforeValidator(_episodes)]
+
+
+def episodes_field(description: str = "only these episodes: indices and ranges, e.g. 0,3,7-9") -> Any:
+    """An `Episodes` field read from `--episodes` or `--only_episodes`, whichever of the two names it has."""
+    return Field(None, validation_alias=AliasChoices("episodes", "only_episodes"), description=description)
 
 
 def error_text(item: Mapping[str, Any]) -> str:

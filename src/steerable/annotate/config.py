@@ -6,13 +6,16 @@ from the registry, so a new module adds its flags without touching this file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from steerable.annotate.module import ModuleSettings, ModuleStage
 from steerable.annotate.registry import MODULES
+from steerable.errors import ConfigError
+from steerable.settings import Episodes, episodes_field
 from steerable.vlm.config import VLMConfig
 
 __all__ = ["AnnotateConfig", "ExecutorConfig"]
@@ -52,7 +55,11 @@ class AnnotateConfig(BaseModel):
     """Everything `steerable annotate` does; LeRobot's `lerobot-annotate` flag names where they match."""
 
     model_config = ConfigDict(extra="forbid")
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
 
+    # The one spelling of the other commands (`annotate DATASET`, `--dataset D`), read into root or repo_id.
+    dataset: str | None = Field(
+        None, exclude=True, description="a local dataset folder (read as --root) or a Hub repo id (as --repo_id)")
     root: Path | None = Field(None, description="local dataset folder (annotated in place unless --output_dir)")
     repo_id: str | None = Field(None, description="Hub dataset to download when --root is not given")
     revision: str | None = Field(None, description="Hub revision to download (default: the v3.0 tag)")
@@ -63,7 +70,7 @@ class AnnotateConfig(BaseModel):
     push_to_hub: bool = Field(False, description="upload the annotated dataset and move its version tag")
     push_private: bool = Field(False, description="create the pushed repo as private")
     push_commit_message: str | None = Field(None, description="commit message of the upload")
-    only_episodes: list[int] | None = Field(None, description="annotate only these episodes, e.g. 0,3,7")
+    only_episodes: Episodes = episodes_field("annotate only these episodes, e.g. 0,3,7-9")
     seed: int = Field(1729, description="seed of every random choice (per episode and purpose)")
     force: bool = Field(False, description="redo staged work instead of resuming it")
     include_reviewed: bool = Field(
@@ -102,6 +109,20 @@ class AnnotateConfig(BaseModel):
         """The enabled modules' stages, in registry order."""
         return [stage(self.settings(stage.name)) for stage in MODULES if self.settings(stage.name).enabled]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset_word(cls, data: Any) -> Any:
+        """DATASET names an existing local folder (--root) or else a Hub repo (--repo_id)."""
+        if not isinstance(data, dict) or data.get("dataset") is None:
+            return data
+        data = dict(data)
+        word = str(data.pop("dataset"))
+        target = "root" if os.path.exists(word) else "repo_id"
+        if data.get(target) is not None and str(data[target]) != word:
+            raise ConfigError(f"name the dataset once; got DATASET {word}, --{target} {data[target]}")
+        data[target] = word
+        return data
+
     @model_validator(mode="after")
     def _check_combinations(self) -> AnnotateConfig:
         if self.root is None and self.repo_id is None:
@@ -111,8 +132,6 @@ class AnnotateConfig(BaseModel):
         same = self.output_dir is not None and self.root is not None
         if same and Path(self.output_dir).resolve() == Path(self.root).resolve():  # type: ignore[arg-type]
             raise ValueError("--output_dir is the same folder as --root; drop --output_dir to write in place")
-        if self.only_episodes is not None and any(i < 0 for i in self.only_episodes):
-            raise ValueError("--only_episodes takes episode indices >= 0")
         stages = self.stages()
         if not stages:
             raise ValueError("every module is disabled: there is nothing to annotate")

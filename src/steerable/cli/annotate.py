@@ -19,7 +19,7 @@ __all__ = ["PARTIAL_EXIT", "register"]
 
 PARTIAL_EXIT = 1
 
-USAGE = """usage: steerable annotate --root DIR [--output_dir OUT] [--vlm.base_url URL --vlm.model_id ID] [...]
+USAGE = """usage: steerable annotate DATASET|--root DIR [--output_dir OUT] [--vlm.base_url URL --vlm.model_id ID] [...]
 
 Annotates every episode of a LeRobot v3 dataset. With a VLM (--vlm.base_url, or a local vLLM on a GPU)
 the plan, interjections and vqa modules run; without one, the no-model motion annotator writes motion

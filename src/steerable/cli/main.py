@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from steerable import __version__
-from steerable.cli._dataset_args import normalize_aliases
 from steerable.cli.errors import USER_ERROR_EXIT, run_command
-from steerable.errors import SteerableError
 
 # Subcommand modules; each exposes `register(subparsers)`, which adds the command with
 # `steerable.cli.flags.add_command`: every command reads its words with `flags.parse_command`.
@@ -42,11 +40,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if debug:
         argv.remove("--debug")
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
-    try:
-        argv = normalize_aliases(argv)  # annotate, train, run: their dataset and episode spellings
-    except SteerableError as exc:
-        print(f"steerable: error: {exc}", file=sys.stderr)
-        return USER_ERROR_EXIT
     args, extra = parser.parse_known_args(argv)
     args.options = extra  # the command's own words, read by flags.parse_command
     args.debug = debug

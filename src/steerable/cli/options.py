@@ -9,12 +9,14 @@ One spelling each, old ones kept as aliases: the dataset is the positional DATAS
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field
+from pydantic import AliasChoices, Field
 
 from steerable.errors import ConfigError
-from steerable.settings import Settings
+
+# The episode pick is the settings layer's (annotate, train and run read it too); named here with the rest.
+from steerable.settings import Episodes, Settings, episodes_field, parse_episodes
 
 if TYPE_CHECKING:  # the recipes (numpy, pyarrow) load when a command runs
     from steerable.recipes.render import RenderOptions
@@ -24,47 +26,10 @@ __all__ = ["Episodes", "RecipeOptions", "camera_map", "dataset_field", "episodes
 _IMAGES_PREFIX = "observation.images."
 
 
-def parse_episodes(text: str | None, flag: str = "--episodes") -> list[int] | None:
-    """`0,3,7-9` -> [0, 3, 7, 8, 9]; None stays None (every episode)."""
-    if text is None:
-        return None
-    out: list[int] = []
-    try:
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
-            lo, dash, hi = part.partition("-")
-            first, last = int(lo), int(hi) if dash else int(lo)
-            if first < 0 or last < first:
-                raise ValueError(part)
-            out.extend(range(first, last + 1))
-    except ValueError:
-        raise ConfigError(f"{flag} takes episode indices and ranges like 0,3,7-9, got {text!r}") from None
-    if not out:
-        raise ConfigError(f"{flag} names no episode: {text!r}")
-    return list(dict.fromkeys(out))
-
-
-def _episodes(value: Any) -> list[int] | None:
-    """A flag's text, a config file's list or number: the episode indices."""
-    if value is None or value == []:
-        return None
-    items = value if isinstance(value, list | tuple) else [value]
-    return parse_episodes(",".join(str(v) for v in items))
-
-
-# Episode indices and ranges (`0,3,7-9`); None: every episode.
-Episodes = Annotated[list[int] | None, BeforeValidator(_episodes)]
-
-
 def dataset_field(description: str, *, required: bool = True) -> Any:
     """The positional DATASET, also spelled --dataset, --root or --repo_id."""
     return Field(... if required else None, validation_alias=AliasChoices("dataset", "root", "repo_id"),
                  description=description)
-
-
-def episodes_field(description: str = "only these episodes: indices and ranges, e.g. 0,3,7-9") -> Any:
-    return Field(None, validation_alias=AliasChoices("episodes", "only_episodes"), description=description)
 
 
 class RecipeOptions(Settings):

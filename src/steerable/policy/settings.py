@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
-from steerable.settings import Settings
+from steerable.settings import Episodes, Settings, episodes_field
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
 
@@ -129,9 +129,8 @@ class TrainConfig(Settings):
     dataset: Path = Field(description="annotated LeRobot v3 dataset folder")
     output_dir: Path = Field(description="where checkpoints and logs.jsonl go (resumes from one there)")
     recipe: str = Field("hierarchical", description="built-in recipe name or YAML path")
-    episodes: list[int] | None = Field(
-        None, description="train (and hold out) only these episodes, e.g. 0,3,7-9 (default: every episode; "
-        "a resumed run keeps its own)"
+    episodes: Episodes = episodes_field(
+        "train (and hold out) only these episodes, e.g. 0,3,7-9 (default: every episode; a resumed run keeps its own)"
     )
     policy: PolicySettings = Field(default_factory=PolicySettings)
     steps: int = Field(2500, description="optimizer steps")

@@ -24,7 +24,7 @@ from steerable.runtime.stack import (
     StackSpec,
     check_choice,
 )
-from steerable.settings import Settings
+from steerable.settings import Episodes, Settings, episodes_field
 from steerable.vlm.config import VLMConfig
 
 if TYPE_CHECKING:
@@ -198,8 +198,7 @@ class RunSettings(Settings):
         None, description="replay a synthetic DATASET's recorded actions in the simulator, each episode from its "
         "own scene, and compare the outcome with the recorded one"
     )
-    episodes: list[int] | None = Field(None, description="with --replay: these episodes, e.g. 0-9 or 0,3,7-9 "
-                                       "(default: every episode)")
+    episodes: Episodes = episodes_field("with --replay: these episodes, e.g. 0-9 or 0,3,7-9 (default: every episode)")
     # `json` would shadow BaseModel.json: the field has another name, the flag keeps its own.
     as_json: bool = Field(
         False, alias="json", description="with --eval_episodes or --replay: print one JSON object"
