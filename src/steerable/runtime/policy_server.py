@@ -27,7 +27,7 @@ from http import HTTPStatus
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from steerable.addresses import host_name, is_loopback
 from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ContinuesChunks, LowLevelController
@@ -42,7 +42,7 @@ from steerable.runtime.policy_wire import (
     pack,
     unpack,
 )
-from steerable.runtime.settings import checkpoint_folder
+from steerable.runtime.settings import CheckpointPath
 from steerable.settings import Settings
 
 __all__ = ["PolicyServer", "ServePolicySettings", "ServedPolicySettings", "served_features",
@@ -57,14 +57,10 @@ class ServedPolicySettings(Settings):
     model_config = ConfigDict(extra="forbid")
     section: ClassVar[str] = "policy"
 
-    path: str | None = Field(None, description="the trained policy checkpoint to serve (a `steerable train` output, "
-                             "one of its checkpoints, or its checkpoints/latest; required)")
+    path: CheckpointPath = Field(
+        None, description="the trained policy checkpoint to serve (a `steerable train` output, one of its checkpoints, "
+        "or its checkpoints/latest; required)")
     device: str = Field("cpu", description="device for the policy (cuda on the GPU machine)")
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str | None) -> str | None:
-        return checkpoint_folder(value)
 
 
 class ServePolicySettings(Settings):

@@ -8,9 +8,9 @@ when the settings are built, before anything starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from steerable.errors import ConfigError
 from steerable.runtime.stack import (
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from steerable.runtime.chunks import InferenceOptions
     from steerable.runtime.environments import EnvSpec
 
-__all__ = ["RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "checkpoint_folder"]
+__all__ = [
+    "CheckpointPath", "RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "checkpoint_folder",
+]
 
 TTS_BACKENDS = ("text", "espeak", "pocket")
 _POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
@@ -62,13 +64,17 @@ def checkpoint_folder(value: str | None, flag: str = "--policy.path") -> str | N
     return str(target)
 
 
+# A `--policy.path` of run and serve-policy: the checkpoint folder, a pointer file read as the folder it names.
+CheckpointPath = Annotated[str | None, AfterValidator(checkpoint_folder)]
+
+
 class RunPolicySettings(Settings):
     """`--policy.*`: the trained checkpoint behind `--high_level policy` / `--low_level policy`."""
 
     model_config = ConfigDict(extra="forbid")
     section: ClassVar[str] = "policy"
 
-    path: str | None = Field(None, description="a trained policy checkpoint (--*_level policy): its folder, the "
+    path: CheckpointPath = Field(None, description="a trained policy checkpoint (--*_level policy): its folder, the "
                              "training output folder, or its checkpoints/latest")
     device: str = Field("cpu", description="device for the policy")
     server: str | None = Field(
@@ -87,11 +93,6 @@ class RunPolicySettings(Settings):
         None, ge=0, description="--low_level policy: scale of the noise its action chunks are integrated from (0: "
         "the prior's mean; 1: a sample; default: the checkpoint's)"
     )
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str | None) -> str | None:
-        return checkpoint_folder(value)
 
 
 class RunRTCSettings(Settings):
