@@ -274,9 +274,6 @@ class RunSettings(Settings):
                 raise ConfigError(f"--policy.server serves the low level: it does not combine with --low_level "
                                   f"{self.low_level}")
             self.low_level = "policy"
-            if self.high_level == "policy" and not self.policy.path:
-                raise ConfigError("--high_level policy runs on this machine: it needs --policy.path too (the policy "
-                                  "server serves only the low level)")
         if self.robot:
             if "env" in self.model_fields_set and self.env != "robot":
                 raise ConfigError(f"--robot.* runs a LeRobot robot (--env robot); it does not combine with "
@@ -308,7 +305,7 @@ class RunSettings(Settings):
             raise ConfigError("--display shows one session; it does not combine with --eval_episodes")
         if self.display_to is not None and self.display == "none":
             raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
-        self.stack()  # the combinations of models StackSpec checks (--high_level vlm needs --vlm.base_url, ...)
+        self.stack()  # the combinations of models StackSpec checks (a policy's --policy.path, a VLM's backend, ...)
         return self
 
     def environment(self) -> EnvSpec:

@@ -18,6 +18,7 @@ from typing import Literal, get_args
 
 from steerable.control import Environment, HighLevelModel, LowLevelController
 from steerable.errors import ConfigError
+from steerable.vlm.backends import get_backend, resolve_backend
 from steerable.vlm.config import VLMConfig
 
 __all__ = [
@@ -76,15 +77,36 @@ class StackSpec:
         check_choice("--observation", self.observation, OBSERVATIONS)
         check_choice("--high_level", self.high_level, HIGH_LEVELS)
         check_choice("--low_level", self.low_level, LOW_LEVELS)
-        served = self.low_level == "policy" and self.policy_server is not None
-        if (self.high_level == "policy" or (self.low_level == "policy" and not served)) and not self.policy_path:
-            raise ConfigError("--high_level/--low_level policy needs --policy.path CHECKPOINT (or, for the low "
-                              "level, --policy.server HOST:PORT)")
-        if self.high_level == "vlm" and (self.vlm is None or not self.vlm.base_url):
-            raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id")
+        _check_policy_path(self)
+        if self.high_level == "vlm":
+            _check_vlm(self.vlm)
         if self.low_level == "lerobot" and not self.lerobot.policy_path:
             raise ConfigError("--low_level lerobot needs --lerobot.policy_path DIR (a folder LeRobot's save_pretrained "
                               "wrote, or a Hub id)")
+
+
+def _check_policy_path(spec: StackSpec) -> None:
+    """A trained policy runs from --policy.path; only the low level may run on a policy server instead."""
+    if spec.policy_path:
+        return
+    served = spec.low_level == "policy" and spec.policy_server is not None
+    if spec.high_level == "policy":
+        raise ConfigError("--high_level policy needs --policy.path CHECKPOINT" + (
+            " too: it runs on this machine (the policy server serves only the low level)" if served else ""))
+    if spec.low_level == "policy" and not served:
+        raise ConfigError("--low_level policy needs --policy.path CHECKPOINT (or --policy.server HOST:PORT)")
+
+
+def _check_vlm(config: VLMConfig | None) -> None:
+    """`--high_level vlm` needs a backend, and the registry decides which (`vlm.backends.resolve_backend`): a URL,
+    or one named with `--vlm.backend`. What that backend needs beyond (a model id, a URL) `make_vlm` checks."""
+    name = resolve_backend(config) if config is not None else None
+    if name is None:
+        raise ConfigError("--high_level vlm needs --vlm.base_url (an OpenAI-compatible server) and --vlm.model_id, "
+                          "or a backend run here: --vlm.backend transformers --vlm.model_id ID")
+    if get_backend(name).serve is not None:  # servers `annotate` starts (vLLM replicas); a session only calls one
+        raise ConfigError(f"--high_level vlm calls a model that runs: --vlm.backend {name} starts servers, which "
+                          "`run` does not; serve the model and pass --vlm.base_url")
 
 
 def _require_policy_runtime() -> None:
