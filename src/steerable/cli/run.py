@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from steerable.runtime.display_rerun import RerunDisplay
+    from steerable.runtime.session import Session, TimedLine
     from steerable.runtime.settings import RunSettings
+    from steerable.runtime.stack import StackSpec
 
 __all__ = ["register"]
 
@@ -61,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
         session = Session(options)
         if display is not None:
             display.attach(session.runtime)
-        return _drive(session, lines, interactive)
+        return _drive(session, lines)
     finally:
         if display is not None:
             display.close()
 
 
-def _display(cfg: RunSettings) -> Any:
+def _display(cfg: RunSettings) -> RerunDisplay | None:
     if cfg.display != "rerun":
         return None
     from steerable.runtime.display_rerun import RerunDisplay
@@ -75,8 +78,9 @@ def _display(cfg: RunSettings) -> Any:
     return RerunDisplay(cfg.display_to)
 
 
-def _drive(session: Any, lines: Any, interactive: bool) -> int:
-    if interactive:
+def _drive(session: Session, lines: list[TimedLine] | None) -> int:
+    """Play `lines` (a commands file, piped stdin) and report; None: the interactive REPL."""
+    if lines is None:
         from steerable.runtime.repl import run_repl
 
         return run_repl(session)
@@ -100,7 +104,7 @@ def _drive(session: Any, lines: Any, interactive: bool) -> int:
     return code
 
 
-def _eval_difficulty(cfg: RunSettings, spec: Any) -> str | None:
+def _eval_difficulty(cfg: RunSettings, spec: StackSpec) -> str | None:
     """`--eval_difficulty`, else the task mix of the synthetic data the policy learned from, else the
     env's default (the simulator's: easy): a policy is scored on held-out seeds of the distribution
     it was trained on. A policy of other data on another env (Meta-World) leaves the env's options alone."""
@@ -129,7 +133,7 @@ def _replay(cfg: RunSettings) -> int:
     return 0
 
 
-def _evaluate(cfg: RunSettings, spec: Any, episodes: int) -> int:
+def _evaluate(cfg: RunSettings, spec: StackSpec, episodes: int) -> int:
     from rich.console import Console
 
     from steerable.runtime.evaluation import evaluate
