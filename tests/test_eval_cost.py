@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from steerable.control import ActionChunk, HighLevelRequest, HighLevelUpdate, Observation
+from steerable.policy.config import PolicyConfig
 from steerable.recipes import load_recipe
 from steerable.recipes.live import LivePrompts
 from steerable.runtime.environments import ENVIRONMENTS, EnvSpec
@@ -194,7 +195,7 @@ def test_the_progress_line_counts_running_episodes_in_its_eta() -> None:
 class RunOnRunner:
     """Stands in for a weak policy's `PolicyRunner`: every text runs to its token budget."""
 
-    cfg = type("Cfg", (), {"state_keys": ["observation.state"], "cameras": []})()
+    cfg = PolicyConfig()
     prompts = LivePrompts(load_recipe("hierarchical"))
 
     def __init__(self) -> None:

@@ -5,6 +5,7 @@ motion, the extra low-level batch, and checkpoints of the format before them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from steerable.policy.checkpoint import latest_checkpoint, load_policy
 from steerable.policy.config import PolicyConfig
 from steerable.policy.data import action_components, fit_normalizer
 from steerable.policy.episodes import EpisodeActions
-from steerable.policy.inference import PolicyRunner
+from steerable.policy.inference import PolicyObservation, PolicyRunner
 from steerable.policy.objects import object_layout, object_tokens
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
@@ -177,16 +178,17 @@ def test_the_adapter_hands_the_last_motion_to_the_next_chunk(built: Any, tmp_pat
     from steerable.policy.checkpoint import save_checkpoint
 
     where = save_checkpoint(tmp_path, 1, built.model, built.processor, RECIPE_TEXT)
-    runner = PolicyRunner(load_policy(where))
     seen: list[Any] = []
-    act = runner.act_and_done
 
-    def act_and_done(commands: Any, observation: Any, steps: Any = None) -> Any:
-        seen.append(observation.get("motion"))
-        return act(commands, observation, steps)[0], None  # never done: this test follows the motion
+    class Watched(PolicyRunner):
+        """Records the motion each chunk is asked with; never done: this test follows the motion."""
 
-    runner.act_and_done = act_and_done  # type: ignore[method-assign]
-    low = PolicyLowLevel(runner)
+        def act_and_done(self, commands: Sequence[str], observation: PolicyObservation, steps: int | None = None
+                         ) -> tuple[np.ndarray, np.ndarray | None]:
+            seen.append(observation.get("motion"))
+            return super().act_and_done(commands, observation, steps)[0], None
+
+    low = PolicyLowLevel(Watched(load_policy(where)))
     assert low.reports_done
     from steerable.synthetic.env import SimEnv
 

@@ -14,6 +14,7 @@ import pytest
 from policy_helpers import TINY, TINY_FLAGS, build, one_thread  # noqa: F401  (autouse fixture)
 from steerable.dataset import open_dataset
 from steerable.policy.checkpoint import save_checkpoint, trained_on
+from steerable.policy.config import PolicyConfig
 from steerable.policy.data import PolicyDataset, event_components
 from steerable.policy.generation import ParsedReply
 from steerable.recipes import load_recipe
@@ -79,7 +80,7 @@ class _Scripted:
     def __init__(self, answers: dict[str, str]) -> None:
         self.answers = answers
         self.asked: list[list[str]] = []
-        self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
+        self.cfg = PolicyConfig()
         self.prompts = LivePrompts(load_recipe("hierarchical"))
 
     def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False

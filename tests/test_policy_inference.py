@@ -23,7 +23,7 @@ from policy_helpers import (  # noqa: F401  (one_thread: an autouse fixture)
 )
 from steerable.control import LanguageContext
 from steerable.dataset import open_dataset
-from steerable.errors import WriteError
+from steerable.errors import ConfigError, WriteError
 from steerable.policy.checkpoint import latest_checkpoint, load_policy, save_checkpoint
 from steerable.policy.generation import GenerationConfig, generate_ids, parse_reply
 from steerable.policy.inference import PolicyRunner
@@ -246,9 +246,11 @@ def test_lerobot_interface(checkpoint: Path, built: Any, ds: Any) -> None:
 
 
 def test_runner_rejects_a_missing_camera(checkpoint: Path) -> None:
+    """A camera the policy reads and the observation lacks is a ConfigError of one line that names it."""
     runner = PolicyRunner(load_policy(checkpoint))
-    with pytest.raises(ValueError, match="camera"):
+    with pytest.raises(ConfigError, match="camera") as info:
         runner.act(["pick up the cube"], {"state": np.zeros(4), "images": {}})
+    assert "\n" not in str(info.value) and all(camera in str(info.value) for camera in runner.cfg.cameras)
 
 
 def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpoint: Path, built: Any) -> None:
@@ -260,13 +262,17 @@ def test_high_level_advances_memory_and_plan_when_the_controller_is_done(checkpo
     asked: list[list[dict[str, Any]]] = []
 
     class Recording:
+        """The checkpoint's runner, its replies scripted: a `TextPolicy` as it is."""
+
+        def __init__(self, runner: PolicyRunner) -> None:
+            self.cfg, self.prompts = runner.cfg, runner.prompts
+
         def generate(self, chats: Any, observation: Any, generation: Any = None,
                      canonical: bool = False) -> list[ParsedReply]:
             asked.append(chats[0])
             return [ParsedReply(f"reply {len(asked)}")]
 
-    high = PolicyHighLevel(load_low_level(checkpoint).runner)
-    high.runner = Recording()  # type: ignore[assignment]
+    high = PolicyHighLevel(Recording(load_low_level(checkpoint).runner))
     obs = Observation(state=np.zeros(4, np.float32))
     task = "put the red cube in the bin"
     first = high.update(HighLevelRequest("update", LanguageContext(task=task), obs))

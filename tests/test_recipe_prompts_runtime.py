@@ -16,6 +16,7 @@ from steerable.control import HighLevelRequest, LanguageContext, Observation
 from steerable.dataset import open_dataset
 from steerable.errors import ConfigError, RecipeError
 from steerable.policy.checkpoint import LoadedPolicy, load_policy, save_checkpoint
+from steerable.policy.config import PolicyConfig
 from steerable.policy.data import PolicyDataset
 from steerable.policy.generation import ParsedReply
 from steerable.policy.inference import PolicyRunner
@@ -205,7 +206,7 @@ class _Recorder:
 
     def __init__(self, recipe: str, replies: dict[str, str] | None = None) -> None:
         self.prompts = LivePrompts(parse_recipe(recipe), origin="recipe.yaml")
-        self.cfg = type("Cfg", (), {"state_keys": ["observation.state"], "cameras": []})()
+        self.cfg = PolicyConfig()
         self.replies = replies or {}
         self.asked: list[list[Any]] = []
         self.checked: list[str] = []

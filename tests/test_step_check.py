@@ -197,7 +197,7 @@ class _Checked:
     def __init__(self, took: float | None) -> None:
         self.took = took
         self.checked: list[str] = []
-        self.cfg = type("Cfg", (), {"state_keys": ["observation.state"]})()
+        self.cfg = PolicyConfig()
         self.prompts = LivePrompts(load_recipe("hierarchical"))
 
     def generate(self, chats: Any, observation: Any, generation: Any = None, canonical: bool = False

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from steerable.policy.checkpoint import LoadedPolicy, load_policy
     from steerable.policy.config import PolicyConfig
     from steerable.policy.generation import GenerationConfig, ParsedReply, parse_reply
+    from steerable.policy.inference import PolicyObservation
     from steerable.policy.lerobot import SteerablePolicy
     from steerable.policy.model import HierarchicalPolicy
     from steerable.policy.settings import TrainConfig
@@ -27,6 +28,7 @@ __all__ = [
     "LoadedPolicy",
     "ParsedReply",
     "PolicyConfig",
+    "PolicyObservation",
     "SteerablePolicy",
     "TrainConfig",
     "load_policy",
@@ -41,6 +43,7 @@ __getattr__ = lazy_exports(
         "HierarchicalPolicy": "model",
         **dict.fromkeys(("LoadedPolicy", "load_policy"), "checkpoint"),
         "PolicyConfig": "config",
+        "PolicyObservation": "inference",
         "SteerablePolicy": "lerobot",
         "TrainConfig": "settings",
         "train": "trainer",

@@ -11,31 +11,46 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from steerable.control import LanguageContext
+from steerable.errors import ConfigError
 from steerable.policy.checkpoint import LoadedPolicy
+from steerable.policy.config import PolicyConfig
 from steerable.policy.generation import GenerationConfig, ParsedReply, generate_ids, parse_reply
 from steerable.policy.names import NameSlots
 from steerable.policy.objects import command_relation, object_layout
 from steerable.recipes.live import LivePrompts
 
-__all__ = ["Chat", "PolicyRunner"]
+__all__ = ["Chat", "PolicyObservation", "PolicyRunner"]
 
 Chat = list[dict[str, Any]]
 
 
-class PolicyRunner:
-    """Batched text generation and action sampling over one loaded policy.
+class _State(TypedDict):
+    state: ArrayLike  # (S,) or (B, S): the policy's state vector, its `state_keys` concatenated in order
 
-    An observation is a mapping with `state` (a (S,) or (B, S) array), `images` (camera key ->
-    H x W x 3 uint8 frame, or a (B, H, W, 3) batch) for the cameras the policy was trained on, and,
-    for a policy with `motion_input`, `motion`: the last commanded motion of the pose dimensions
-    (absent: at rest; `PolicyLowLevel` keeps it).
+
+class PolicyObservation(_State, total=False):
+    """What a policy runner reads of the scene: the one shape the runtime builds
+    (`steerable.runtime.policy_observation`) and the policy's host (`steerable.policy.lerobot`) hands it.
+
+    Arrays or tensors (anything `np.asarray` reads). `images`: camera key -> H x W x 3 uint8 frame, or a
+    (B, H, W, 3) batch, for the cameras the policy was trained on (absent: none). `motion`: the last
+    commanded motion of the pose dimensions, for a policy with `motion_input` (absent or None: at rest).
     """
+
+    images: Mapping[str, ArrayLike]
+    motion: ArrayLike | None
+
+
+class PolicyRunner:
+    """Batched text generation and action sampling over one loaded policy; every observation is a
+    `PolicyObservation` (its motion is kept by `PolicyLowLevel`)."""
 
     def __init__(self, loaded: LoadedPolicy, device: str | torch.device = "cpu",
                  generation: GenerationConfig | None = None, seed: int | None = 0) -> None:
@@ -52,7 +67,8 @@ class PolicyRunner:
             self.generator.manual_seed(seed)
 
     @property
-    def cfg(self) -> Any:
+    def cfg(self) -> PolicyConfig:
+        """The checkpoint's configuration: what the runtime reads of the policy (cameras, state keys, ...)."""
         return self.model.cfg
 
     def command_chat(self, command: str) -> Chat:
@@ -60,18 +76,21 @@ class PolicyRunner:
         line, for a recipe that trains no action conditioned on the command alone)."""
         return self.prompts.render("action", LanguageContext(subtask=command)).messages
 
-    def inputs(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+    def inputs(self, observation: PolicyObservation) -> dict[str, Any]:
         images = {k: torch.as_tensor(np.asarray(v)) for k, v in (observation.get("images") or {}).items()}
         missing = [c for c in self.cfg.cameras if c not in images]
         if missing:
-            raise ValueError(f"the observation has no frame for camera(s) {missing} (it has {sorted(images)})")
+            raise ConfigError(f"the policy reads camera(s) {', '.join(missing)}, which the observation lacks "
+                              f"(it has {', '.join(sorted(images)) or 'none'}): run it with the cameras it was "
+                              "trained on")
         state = torch.as_tensor(np.asarray(observation["state"], dtype=np.float32))
         seen: dict[str, Any] = {"images": images, "state": state}
-        if observation.get("motion") is not None:
-            seen["motion"] = torch.as_tensor(np.asarray(observation["motion"], dtype=np.float32))
+        motion = observation.get("motion")
+        if motion is not None:
+            seen["motion"] = torch.as_tensor(np.asarray(motion, dtype=np.float32))
         return self.processor.observation(seen, self.device)
 
-    def generate(self, chats: Sequence[Chat], observation: Mapping[str, Any],
+    def generate(self, chats: Sequence[Chat], observation: PolicyObservation,
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat (all sharing `observation`, or one per row of a batched observation).
 
@@ -96,11 +115,11 @@ class PolicyRunner:
             reply.truncated = not ended
         return replies
 
-    def act(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None) -> np.ndarray:
+    def act(self, commands: Sequence[str], observation: PolicyObservation, steps: int | None = None) -> np.ndarray:
         """(B, chunk_size, action_dim) actions in robot units for each command (the low-level prompt)."""
         return self.act_and_done(commands, observation, steps)[0]
 
-    def act_and_done(self, commands: Sequence[str], observation: Mapping[str, Any], steps: int | None = None
+    def act_and_done(self, commands: Sequence[str], observation: PolicyObservation, steps: int | None = None
                      ) -> tuple[np.ndarray, np.ndarray | None]:
         """`act`'s chunks, and the (B,) probability that each command is already complete (None for a
         policy without a done head), from one backbone pass."""
@@ -113,11 +132,11 @@ class PolicyRunner:
                                           generator=self.generator, done=done)
         return self.robot_actions(chunk, observation).cpu().numpy(), done[0].cpu().numpy() if done else None
 
-    def step_took(self, command: str, observation: Mapping[str, Any]) -> float | None:
+    def step_took(self, command: str, observation: PolicyObservation) -> float | None:
         """The probability that `command`, reported done, took (the scene shows its object where the
         command puts it); None when the policy cannot tell: trained without `step_check`, or a command
         that does not move one object of its state to another."""
-        if not getattr(self.cfg, "step_check", False):
+        if not self.cfg.step_check:
             return None
         state = np.asarray(observation["state"]).reshape(-1).tolist()
         relation = command_relation(command, object_layout(self.cfg), state)
@@ -129,17 +148,17 @@ class PolicyRunner:
                                          torch.tensor([relation], device=self.device))
         return float(p[0])
 
-    def robot_actions(self, chunk: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:
+    def robot_actions(self, chunk: torch.Tensor, observation: PolicyObservation) -> torch.Tensor:
         """A normalised (B, H, A) chunk of the model -> robot units (relative dimensions added to the
         observation's state)."""
         return self.processor.robot_actions(chunk, self._state(observation, chunk.shape[0]))
 
-    def model_actions(self, actions: torch.Tensor, observation: Mapping[str, Any]) -> torch.Tensor:
+    def model_actions(self, actions: torch.Tensor, observation: PolicyObservation) -> torch.Tensor:
         """(B, H, A) robot actions -> the model's normalised representation, relative to the
         observation's state (what real-time chunking's guidance pulls toward)."""
         return self.processor.model_actions(actions, self._state(observation, actions.shape[0]))
 
-    def _state(self, observation: Mapping[str, Any], batch: int) -> torch.Tensor | None:
+    def _state(self, observation: PolicyObservation, batch: int) -> torch.Tensor | None:
         if not self.cfg.relative_pairs:
             return None
         state = torch.as_tensor(np.asarray(observation["state"], dtype=np.float32)).reshape(-1, self.cfg.state_dim)

@@ -35,7 +35,7 @@ from steerable.policy.checkpoint import LoadedPolicy, load_policy
 from steerable.policy.config import PolicyConfig
 from steerable.policy.episodes import EpisodeActions, episode_actions
 from steerable.policy.generation import GenerationConfig
-from steerable.policy.inference import PolicyRunner
+from steerable.policy.inference import PolicyObservation, PolicyRunner
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset, task_fallback
@@ -147,9 +147,9 @@ class LeRobotInterface:
         self._executed.clear()
         self.last_subtasks = []
 
-    def _observation(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        obs: dict[str, Any] = {"images": {c: _frames(batch[c]) for c in self.config.cameras},
-                               "state": self.runner.processor.state_from(batch).cpu()}
+    def _observation(self, batch: Mapping[str, Any]) -> PolicyObservation:
+        obs: PolicyObservation = {"images": {c: _frames(batch[c]) for c in self.config.cameras},
+                                  "state": self.runner.processor.state_from(batch).cpu()}
         cfg = self.runner.cfg
         if cfg.motion_dim and len(self._executed) == 2:  # at rest until two actions have run
             pose = [a for a, _ in cfg.pose_pairs]
@@ -161,7 +161,8 @@ class LeRobotInterface:
         """(B, chunk_size, action_dim) actions: each env's subtask is generated first, then acted on
         (`kwargs`: what `_act` reads, LeRobot's real-time chunking arguments in the plugin)."""
         obs = self._observation(batch)
-        tasks = _tasks(batch, obs["state"].reshape(-1, obs["state"].shape[-1]).shape[0])
+        state = np.asarray(obs["state"])
+        tasks = _tasks(batch, state.reshape(-1, state.shape[-1]).shape[0])
         subtasks = self._subtasks(tasks, obs)
         if subtasks != self.last_subtasks:  # what the high level decided, in the host's log (LeRobot's scripts)
             logger.info("steerable_hierarchical: subtask %s for task %s", ", ".join(map(repr, subtasks)),
@@ -169,7 +170,7 @@ class LeRobotInterface:
         self.last_subtasks = subtasks
         return torch.from_numpy(self._act(subtasks, obs, **kwargs))
 
-    def _subtasks(self, tasks: list[str], obs: dict[str, Any]) -> list[str]:
+    def _subtasks(self, tasks: list[str], obs: PolicyObservation) -> list[str]:
         """Each env's subtask, written from its task alone by the recipe's `subtask` question; a recipe
         that trains none acts on the task itself, as does an empty generation."""
         prompts = self.runner.prompts
@@ -180,7 +181,7 @@ class LeRobotInterface:
                                        canonical=asked[0].component in SLOT_COMPONENTS)
         return [reply.text.strip() or task for reply, task in zip(replies, tasks, strict=True)]
 
-    def _act(self, subtasks: list[str], obs: dict[str, Any], **kwargs: Any) -> np.ndarray:
+    def _act(self, subtasks: list[str], obs: PolicyObservation, **kwargs: Any) -> np.ndarray:
         """(B, chunk_size, action_dim) robot actions acting on each env's subtask."""
         return self.runner.act(subtasks, obs, steps=self.config.flow_steps)
 

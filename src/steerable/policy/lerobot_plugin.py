@@ -45,7 +45,7 @@ from steerable.policy.checkpoint import (
     write_policy_files,
 )
 from steerable.policy.config import AUTO_STATE_KEY, PolicyConfig
-from steerable.policy.inference import PolicyRunner
+from steerable.policy.inference import PolicyObservation, PolicyRunner
 from steerable.policy.lerobot import LeRobotInterface, TrainingFrames
 from steerable.policy.lerobot_format import FORMAT, IDENTITY_NORMALIZATION, LEROBOT_TYPE
 from steerable.policy.rtc import guided_chunk
@@ -208,7 +208,7 @@ class SteerableHierarchicalPolicy(LeRobotInterface, PreTrainedPolicy):
         setting `config.rtc_config`)."""
         self._rtc = RTCProcessor(getattr(self.config, "rtc_config", None) or RTCConfig())
 
-    def _act(self, subtasks: list[str], obs: dict[str, Any], inference_delay: int = 0,
+    def _act(self, subtasks: list[str], obs: PolicyObservation, inference_delay: int = 0,
              prev_chunk_left_over: torch.Tensor | None = None, **kwargs: Any) -> np.ndarray:
         """The chunk for each subtask; with LeRobot's RTC arguments, its start guided onto the
         `prev_chunk_left_over` (T, A) actions (robot units: the postprocessor is the identity), held on

@@ -18,14 +18,14 @@ velocity function of that convention (a benchmark's analytic flow, too).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from steerable.control import ChunkPrefix
-from steerable.policy.inference import PolicyRunner
+from steerable.policy.inference import PolicyObservation, PolicyRunner
 
 __all__ = ["PrefixGuidance", "guidance_weight", "guided_chunk"]
 
@@ -75,7 +75,7 @@ def _padded(prefix: ChunkPrefix, horizon: int, to_model: Callable[[torch.Tensor]
     return out, weights
 
 
-def guided_chunk(runner: PolicyRunner, command: str, observation: Mapping[str, Any], prefix: ChunkPrefix,
+def guided_chunk(runner: PolicyRunner, command: str, observation: PolicyObservation, prefix: ChunkPrefix,
                  steps: int | None = None, done: list[torch.Tensor] | None = None) -> np.ndarray:
     """A (chunk_size, action_dim) chunk in robot units for `command`, its start guided onto `prefix`
     (robot units too; the guidance runs in the model's space, `PolicyRunner.model_actions`):

@@ -17,9 +17,9 @@ environment render them (`wants_images`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import torch
 
 from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError
@@ -48,7 +48,7 @@ def _runner(path: str | Path, device: str) -> PolicyRunner:
 def _check_observation(runner: PolicyRunner, observation: str) -> PolicyRunner:
     """`runner`, after checking that the run gives it every state feature its policy reads: the
     environment state (object positions) only with `--observation privileged`."""
-    for key in getattr(runner.cfg, "read_state_keys", runner.cfg.state_keys):
+    for key in runner.cfg.read_state_keys:
         if key == ENVIRONMENT_STATE_FEATURE and observation != "privileged":
             raise ConfigError(f"this policy reads {key} (object positions): run it in the simulator with "
                               "--observation privileged")
@@ -86,18 +86,19 @@ class PolicyLowLevel:
     def reports_done(self) -> bool:
         """Whether the policy learned when a command is complete (its done head): then a chunk asked
         for a finished command comes back empty and `done`, as from the scripted controller."""
-        return bool(getattr(getattr(self.runner, "cfg", None), "done_head", False))
+        return self.runner.cfg.done_head
 
     def act(self, observation: Observation, command: str, prefix: ChunkPrefix | None = None) -> ActionChunk:
         obs = policy_observation(observation, self.runner)
-        motion = self._motion(obs["state"])
+        state = np.asarray(obs["state"], dtype=np.float32)
+        motion = self._motion(state)
         if motion is not None:
             obs["motion"] = motion
-        done: Any = None
+        done: np.ndarray | None = None
         if prefix is not None:
             # A guided chunk (rtc) asks the done head too: without it a command continued chunk after
             # chunk would never be reported complete, and a learned high level would wait on it forever.
-            probability: list[Any] = []
+            probability: list[torch.Tensor] = []
             sampled = guided_chunk(self.runner, command, obs, prefix, done=probability if self.reports_done else None)
             done = probability[0].cpu().numpy() if probability else None
         elif self.reports_done:
@@ -109,7 +110,7 @@ class PolicyLowLevel:
             return ActionChunk(np.zeros((0, sampled.shape[-1]), np.float32), done=True)
         chunk = sampled[: self.n_action_steps].astype(np.float32)
         if self._motion_pairs():
-            before = self._executed(obs["state"])
+            before = self._executed(state)
             self._sent = np.concatenate([chunk[:1] if before is None else before[None], chunk])
         return ActionChunk(chunk)
 
@@ -118,8 +119,9 @@ class PolicyLowLevel:
         return self.act(observation, command, prefix)
 
     def _motion_pairs(self) -> list[tuple[int, int]]:
-        cfg = getattr(self.runner, "cfg", None)
-        return list(cfg.pose_pairs) if cfg is not None and int(getattr(cfg, "motion_dim", 0) or 0) else []
+        """The pose dimensions whose last motion the policy reads (none without `motion_input`)."""
+        cfg = self.runner.cfg
+        return cfg.pose_pairs if cfg.motion_dim else []
 
     def _executed(self, state: np.ndarray) -> np.ndarray | None:
         """The last action of `_sent` the robot executed: the one nearest the observed pose (its index)."""
@@ -155,7 +157,7 @@ def load_high_level(path: str | Path, device: str = "cpu", observation: str = "s
 
 def low_level_reports_done(path: str | Path, device: str = "cpu") -> bool:
     """Whether the policy at `path`, as the low level, reports its commands done (a done head)."""
-    return bool(getattr(_runner(path, device).cfg, "done_head", False))
+    return _runner(path, device).cfg.done_head
 
 
 def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,

@@ -34,11 +34,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from typing import Any
 
 from steerable.control import HighLevelRequest, HighLevelUpdate, LanguageContext, ToolCall
 from steerable.errors import ConfigError
 from steerable.policy.generation import GenerationConfig, ParsedReply
+from steerable.policy.inference import PolicyObservation
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes.live import LivePrompt, LivePrompts, Question
 from steerable.runtime.policy_observation import TextPolicy, policy_observation, reads_cameras
@@ -110,12 +110,12 @@ class PolicyHighLevel:
     def wants_images(self) -> bool:
         return reads_cameras(self.runner)
 
-    def _one(self, kind: str, prompt: LivePrompt, observation: dict[str, Any]) -> ParsedReply:
+    def _one(self, kind: str, prompt: LivePrompt, observation: PolicyObservation) -> ParsedReply:
         """One reply of `kind` (a `TOKEN_BUDGETS` key), at most that many new tokens."""
         gen = dataclasses.replace(self.generation, max_new_tokens=TOKEN_BUDGETS[kind])
         return _ended(kind, self.runner.generate([prompt.messages], observation, gen, canonical=_renamed(prompt))[0])
 
-    def _subtask(self, prompt: LivePrompt, observation: dict[str, Any]) -> str:
+    def _subtask(self, prompt: LivePrompt, observation: PolicyObservation) -> str:
         """A subtask is one command line (as the recipe writes them): decoding stops at a line break."""
         single = dataclasses.replace(self.generation, stop=(*self.generation.stop, "\n"),
                                      max_new_tokens=TOKEN_BUDGETS["subtask"])
@@ -144,7 +144,7 @@ class PolicyHighLevel:
         if request.kind == "ask":
             if not self.prompts.has("vqa"):
                 return self._unasked("vqa", "the question about the scene")
-            prompt = self.prompts.render("vqa", ctx, images=obs["images"], user_text=request.user_text or "")
+            prompt = self.prompts.render("vqa", ctx, images=obs.get("images"), user_text=request.user_text or "")
             return HighLevelUpdate(answer=self._one("answer", prompt, obs).text)
         if self.progress_from_observation:
             return self._observed_update(ctx, obs)
@@ -175,7 +175,7 @@ class PolicyHighLevel:
                              "trains no subtask from the plan")
         return self.prompts.render("subtask", dataclasses.replace(ctx, plan=plan, memory=memory))
 
-    def _took(self, finished: str, obs: dict[str, Any]) -> float | None:
+    def _took(self, finished: str, obs: PolicyObservation) -> float | None:
         """The step check's probability that `finished`, reported done, took; None when it is not
         asked: no check (`--policy.step_check`, or a policy without one), no step finished before it
         under the same plan (nothing says what it depends on), or `MAX_REDO` redos of it already."""
@@ -205,7 +205,7 @@ class PolicyHighLevel:
         self._written_from = (ctx.task, plan, ctx.memory)
         return HighLevelUpdate(subtask=again[0], plan=plan)
 
-    def _observed_update(self, ctx: LanguageContext, obs: dict[str, Any]) -> HighLevelUpdate:
+    def _observed_update(self, ctx: LanguageContext, obs: PolicyObservation) -> HighLevelUpdate:
         """The step the observation shows (the `progress` question); when it moves on, the one before
         is finished: memory and plan are updated as after a reported "done"."""
         subtask = self._subtask(self.prompts.render("progress", ctx), obs)
@@ -214,7 +214,7 @@ class PolicyHighLevel:
         self.last_subtask = subtask
         return HighLevelUpdate(subtask=subtask, plan=new_plan, memory=new_memory)
 
-    def _rewrite(self, ctx: LanguageContext, finished: str | None, obs: dict[str, Any]
+    def _rewrite(self, ctx: LanguageContext, finished: str | None, obs: PolicyObservation
                  ) -> tuple[str | None, str | None]:
         """(plan, memory) newly written, None where nothing was (or the recipe trains no such question):
         without a plan, one from task + memory; after the subtask `finished`, the memory and the plan

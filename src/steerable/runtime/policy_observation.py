@@ -2,23 +2,27 @@
 
 `TextPolicy` is what the runtime's high level (`steerable.runtime.policy_high_level`) calls on a
 policy runner: `steerable.policy.inference.PolicyRunner` implements it, and so does a test's stand-in
-that scripts the replies, without a model. `policy_observation` builds the policy's
-observation from a runtime `Observation`, which both levels read: a state vector from the
-checkpoint's state keys (`observation.state` from the robot state; `observation.environment_state`,
-the objects' true positions, from an environment that provides them: the simulator, with
-`--observation privileged`), and the cameras.
+that scripts the replies, without a model. Its `cfg` is the checkpoint's `PolicyConfig`, read by
+attribute (a stand-in gives a `PolicyConfig` too), so a renamed field fails the type check, never
+falls back to a default. `policy_observation` builds the policy's observation (a
+`steerable.policy.inference.PolicyObservation`) from a runtime `Observation`, which both levels read:
+a state vector from the checkpoint's state keys (`observation.state` from the robot state;
+`observation.environment_state`, the objects' true positions, from an environment that provides them:
+the simulator, with `--observation privileged`), and the cameras.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from steerable.control import ENVIRONMENT_STATE_FEATURE, Observation
 from steerable.errors import ConfigError
+from steerable.policy.config import PolicyConfig
 from steerable.policy.generation import GenerationConfig, ParsedReply
+from steerable.policy.inference import PolicyObservation
 from steerable.recipes.live import LivePrompts
 
 __all__ = ["STATE_SOURCES", "TextPolicy", "policy_observation", "reads_cameras"]
@@ -28,38 +32,35 @@ STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
 
 
 class TextPolicy(Protocol):
-    """A policy the high level asks for text: its recipe's prompts, and replies to rendered chats.
-
-    `cfg` is its model configuration, read by name where present (`state_keys`, `cameras`, ...): a
-    stand-in without one gets the robot state and the cameras."""
+    """A policy the high level asks for text: its configuration (the state keys and cameras it reads),
+    its recipe's prompts, and replies to rendered chats."""
 
     @property
-    def cfg(self) -> object: ...
+    def cfg(self) -> PolicyConfig: ...
 
     @property
     def prompts(self) -> LivePrompts: ...
 
-    def generate(self, chats: Sequence[list[dict[str, Any]]], observation: Mapping[str, Any],
+    def generate(self, chats: Sequence[list[dict[str, Any]]], observation: PolicyObservation,
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat, all reading `observation`."""
         ...
 
 
-def policy_observation(obs: Observation | None, runner: TextPolicy | None = None) -> dict[str, Any]:
+def policy_observation(obs: Observation | None, runner: TextPolicy) -> PolicyObservation:
     """The policy's observation: cameras, and its state vector built from the runner's
     `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
-    `obs.environment_state`); a runner without a config (a test double) gets `obs.state`."""
+    `obs.environment_state`, zeros for the feature its cameras stand in for: `locate_key`)."""
     if obs is None:
         raise ValueError("the policy needs an observation (camera frames and state)")
     state = np.asarray(obs.state, dtype=np.float32)
-    cfg = getattr(runner, "cfg", None)
-    keys = getattr(cfg, "state_keys", None) or [STATE_SOURCES[0]]
-    if keys != [STATE_SOURCES[0]]:
+    cfg = runner.cfg
+    if cfg.state_keys != [STATE_SOURCES[0]]:
         parts = []
-        for key in keys:
-            if key == getattr(cfg, "locate_key", ""):
+        for key in cfg.state_keys:
+            if key == cfg.locate_key.strip():
                 # Estimated by the policy from its cameras (steerable.policy.locate): a placeholder.
-                parts.append(np.zeros(int(getattr(cfg, "located", 0)), dtype=np.float32))
+                parts.append(np.zeros(cfg.located, dtype=np.float32))
             elif key == ENVIRONMENT_STATE_FEATURE:
                 if obs.environment_state is None:
                     raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
@@ -72,5 +73,5 @@ def policy_observation(obs: Observation | None, runner: TextPolicy | None = None
 
 
 def reads_cameras(runner: TextPolicy) -> bool:
-    """Whether the policy reads camera frames (a test double without a config: assume it does)."""
-    return bool(getattr(getattr(runner, "cfg", None), "cameras", True))
+    """Whether the policy reads camera frames (else the environment need not render them)."""
+    return bool(runner.cfg.cameras)
