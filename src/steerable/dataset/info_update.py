@@ -24,7 +24,7 @@ from steerable.dataset.review_records import without_person
 from steerable.errors import CorruptDatasetError
 from steerable.language import SAY_TOOL, language_feature_info, merge_tools
 
-__all__ = ["LEGACY_COLUMNS", "BlockEdit", "WriteProvenance", "readable_columns", "update_info", "write_metadata"]
+__all__ = ["LEGACY_COLUMNS", "BlockEdit", "WriteProvenance", "readable_columns", "update_info"]
 
 # Columns of older LeRobot versions that the language columns replace.
 LEGACY_COLUMNS = ("subtask_index", "tools")
@@ -52,20 +52,24 @@ def readable_columns(path: Path) -> list[str] | None:
 
 
 def update_info(
-    ds: LeRobotDataset, tx: FolderCommit, provenance: WriteProvenance | None, record: BlockEdit | None = None
+    ds: LeRobotDataset,
+    tx: FolderCommit,
+    provenance: WriteProvenance | None,
+    record: BlockEdit | None = None,
+    *,
+    rows: bool = True,
 ) -> None:
     """Declare the language columns and the `say` tool; forget legacy columns no shard has any more;
     record who produced each style, per episode too, in the provenance file, and take a person's
     review marks off the rows those producers rewrote; then `record` (a review save's marks). An older
     steerable's provenance key leaves info.json (LeRobot warns about it on every load) for the file.
-    info.json and the provenance file are each written once."""
+    info.json and the provenance file are each written once. `rows` False: the commit rewrote no
+    shard (a review status saved alone), so the features and tools stay as they are."""
     info = load_info(ds.root)
-    features = {**info.features, **language_feature_info()}
-    shards = [readable_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
-    remaining = {name for names in shards for name in names or ()}
-    for name in LEGACY_COLUMNS:  # kept while an unreadable shard may still hold it
-        if name in features and name not in remaining and None not in shards:
-            del features[name]
+    edited = info.without_legacy_provenance()
+    if rows:
+        edited.features = _features(ds, tx, info)
+        edited.tools = merge_tools(info.tools, [SAY_TOOL])
     block = provenance_block(ds.root, info)
     if provenance is not None:
         block = block or {}
@@ -77,13 +81,22 @@ def update_info(
     if record is not None:
         block = record(block or {})
     keep = provenance is not None or record is not None or info.has_legacy_provenance
-    edited = info.without_legacy_provenance()
-    edited.features = features
-    edited.tools = merge_tools(info.tools, [SAY_TOOL])
-    write_metadata(tx, edited, block if keep else None)
+    _write_metadata(tx, edited, block if keep else None)
 
 
-def write_metadata(tx: FolderCommit, info: DatasetInfo, block: dict[str, Any] | None) -> None:
+def _features(ds: LeRobotDataset, tx: FolderCommit, info: DatasetInfo) -> dict[str, dict[str, Any]]:
+    """info.json's features once the shards hold the language columns: legacy columns no shard has
+    any more are forgotten (kept while an unreadable shard may still hold one)."""
+    features = {**info.features, **language_feature_info()}
+    shards = [readable_columns(tx.root / p.relative_to(ds.root)) for p in ds.data_files()]
+    remaining = {name for names in shards for name in names or ()}
+    for name in LEGACY_COLUMNS:
+        if name in features and name not in remaining and None not in shards:
+            del features[name]
+    return features
+
+
+def _write_metadata(tx: FolderCommit, info: DatasetInfo, block: dict[str, Any] | None) -> None:
     """Write info.json and, unless `block` is None, the provenance file into the transaction `tx`
     (the commit makes them durable)."""
     if block is not None:

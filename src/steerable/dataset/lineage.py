@@ -44,6 +44,7 @@ from steerable.dataset.provenance import (
 from steerable.dataset.ranges import index_ranges
 from steerable.dataset.review import episode_rows, rows_fingerprint
 from steerable.dataset.review_records import block_human, block_review, with_records
+from steerable.language.rows import EventRow, PersistentRow
 from steerable.language.tools import DEFAULT_TOOLS, merge_tools, tool_name
 
 __all__ = [
@@ -279,7 +280,7 @@ def _carried_reviews(
     return {s: sorted(eps) for s, eps in sorted(human.items())}, dict(sorted(review.items())), sorted(differs)
 
 
-def _rows(ds: LeRobotDataset, episode_index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+def _rows(ds: LeRobotDataset, episode_index: int) -> tuple[list[PersistentRow], list[tuple[float, EventRow]]]:
     rows = episode_rows(ds, episode_index)
     return rows.persistent, rows.events
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.info import load_info
-from steerable.dataset.info_update import write_metadata
+from steerable.dataset.info_update import update_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.provenance import TOOL_CALL_STYLE, provenance_block
@@ -42,26 +42,33 @@ from steerable.dataset.review_records import (
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import ConfigError
-from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, rows_from_arrow, validate_rows
+from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, raise_for_problems, validate_rows
+from steerable.language.rows import (
+    EventRow,
+    PersistentRow,
+    RowIn,
+    event_rows_from_arrow,
+    persistent_rows_from_arrow,
+)
 from steerable.language.schema import EVENT_ROW_FIELDS, PERSISTENT_ROW_FIELDS
-from steerable.language.validate import Problem
 
 __all__ = [
     "HUMAN",
     "REVIEW_STATUSES",
     "TOOL_CALL_STYLE",
     "EpisodeRows",
+    "RowIn",
     "block_human",
     "block_review",
     "episode_rows",
     "human_edits",
-    "language_problems",
     "changed_styles",
     "protected_episodes",
     "restore_revision",
     "revision_changes",
     "review_status",
     "rows_fingerprint",
+    "rows_to_save",
     "save_episode",
     "with_records",
     "with_review",
@@ -69,6 +76,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
 
 def _block(ds: LeRobotDataset) -> dict[str, Any]:
     return provenance_block(ds.root, ds.info) or {}
@@ -94,8 +102,8 @@ def protected_episodes(ds: LeRobotDataset) -> set[int]:
 class EpisodeRows:
     """One episode's stored language: persistent rows, (time, row) events, and the frame timestamps."""
 
-    persistent: list[dict[str, Any]]
-    events: list[tuple[float, dict[str, Any]]]
+    persistent: list[PersistentRow]
+    events: list[tuple[float, EventRow]]
     timestamps: np.ndarray
 
 
@@ -103,33 +111,34 @@ def episode_rows(ds: LeRobotDataset, episode_index: int) -> EpisodeRows:
     columns = ["timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in ds.features]
     table = ds.read_episode(episode_index, columns)
     stamps = table.column("timestamp").to_numpy().astype(np.float32, copy=False)
-    persistent: list[dict[str, Any]] = []
+    persistent: list[PersistentRow] = []
     if LANGUAGE_PERSISTENT in columns and table.num_rows:
-        persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
-    events: list[tuple[float, dict[str, Any]]] = []
+        persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
+    events: list[tuple[float, EventRow]] = []
     if LANGUAGE_EVENTS in columns:
-        for t, rows in zip(stamps.tolist(), rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
+        for t, rows in zip(stamps.tolist(), event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
             events.extend((float(t), r) for r in rows)
     return EpisodeRows(persistent, events, stamps)
 
 
-def _style_key(row: Mapping[str, Any]) -> str:
+def _style_key(row: Mapping[str, object]) -> str:
     return str(row.get("style") or TOOL_CALL_STYLE)
 
 
-def _canonical(row: Mapping[str, Any], t: float | None = None) -> str:
+def _canonical(row: Mapping[str, object], t: float | None = None) -> str:
     """One row as comparable text: its schema fields only (absent = None), times as stored (float32)."""
     fields = EVENT_ROW_FIELDS if t is not None else PERSISTENT_ROW_FIELDS
     body = {name: row.get(name) for name in fields}
     if t is not None:
         body["__t"] = float(np.float32(t))
-    if body.get("timestamp") is not None:
-        body["timestamp"] = float(np.float32(body["timestamp"]))
+    stamp = body.get("timestamp")
+    if isinstance(stamp, (int, float)):
+        body["timestamp"] = float(np.float32(stamp))
     return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _by_style(
-    persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]
+    persistent: Iterable[Mapping[str, object]], events: Iterable[tuple[float, Mapping[str, object]]]
 ) -> dict[str, Counter[str]]:
     out: dict[str, Counter[str]] = {}
     for row in persistent:
@@ -140,14 +149,16 @@ def _by_style(
 
 
 def changed_styles(
-    old: EpisodeRows, persistent: list[dict[str, Any]], events: list[tuple[float, dict[str, Any]]]
+    old: EpisodeRows, persistent: Sequence[PersistentRow], events: Sequence[tuple[float, EventRow]]
 ) -> list[str]:
     """The styles whose rows differ between the stored episode and the given rows."""
     a, b = _by_style(old.persistent, old.events), _by_style(persistent, events)
     return sorted(s for s in set(a) | set(b) if a.get(s, Counter()) != b.get(s, Counter()))
 
 
-def rows_fingerprint(persistent: Iterable[Mapping[str, Any]], events: Iterable[tuple[float, Mapping[str, Any]]]) -> str:
+def rows_fingerprint(
+    persistent: Iterable[Mapping[str, object]], events: Iterable[tuple[float, Mapping[str, object]]]
+) -> str:
     """A short digest of an episode's language, to tell a save whether the rows changed since they were read."""
     import hashlib
 
@@ -155,20 +166,47 @@ def rows_fingerprint(persistent: Iterable[Mapping[str, Any]], events: Iterable[t
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def language_problems(
-    ds: LeRobotDataset, episode_index: int, persistent: list[Any], events: list[tuple[Any, Any]]
-) -> list[Problem]:
-    """Every rule the rows break, by the validator `annotate` uses (times on this episode's frames)."""
-    return validate_rows(
-        persistent, events, frame_timestamps=ds.episode_timestamps(episode_index), cameras=ds.info.camera_keys
+def rows_to_save(
+    ds: LeRobotDataset,
+    episode_index: int,
+    persistent: Sequence[RowIn] | None,
+    events: Sequence[tuple[float, RowIn]] | None,
+    *,
+    stored: EpisodeRows | None = None,
+) -> EpisodeRows:
+    """The rows a save of `persistent` and `events` writes: a column not sent (None) keeps its stored rows.
+
+    The rows are checked by the validator `annotate` uses (times on this episode's frames, cameras of the
+    dataset): LanguageSchemaError naming every problem, one line each. Checked, they are typed rows with
+    every field of their column (an absent one None), which is how the writer stores them. `stored`:
+    the episode's rows, when the caller has read them already.
+    """
+    old = episode_rows(ds, episode_index) if stored is None else stored
+    persistent_in: Sequence[RowIn] = old.persistent if persistent is None else persistent
+    events_in: Sequence[tuple[float, RowIn]] = old.events if events is None else events
+    problems = validate_rows(persistent_in, events_in, frame_timestamps=old.timestamps, cameras=ds.info.camera_keys)
+    raise_for_problems(problems)
+    return EpisodeRows(
+        [_checked_persistent(r) for r in persistent_in],
+        [(float(t), _checked_event(r)) for t, r in events_in],
+        old.timestamps,
     )
+
+
+def _checked_event(row: RowIn) -> EventRow:
+    # validate_rows passed: every field holds its column's type, and absent ones are None.
+    return cast(EventRow, {name: row.get(name) for name in EVENT_ROW_FIELDS})
+
+
+def _checked_persistent(row: RowIn) -> PersistentRow:
+    return cast(PersistentRow, {name: row.get(name) for name in PERSISTENT_ROW_FIELDS})
 
 
 def save_episode(
     ds: LeRobotDataset,
     episode_index: int,
-    persistent: list[dict[str, Any]] | None,
-    events: list[tuple[float, dict[str, Any]]] | None,
+    persistent: Sequence[RowIn] | None,
+    events: Sequence[tuple[float, RowIn]] | None,
     *,
     status: str | None = None,
     ops: Mapping[str, int] | None = None,
@@ -178,19 +216,20 @@ def save_episode(
 ) -> Revision | None:
     """Store one episode's corrected language (None: its rows stay) and review status as a new revision.
 
-    The rows replace the episode's whole language; they are checked first (LanguageSchemaError naming
-    every problem, nothing written). Styles whose rows changed are marked edited by a person. Returns
-    the revision, or None when nothing differs from what is stored.
+    The rows (as a client sent them, or typed rows) replace the episode's whole language, a column
+    given as None keeping its stored rows: `rows_to_save` fills and checks them (LanguageSchemaError
+    naming every problem, nothing written). Styles whose rows changed are marked edited by a person.
+    Returns the revision, or None when nothing differs from what is stored.
     """
     ep = ds.episode(episode_index)
     if status is not None and status not in REVIEW_STATUSES:
         raise ConfigError(f"review status {status!r} is not one of {', '.join(REVIEW_STATUSES)}")
     old = episode_rows(ds, ep.episode_index)
     styles: list[str] = []
+    rows: EpisodeRows | None = None
     if persistent is not None or events is not None:
-        persistent = old.persistent if persistent is None else persistent
-        events = old.events if events is None else events
-        styles = changed_styles(old, persistent, events)
+        rows = rows_to_save(ds, ep.episode_index, persistent, events, stored=old)
+        styles = changed_styles(old, rows.persistent, rows.events)
     current = review_status(ds).get(ep.episode_index, "unreviewed")
     new_status = status if status is not None and status != current else None
     if not styles and new_status is None:
@@ -203,13 +242,12 @@ def save_episode(
     try:
         files = {INFO_PATH, PROVENANCE_PATH}
         if styles:
-            assert persistent is not None and events is not None
-            language = {ep.episode_index: EpisodeLanguage(persistent, events)}
+            assert rows is not None
+            language = {ep.episode_index: EpisodeLanguage(rows.persistent, rows.events)}
             report = write_language(ds, language, into=tx, record=record)
             files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
-        else:  # a status only: the same metadata step, without the language
-            info = load_info(tx.root)
-            write_metadata(tx, info.without_legacy_provenance(), record(provenance_block(tx.root, info) or {}))
+        else:  # a status only: the writer's metadata step, without the language
+            update_info(ds, tx, None, record, rows=False)
         revision = record_revision(
             tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
             ops=ops, status={ep.episode_index: new_status} if new_status else None,
@@ -268,7 +306,7 @@ def _revisions_touching(ds: LeRobotDataset, files: Iterable[str]) -> list[Revisi
     return [r for r in list_revisions(ds.root) if wanted & set(r.files)]
 
 
-def _rows_in_file(path: Path, episode_index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+def _rows_in_file(path: Path, episode_index: int) -> tuple[list[PersistentRow], list[tuple[float, EventRow]]]:
     import pyarrow.compute as pc
 
     from steerable.dataset.parquet import file_metadata, read_parquet
@@ -277,12 +315,12 @@ def _rows_in_file(path: Path, episode_index: int) -> tuple[list[dict[str, Any]],
     columns = ["episode_index", "timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in names]
     table = read_parquet(path, columns)
     table = table.filter(pc.equal(table.column("episode_index"), episode_index))
-    persistent = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0] if (
+    persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0] if (
         LANGUAGE_PERSISTENT in names and table.num_rows) else []
-    events: list[tuple[float, dict[str, Any]]] = []
+    events: list[tuple[float, EventRow]] = []
     if LANGUAGE_EVENTS in names:
         stamps = table.column("timestamp").to_numpy().astype(np.float32).tolist()
-        for t, rows in zip(stamps, rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
+        for t, rows in zip(stamps, event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
             events.extend((float(t), r) for r in rows)
     return persistent, events
 

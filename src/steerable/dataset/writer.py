@@ -59,6 +59,7 @@ from steerable.language import (
     to_float32,
     validate_rows,
 )
+from steerable.language.rows import RowIn
 
 __all__ = ["EpisodeLanguage", "WriteReport", "write_language"]
 
@@ -69,12 +70,15 @@ logger = logging.getLogger(__name__)
 class EpisodeLanguage:
     """One episode's language: persistent rows, and events as (emission time, row) pairs.
 
+    The rows are as their writer built them (`RowIn`: typed `PersistentRow` / `EventRow` or plain dicts);
+    `write_language` checks them before it writes anything.
+
     `replaces`: None, these rows are the episode's whole language; otherwise they replace only the
     stored rows of these styles (None stands for tool-call rows such as `say`) and the rest is kept.
     """
 
-    persistent: list[dict[str, Any]] = field(default_factory=list)
-    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    persistent: Sequence[RowIn] = field(default_factory=list)
+    events: Sequence[tuple[float, RowIn]] = field(default_factory=list)
     replaces: frozenset[str | None] | None = None
 
 
@@ -303,10 +307,10 @@ def _language_columns(
         frame_of: dict[float, int] = {}
         for i, t in enumerate(shard.timestamps[start:stop].tolist()):
             frame_of.setdefault(t, i)
-        buckets: dict[int, list[dict[str, Any]]] = {}
+        buckets: dict[int, list[RowIn]] = {}
         for t, row in lang.events:
             buckets.setdefault(frame_of[to_float32(t)], []).append(row)
-        cells: list[list[dict[str, Any]] | None] = [None] * n  # None: a frame without events, stored as []
+        cells: list[list[RowIn] | None] = [None] * n  # None: a frame without events, stored as []
         for i, rows in buckets.items():
             cells[i] = sort_events(rows)
         events.append(events_array(cells))
@@ -317,7 +321,7 @@ def _language_columns(
 
 
 def _kept(
-    table: pa.Table, name: str, start: int, n: int, build: Callable[[list[list[dict[str, Any]]]], pa.Array]
+    table: pa.Table, name: str, start: int, n: int, build: Callable[[Sequence[Sequence[RowIn] | None]], pa.Array]
 ) -> pa.Array:
     """An untouched episode's current cells of column `name`, in the canonical type ([] when absent)."""
     if name not in table.column_names:

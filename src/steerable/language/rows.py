@@ -30,6 +30,7 @@ __all__ = [
     "EventRow",
     "PersistentRow",
     "Row",
+    "RowIn",
     "ToolCall",
     "ToolFunction",
     "event_rows_from_arrow",
@@ -79,6 +80,8 @@ class PersistentRow(EventRow):
 
 
 Row = PersistentRow | EventRow  # a row of either column, as read back
+# A row before `validate_rows` checked it (a client's JSON, a writer's input): any keys, any values.
+RowIn = Mapping[str, object]
 R = TypeVar("R", bound=Mapping[str, Any])
 
 

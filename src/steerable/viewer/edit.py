@@ -7,9 +7,9 @@
   write whose `Origin` is another site, or whose `Host` does not name this server (DNS rebinding),
   never gets here: `steerable.viewer.hosts` refuses it, as it refuses such reads.
 - Bodies are JSON, at most `MAX_BODY` bytes (refused before reading more), and checked against a
-  schema (unknown keys refused) before the rows go to the validator `annotate` uses
-  (`steerable.language.validate`): every problem comes back, one message each, and nothing is
-  written unless all rows are valid.
+  schema (unknown keys refused); the rows in them are the client's JSON objects until the save checks
+  them with the validator `annotate` uses (`steerable.dataset.review.rows_to_save`): every problem
+  comes back, one message each, and nothing is written unless all rows are valid.
 - Writes go through `steerable.dataset.review` (the folder commit: a kill mid-save leaves the old or
   the new dataset; each save a revision), one at a time. A save the disk refuses (full, read-only,
   no permission) answers its reason as JSON (507 for a full disk, else 503) and logs it as a warning
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -39,7 +39,7 @@ from steerable.dataset import EpisodeMeta
 from steerable.dataset.commit import recover_folder
 from steerable.dataset.layout import WORK_DIR_NAME
 from steerable.dataset.lock import RunLock
-from steerable.dataset.review import language_problems, restore_revision, save_episode
+from steerable.dataset.review import restore_revision, save_episode
 from steerable.dataset.review_records import ReviewStatus
 from steerable.dataset.revisions import latest_revision
 from steerable.errors import LanguageSchemaError, explain_os_error, os_cause
@@ -59,10 +59,14 @@ class _TooLarge(Exception):
     pass
 
 
+# A row as the page sent it: a JSON object, checked by the save (a `RowIn` of `steerable.language.rows`).
+JsonRow = dict[str, JsonValue]
+
+
 class EventIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     t: float
-    row: dict[str, Any]
+    row: JsonRow
 
 
 class SaveBody(BaseModel):
@@ -70,7 +74,7 @@ class SaveBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     version: str | None = Field(None, max_length=64, description="the rows' fingerprint when the page read them")
-    persistent: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+    persistent: list[JsonRow] | None = Field(None, max_length=100_000)
     events: list[EventIn] | None = Field(None, max_length=100_000)
     status: ReviewStatus | None = None
     ops: dict[str, int] = Field(default_factory=dict, max_length=32)
@@ -185,32 +189,19 @@ class EditSession:
         events = None if body.events is None else [(e.t, e.row) for e in body.events]
         return await self.server.call(self._save_now, index, body, events, ops)
 
-    def _save_now(self, index: int, body: SaveBody, events: list[tuple[float, dict[str, Any]]] | None,
+    def _save_now(self, index: int, body: SaveBody, events: list[tuple[float, JsonRow]] | None,
                   ops: dict[str, int]) -> Response | dict[str, Any]:
-        persistent: list[dict[str, Any]] | None = None
-        evs: list[tuple[float, dict[str, Any]]] | None = None
         with self._write:
-            if body.persistent is not None or events is not None:
-                if body.version is not None:
-                    stored = self.data.episode(index, self.server.video_source)
-                    if body.version != stored["version"]:
-                        return _refuse(HTTPStatus.CONFLICT,
-                                       f"episode {index} changed since this page read it; reload it")
-                persistent = body.persistent if body.persistent is not None else stored_rows(self, index)[0]
-                evs = events if events is not None else stored_rows(self, index)[1]
-                problems = language_problems(self.ds, index, persistent, evs)
-                if problems:
-                    lines = [str(p) for p in problems]
-                    return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY,
-                                   f"{len(lines)} problem(s) in the rows (first: {lines[0]}); nothing was saved",
-                                   problems=lines)
+            if body.version is not None and (body.persistent is not None or events is not None):
+                stored = self.data.episode(index, self.server.video_source)
+                if body.version != stored["version"]:
+                    return _refuse(HTTPStatus.CONFLICT, f"episode {index} changed since this page read it; reload it")
             before = latest_revision(self.ds.root)
-            try:
-                revision = save_episode(self.ds, index, persistent, evs, status=body.status, ops=ops, by=WRITER,
-                                        message=body.message)
+            try:  # a column not sent keeps its stored rows; the rows are checked there, once
+                revision = save_episode(self.ds, index, body.persistent, events, status=body.status, ops=ops,
+                                        by=WRITER, message=body.message)
             except LanguageSchemaError as exc:
-                lines = str(exc).splitlines()
-                return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, lines[0], problems=[ln.strip() for ln in lines[1:]])
+                return _invalid(exc)
             except OSError as exc:  # WriteError too: a full or read-only disk, no permission
                 return self._not_written(f"episode {index}", before, exc)
             self.data.invalidate(index)
@@ -266,10 +257,11 @@ class EditSession:
         return _refuse(HTTPStatus.INSUFFICIENT_STORAGE if full else HTTPStatus.SERVICE_UNAVAILABLE, message)
 
 
-def stored_rows(session: EditSession, index: int) -> tuple[list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
-    """The episode's stored rows, for a save that replaces only one of its two columns."""
-    from steerable.dataset.review import episode_rows
-
-    rows = episode_rows(session.ds, index)
-    return rows.persistent, rows.events
+def _invalid(exc: LanguageSchemaError) -> Response:
+    """The one reply to rows that break the schema: the count and the first problem, then every problem
+    on its own line (`steerable.language.validate.raise_for_problems` writes the message that way)."""
+    first, *rest = str(exc).splitlines()
+    problems = [line.strip() for line in rest] or [first]
+    head = first.removesuffix("; fix them and retry")
+    return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"{head}; nothing was saved", problems=problems)
 
