@@ -99,3 +99,17 @@ def test_every_spelling_selects_the_same_frames_from_the_command_line(tmp_path: 
     assert len(outputs) == 1
     both = steerable("info", "--dataset", root, "--root", str(tmp_path))
     assert both.returncode == 2 and "name the dataset once" in both.stderr
+
+
+def test_a_flag_replaces_the_config_files_value_under_either_name(tmp_path: Path) -> None:
+    """annotate's field is only_episodes: a file's `episodes:` is the same setting, and a flag wins over it."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"root: {tmp_path}\nepisodes: [0]\n")
+    assert _annotate(["--config", str(config)]).only_episodes == [0]
+    assert _annotate(["--config", str(config), "--only_episodes", "1-2"]).only_episodes == [1, 2]
+    run = tmp_path / "run.yaml"
+    run.write_text("replay: D\nonly_episodes: 4\nvlm: {timeout_s: 5}\n")
+    from steerable.runtime.settings import RunSettings
+
+    cfg = parse_config(RunSettings, ["--config", str(run), "--vlm.request_timeout_s", "7", "--episodes", "5-6"])
+    assert (cfg.episodes, cfg.vlm.request_timeout_s) == ([5, 6], 7)

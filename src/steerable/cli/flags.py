@@ -207,6 +207,7 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
                 raise ConfigError(f"{config_flag} needs a file path")
             tree = load_yaml(Path(value))
             _check_keys(tree, known, Path(value))
+            _own_names(tree, aliases)
     placed = _place(words, _positional(model), tree)
     given: dict[str, tuple[str, Value]] = {name: (name.upper(), word) for name, word in placed.items()}
     repeated: dict[str, list[str]] = {}
@@ -245,6 +246,27 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
         return model.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from exc
+
+
+def _own_names(tree: dict[str, Any], aliases: Mapping[str, str]) -> None:
+    """A file's keys under the flag names they alias (`episodes` -> `only_episodes`), so that a flag given too
+    replaces the value whichever of the field's names pydantic reads first; a file naming both keeps its own."""
+    for alias, name in aliases.items():
+        section, last = _node(tree, alias)
+        if section is not None and last in section:
+            value = section.pop(last)
+            own, key = _node(tree, name)
+            if own is None or key not in own:
+                _set(tree, name, value)
+
+
+def _node(tree: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
+    """The mapping that holds `dotted`'s last part in `tree` (None where a section is missing), and that part."""
+    *sections, last = dotted.split(".")
+    node: Any = tree
+    for part in sections:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), last
 
 
 def _required(model: type[BaseModel], flag: str) -> bool:
