@@ -21,6 +21,7 @@ from policy_helpers import (  # noqa: F401  (autouse fixture)
     find,
     items,
     one_thread,
+    pinned_done_head,
     steerable_cli,
 )
 from steerable.control import Observation
@@ -225,11 +226,10 @@ def test_the_done_head_ends_a_command_with_and_without_rtc_guidance(built: Any, 
     obs = env.observe(render=False)
     queued = np.repeat(obs.state[None], 4, axis=0).astype(np.float32)
     prefix = ChunkPrefix(queued, np.array([1.0, 1.0, 0.5, 0.1], np.float32), delay=2) if guided else None
-    for logit, finished in ((20.0, True), (-20.0, False)):
-        runner.model.done_logits = (  # type: ignore[method-assign]
-            lambda ctx, valid, v=logit: torch.full((ctx[0].shape[0],), v))
-        command = "pick up the red cube"
-        chunk = low.act_continuing(obs, command, prefix) if prefix else low.act(obs, command)
+    for finished in (True, False):
+        with pinned_done_head(runner.model, finished):
+            command = "pick up the red cube"
+            chunk = low.act_continuing(obs, command, prefix) if prefix else low.act(obs, command)
         assert chunk.done is finished and (len(chunk.actions) == 0) is finished
 
 
