@@ -41,7 +41,7 @@ from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.policy.inference import PolicyObservation
 from steerable.policy.names import SLOT_COMPONENTS
 from steerable.recipes.live import LivePrompt, LivePrompts, Question
-from steerable.runtime.policy_observation import TextPolicy, policy_observation, reads_cameras
+from steerable.runtime.policy_observation import ChecksSteps, TextPolicy, policy_observation, reads_cameras
 
 __all__ = ["MAX_REDO", "STEP_CHECK_THRESHOLD", "TOKEN_BUDGETS", "PolicyHighLevel"]
 
@@ -179,10 +179,11 @@ class PolicyHighLevel:
         """The step check's probability that `finished`, reported done, took; None when it is not
         asked: no check (`--policy.step_check`, or a policy without one), no step finished before it
         under the same plan (nothing says what it depends on), or `MAX_REDO` redos of it already."""
-        check = getattr(self.runner, "step_took", None) if self.step_check else None
-        if self._before is None or check is None or self._redone.get(_step(finished), 0) >= MAX_REDO:
+        if not (self.step_check and isinstance(self.runner, ChecksSteps)):
             return None
-        took = check(finished, obs)
+        if self._before is None or self._redone.get(_step(finished), 0) >= MAX_REDO:
+            return None
+        took = self.runner.step_took(finished, obs)
         return None if took is None else float(took)
 
     def _redo_steps(self, finished: str) -> list[str]:

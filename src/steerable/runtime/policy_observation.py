@@ -14,7 +14,7 @@ the simulator, with `--observation privileged`), and the cameras.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.policy.inference import PolicyObservation
 from steerable.recipes.live import LivePrompts
 
-__all__ = ["STATE_SOURCES", "TextPolicy", "policy_observation", "reads_cameras"]
+__all__ = ["STATE_SOURCES", "ChecksSteps", "TextPolicy", "policy_observation", "reads_cameras"]
 
 # The state features the runtime can give a policy (see `policy_observation`).
 STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
@@ -44,6 +44,16 @@ class TextPolicy(Protocol):
     def generate(self, chats: Sequence[list[dict[str, Any]]], observation: PolicyObservation,
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat, all reading `observation`."""
+        ...
+
+
+@runtime_checkable
+class ChecksSteps(Protocol):
+    """A policy that can tell whether a step reported done took (`PolicyRunner.step_took`): what the
+    high level asks when it has one, as the loop asks an environment for what only some provide."""
+
+    def step_took(self, command: str, observation: PolicyObservation) -> float | None:
+        """The probability that `command`, reported done, took; None when the policy cannot tell."""
         ...
 
 
