@@ -1,9 +1,11 @@
 """The `view --edit` save path, each step once (#38): `rows_to_save` fills the column a save did not
 send and checks the rows (one validation, one error), and a status-only save writes its metadata
-through the writer's step (`update_info`), as a save of rows does."""
+through the writer's step (`update_info`), as a save of rows does; the provenance block that crosses
+the dataset modules is one TypedDict (`ProvenanceBlock`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,8 @@ import pytest
 
 import steerable.dataset.review as review
 from steerable.dataset import LeRobotDataset
+from steerable.dataset.layout import PROVENANCE_PATH
+from steerable.dataset.provenance import ProvenanceBlock, read_provenance_file
 from steerable.dataset.review import episode_rows, review_status, rows_to_save, save_episode
 from steerable.errors import LanguageSchemaError
 from steerable.language.schema import EVENT_ROW_FIELDS, PERSISTENT_ROW_FIELDS
@@ -63,3 +67,18 @@ def test_a_status_save_writes_its_metadata_through_update_info(
     assert save_episode(ds, 2, None, None, status="needs work") is not None
     assert calls == [{"rows": False}]
     assert review_status(LeRobotDataset(ds.root)) == {2: "needs work"}
+
+
+def test_the_provenance_block_has_one_typed_shape_and_keeps_keys_of_others(ds: LeRobotDataset) -> None:
+    path = ds.root / PROVENANCE_PATH
+    written = read_provenance_file(ds.root)
+    assert written is not None
+    path.write_text(json.dumps({**written, "note": "another tool's key"}), encoding="utf-8")
+    rows = episode_rows(ds, 1)
+    persistent = [dict(r, content="a person's subtask") if r["style"] == "subtask" else r for r in rows.persistent]
+    assert save_episode(LeRobotDataset(ds.root), 1, persistent, None, status="reviewed") is not None
+    block = read_provenance_file(ds.root)
+    assert block is not None and block.get("note") == "another tool's key"
+    assert set(block) - {"note"} <= ProvenanceBlock.__optional_keys__
+    assert block.get("human") == {"subtask": [1]} and block.get("review") == {"1": "reviewed"}
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in block.get("producers", {}).items())

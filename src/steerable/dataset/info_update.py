@@ -19,7 +19,12 @@ from steerable.dataset.info import DatasetInfo, load_info, write_info_file
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.parquet import file_metadata
-from steerable.dataset.provenance import provenance_block, with_episode_producers, write_provenance_file
+from steerable.dataset.provenance import (
+    ProvenanceBlock,
+    provenance_block,
+    with_episode_producers,
+    write_provenance_file,
+)
 from steerable.dataset.review_records import without_person
 from steerable.errors import CorruptDatasetError
 from steerable.language import SAY_TOOL, language_feature_info, merge_tools
@@ -30,7 +35,7 @@ __all__ = ["LEGACY_COLUMNS", "BlockEdit", "WriteProvenance", "readable_columns",
 LEGACY_COLUMNS = ("subtask_index", "tools")
 
 # A further edit of the provenance block, written in the same commit (a review save's records).
-BlockEdit = Callable[[dict[str, Any]], dict[str, Any]]
+BlockEdit = Callable[[ProvenanceBlock], ProvenanceBlock]
 
 
 @dataclass(frozen=True)
@@ -72,14 +77,14 @@ def update_info(
         edited.tools = merge_tools(info.tools, [SAY_TOOL])
     block = provenance_block(ds.root, info)
     if provenance is not None:
-        block = block or {}
+        block = block or ProvenanceBlock()
         known = block.get("producers")
         merged = {**(known if isinstance(known, dict) else {}), **provenance.producers}
         block = without_person(block, provenance.rewritten)
         block = with_episode_producers(block, provenance.by_episode, provenance.rewritten)
-        block = {**block, "producers": dict(sorted(merged.items()))}
+        block["producers"] = dict(sorted(merged.items()))  # a copy of its own (with_episode_producers')
     if record is not None:
-        block = record(block or {})
+        block = record(block or ProvenanceBlock())
     keep = provenance is not None or record is not None or info.has_legacy_provenance
     _write_metadata(tx, edited, block if keep else None)
 
@@ -96,7 +101,7 @@ def _features(ds: LeRobotDataset, tx: FolderCommit, info: DatasetInfo) -> dict[s
     return features
 
 
-def _write_metadata(tx: FolderCommit, info: DatasetInfo, block: dict[str, Any] | None) -> None:
+def _write_metadata(tx: FolderCommit, info: DatasetInfo, block: ProvenanceBlock | None) -> None:
     """Write info.json and, unless `block` is None, the provenance file into the transaction `tx`
     (the commit makes them durable)."""
     if block is not None:

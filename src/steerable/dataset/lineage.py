@@ -26,7 +26,6 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +36,7 @@ from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.provenance import (
     EPISODES,
     Provenance,
+    ProvenanceBlock,
     provenance_block,
     with_episode_producers,
     write_provenance_file,
@@ -204,7 +204,7 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
     blocks = [b for b in (provenance_block(s.root, s.info) for s in used) if b is not None]
     rewrite = bool(done.tools)
     legacy = read.has_legacy_provenance
-    mine = provenance_block(target.root, target.info) or {}
+    mine = provenance_block(target.root, target.info) or ProvenanceBlock()
     block = mine
     if blocks:
         human, review, done.review_differs = _carried_reviews(target, sources, match, mine)
@@ -222,16 +222,21 @@ def restore_info(target: LeRobotDataset, sources: Sequence[LeRobotDataset], matc
     return done
 
 
+def _runs_only(block: ProvenanceBlock | None) -> Provenance:
+    """The per-episode records of `block` alone: no fallback to its dataset-level producers."""
+    episodes = (block or ProvenanceBlock()).get(EPISODES)
+    return Provenance.of(ProvenanceBlock() if episodes is None else ProvenanceBlock(episodes=episodes))
+
+
 def _carried_producers(
-    sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: Mapping[str, Any]
+    sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: ProvenanceBlock
 ) -> dict[int, dict[str, str]]:
     """target episode -> style -> producer, from the per-episode records of the source episode it
     came from, for the styles the target does not record for that episode itself."""
-    own = Provenance.of({EPISODES: mine.get(EPISODES)})
+    own = _runs_only(mine)
     out: dict[int, dict[str, str]] = {}
     for number, source in enumerate(sources):
-        block = provenance_block(source.root, source.info) or {}
-        theirs = Provenance.of({EPISODES: block.get(EPISODES)})  # runs only: no dataset-level fallback
+        theirs = _runs_only(provenance_block(source.root, source.info))
         for t, e in sorted(match.from_source(number).items()):
             recorded = own.episode_producers(t)
             found = {s: who for s, who in theirs.episode_producers(e).items() if s not in recorded}
@@ -240,7 +245,7 @@ def _carried_producers(
     return out
 
 
-def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dict[str, Any]:
+def _merged(blocks: Sequence[ProvenanceBlock], mine: ProvenanceBlock) -> ProvenanceBlock:
     """`mine` with the sources' producers added (its own win; a style two sources name different
     producers for keeps both). Only `producers` is taken from a source here: the review records
     name episodes by index, which LeRobot renumbered (`_carried_reviews` maps them)."""
@@ -250,11 +255,13 @@ def _merged(blocks: Sequence[Mapping[str, Any]], mine: Mapping[str, Any]) -> dic
             seen = producers.get(style)
             producers[style] = who if seen is None or seen == who else f"{seen} | {who}"
     producers.update(mine.get("producers") or {})
-    return {**mine, "producers": dict(sorted(producers.items()))}
+    out = mine.copy()
+    out["producers"] = dict(sorted(producers.items()))
+    return out
 
 
 def _carried_reviews(
-    target: LeRobotDataset, sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: Mapping[str, Any]
+    target: LeRobotDataset, sources: Sequence[LeRobotDataset], match: EpisodeMatch, mine: ProvenanceBlock
 ) -> tuple[dict[str, list[int]], dict[int, str], list[int]]:
     """The target's review records with the sources' added under the target's episode indices: the
     `human` marks (style -> episodes) and the `review` status per episode, and the target episodes
@@ -264,7 +271,7 @@ def _carried_reviews(
     review = block_review(mine)
     differs = []
     for number, source in enumerate(sources):
-        block = provenance_block(source.root, source.info) or {}
+        block = provenance_block(source.root, source.info) or ProvenanceBlock()
         theirs, statuses = block_human(block), block_review(block)
         for t, e in sorted(match.from_source(number).items()):
             marks = [style for style, eps in theirs.items() if e in eps]

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Final, TypedDict, cast
 
 from steerable.dataset.atomic import atomic_write_bytes
 from steerable.dataset.info import DatasetInfo
@@ -38,6 +38,7 @@ __all__ = [
     "HEURISTIC_PREFIX",
     "TOOL_CALL_STYLE",
     "Provenance",
+    "ProvenanceBlock",
     "MEASURED_STYLES",
     "is_heuristic",
     "provenance_block",
@@ -48,7 +49,7 @@ __all__ = [
     "write_provenance_file",
 ]
 
-EPISODES = "episodes"
+EPISODES: Final = "episodes"
 HEURISTIC_PREFIX = "heuristic:"
 # Styles that only a rule over the recorded motion writes (the motion module's primitives): measured,
 # not a model's text replaced by a guess, so a fine-tuning export keeps them.
@@ -57,20 +58,34 @@ MEASURED_STYLES: frozenset[str] = frozenset({"motion"})
 TOOL_CALL_STYLE = "tool_call"
 
 
-def provenance_block(root: Path, info: DatasetInfo) -> dict[str, Any] | None:
+class ProvenanceBlock(TypedDict, total=False):
+    """The provenance block, as steerable writes it (the keys this module's docstring describes).
+
+    Read back, it is the JSON object the file holds: an older version or another tool may have left a
+    part out, in another shape, or keys of its own (kept as they are). Every reader checks the shape
+    of the part it uses and skips what is malformed.
+    """
+
+    producers: dict[str, str]  # style -> producer
+    episodes: dict[str, dict[str, str]]  # style -> producer -> episode ranges ("0-2,5")
+    human: dict[str, list[int]]  # style -> episodes a person edited (`steerable.dataset.review_records`)
+    review: dict[str, str]  # "<episode>" -> review status
+
+
+def provenance_block(root: Path, info: DatasetInfo) -> ProvenanceBlock | None:
     """The provenance block of the dataset at `root`: an older steerable's key in its info.json
     (`info`), else the file's; None when neither holds one."""
     block = (info.model_extra or {}).get(PROVENANCE_KEY)
-    return block if isinstance(block, dict) else read_provenance_file(root)
+    return cast(ProvenanceBlock, block) if isinstance(block, dict) else read_provenance_file(root)
 
 
-def read_provenance_file(root: Path) -> dict[str, Any] | None:
+def read_provenance_file(root: Path) -> ProvenanceBlock | None:
     """The block of `meta/steerable_provenance.json`; None when it is absent or not a JSON object."""
     try:
         block = json.loads((Path(root) / PROVENANCE_PATH).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return block if isinstance(block, dict) else None
+    return cast(ProvenanceBlock, block) if isinstance(block, dict) else None
 
 
 def recorded_producers(root: Path, info: DatasetInfo) -> dict[str, str]:
@@ -82,7 +97,7 @@ def recorded_producers(root: Path, info: DatasetInfo) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(producers.items())}
 
 
-def write_provenance_file(path: Path, block: Mapping[str, Any], *, durable: bool = True) -> None:
+def write_provenance_file(path: Path, block: ProvenanceBlock, *, durable: bool = True) -> None:
     """Write the block as the file at `path` (deterministic bytes: same block, same file)."""
     text = json.dumps(dict(block), indent=2, sort_keys=True) + "\n"
     atomic_write_bytes(Path(path), text.encode("utf-8"), durable=durable)
@@ -102,7 +117,7 @@ def _style_key(style: str | None) -> str:
 # -- per-episode records ------------------------------------------------------------------------------
 
 
-def _episode_table(block: Mapping[str, Any]) -> dict[str, dict[str, set[int]]]:
+def _episode_table(block: ProvenanceBlock) -> dict[str, dict[str, set[int]]]:
     """The block's `episodes` record as style -> producer -> episodes (malformed parts are skipped)."""
     raw = block.get(EPISODES)
     table: dict[str, dict[str, set[int]]] = {}
@@ -117,7 +132,7 @@ def _episode_table(block: Mapping[str, Any]) -> dict[str, dict[str, set[int]]]:
     return table
 
 
-def _ranges_of(raw: Any) -> list[tuple[int, int]]:
+def _ranges_of(raw: object) -> list[tuple[int, int]]:
     """The (first, last) runs of a ranges text such as "0-2,5" (malformed parts are skipped)."""
     out = []
     for part in raw.split(",") if isinstance(raw, str) else ():
@@ -128,10 +143,10 @@ def _ranges_of(raw: Any) -> list[tuple[int, int]]:
 
 
 def with_episode_producers(
-    block: Mapping[str, Any],
+    block: ProvenanceBlock,
     written: Mapping[int, Mapping[str, str]],
     rewritten: Mapping[int, Iterable[str | None] | None],
-) -> dict[str, Any]:
+) -> ProvenanceBlock:
     """`block` once a write stored these episodes: `written` (episode -> style -> producer of its new
     rows) replaces their records of those styles, and `rewritten` (episode -> the styles the write
     replaced, None: all; a None style: tool-call rows) drops their records of styles left without rows."""
@@ -148,7 +163,8 @@ def with_episode_producers(
         style: {producer: index_ranges(eps, sep=",") for producer, eps in sorted(by.items()) if eps}
         for style, by in sorted(table.items())
     }
-    out = {k: v for k, v in block.items() if k != EPISODES}
+    out = block.copy()
+    out.pop(EPISODES, None)
     record = {style: by for style, by in record.items() if by}
     if record:
         out[EPISODES] = record
@@ -169,8 +185,8 @@ class Provenance:
     human: dict[str, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, block: Mapping[str, Any] | None) -> Provenance:
-        block = block or {}
+    def of(cls, block: ProvenanceBlock | None) -> Provenance:
+        block = block or ProvenanceBlock()
         producers = block.get("producers")
         runs: dict[str, list[tuple[int, int, str]]] = {}
         raw = block.get(EPISODES)

@@ -29,7 +29,7 @@ from steerable.dataset.info import load_info
 from steerable.dataset.info_update import update_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
 from steerable.dataset.lerobot import LeRobotDataset
-from steerable.dataset.provenance import TOOL_CALL_STYLE, provenance_block
+from steerable.dataset.provenance import TOOL_CALL_STYLE, ProvenanceBlock, provenance_block
 from steerable.dataset.review_records import (
     HUMAN,
     REVIEW_STATUSES,
@@ -78,8 +78,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def _block(ds: LeRobotDataset) -> dict[str, Any]:
-    return provenance_block(ds.root, ds.info) or {}
+def _block(ds: LeRobotDataset) -> ProvenanceBlock:
+    return provenance_block(ds.root, ds.info) or ProvenanceBlock()
 
 
 def human_edits(ds: LeRobotDataset) -> dict[str, list[int]]:
@@ -235,7 +235,7 @@ def save_episode(
     if not styles and new_status is None:
         return None
 
-    def record(block: dict[str, Any]) -> dict[str, Any]:
+    def record(block: ProvenanceBlock) -> ProvenanceBlock:
         return with_review(block, ep.episode_index, styles, new_status)
 
     tx = FolderCommit(ds.root, base=ds.root, durable=durable)

@@ -11,9 +11,9 @@ functions of a block: the review save (`steerable.dataset.review`) adds marks, a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Final, Literal, get_args
 
-from steerable.dataset.provenance import TOOL_CALL_STYLE
+from steerable.dataset.provenance import TOOL_CALL_STYLE, ProvenanceBlock
 
 __all__ = [
     "HUMAN",
@@ -26,13 +26,14 @@ __all__ = [
     "without_person",
 ]
 
-HUMAN = "human"
+HUMAN: Final = "human"
+REVIEW: Final = "review"
 # The statuses a person gives an episode, the first being the default; the viewer's save bodies use the type.
 ReviewStatus = Literal["unreviewed", "reviewed", "needs work"]
 REVIEW_STATUSES: tuple[str, ...] = get_args(ReviewStatus)
 
 
-def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:
+def block_human(block: ProvenanceBlock) -> dict[str, list[int]]:
     """The `human` record of a provenance block: style -> episodes."""
     raw = block.get(HUMAN)
     if not isinstance(raw, dict):
@@ -40,28 +41,30 @@ def block_human(block: Mapping[str, Any]) -> dict[str, list[int]]:
     return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
 
 
-def block_review(block: Mapping[str, Any]) -> dict[int, str]:
+def block_review(block: ProvenanceBlock) -> dict[int, str]:
     """The `review` record of a provenance block: episode -> status."""
-    raw = block.get("review")
+    raw = block.get(REVIEW)
     if not isinstance(raw, dict):
         return {}
     return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
 
 
 def with_records(
-    block: Mapping[str, Any], human: Mapping[str, Iterable[int]], review: Mapping[int, str]
-) -> dict[str, Any]:
+    block: ProvenanceBlock, human: Mapping[str, Iterable[int]], review: Mapping[int, str]
+) -> ProvenanceBlock:
     """`block` with these `human` and `review` records in place of its own (empty ones left out)."""
-    out = {k: v for k, v in block.items() if k not in (HUMAN, "review")}
+    out = block.copy()
+    out.pop(HUMAN, None)
+    out.pop(REVIEW, None)
     marks = {style: sorted(set(eps)) for style, eps in sorted(human.items()) if eps}
     if marks:
         out[HUMAN] = marks
     if review:
-        out["review"] = {str(e): review[e] for e in sorted(review)}
+        out[REVIEW] = {str(e): review[e] for e in sorted(review)}
     return out
 
 
-def with_review(block: Mapping[str, Any], episode: int, styles: Iterable[str], status: str | None) -> dict[str, Any]:
+def with_review(block: ProvenanceBlock, episode: int, styles: Iterable[str], status: str | None) -> ProvenanceBlock:
     """`block` once a person saved `episode`: the `styles` they changed marked theirs, and the review
     `status` set (None: left as it was; "unreviewed": the episode's status removed)."""
     human = block_human(block)
@@ -76,8 +79,8 @@ def with_review(block: Mapping[str, Any], episode: int, styles: Iterable[str], s
 
 
 def without_person(
-    block: Mapping[str, Any], rewritten: Mapping[int, Iterable[str | None] | None]
-) -> dict[str, Any]:
+    block: ProvenanceBlock, rewritten: Mapping[int, Iterable[str | None] | None]
+) -> ProvenanceBlock:
     """`block` once a model or heuristic rewrote these rows: episode -> the styles rewritten (None: all of
     its language; a None style: tool-call rows). Their `human` marks go, and so does the episode's review
     status: the rows a person looked at are not there any more, so the episode is unreviewed again."""
