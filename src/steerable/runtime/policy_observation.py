@@ -25,7 +25,7 @@ from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.policy.inference import PolicyObservation
 from steerable.recipes.live import LivePrompts
 
-__all__ = ["STATE_SOURCES", "ChecksSteps", "TextPolicy", "policy_observation", "reads_cameras"]
+__all__ = ["STATE_SOURCES", "ChecksSteps", "RunsPolicy", "TextPolicy", "policy_observation", "reads_cameras"]
 
 # The state features the runtime can give a policy (see `policy_observation`).
 STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
@@ -55,6 +55,15 @@ class ChecksSteps(Protocol):
     def step_took(self, command: str, observation: PolicyObservation) -> float | None:
         """The probability that `command`, reported done, took; None when the policy cannot tell."""
         ...
+
+
+@runtime_checkable
+class RunsPolicy(Protocol):
+    """A controller driving one of steerable's own policies: what a policy server reads to say what a
+    request must hold (a LeRobot policy's controller has no runner and is not one)."""
+
+    @property
+    def runner(self) -> TextPolicy: ...
 
 
 def policy_observation(obs: Observation | None, runner: TextPolicy) -> PolicyObservation:

@@ -32,6 +32,8 @@ from pydantic import ConfigDict, Field, model_validator
 from steerable.addresses import host_name, is_loopback
 from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ContinuesChunks, LowLevelController
 from steerable.errors import ConfigError
+from steerable.policy.config import PolicyConfig
+from steerable.runtime.policy_observation import RunsPolicy
 from steerable.runtime.policy_wire import (
     MAX_MESSAGE_MB,
     PROTOCOL,
@@ -88,25 +90,28 @@ class ServePolicySettings(Settings):
         return self.policy.path
 
 
+def _served_config(controller: object) -> PolicyConfig | None:
+    """The checkpoint's configuration behind `controller`, or None for a controller without one."""
+    return controller.runner.cfg if isinstance(controller, RunsPolicy) else None
+
+
 def served_state_keys(controller: object) -> list[str]:
     """The state features a served policy reads (so the client can check its observation), else []."""
-    cfg = getattr(getattr(controller, "runner", None), "cfg", None)
-    return [str(k) for k in getattr(cfg, "read_state_keys", None) or getattr(cfg, "state_keys", None) or []]
+    cfg = _served_config(controller)
+    return list(cfg.read_state_keys) if cfg is not None else []
 
 
 def served_features(controller: object) -> ServedFeatures:
     """What a request to `controller` must hold (all unknown for a controller without a policy config)."""
-    cfg = getattr(getattr(controller, "runner", None), "cfg", None)
+    cfg = _served_config(controller)
     if cfg is None:
         return ServedFeatures()
-    located = int(getattr(cfg, "located", 0) or 0) if getattr(cfg, "locate_key", "") else 0
-    state_dim = int(getattr(cfg, "state_dim", 0) or 0)
-    action_dim = int(getattr(cfg, "action_dim", 0) or 0)
+    located = cfg.located if cfg.locate_key else 0
     return ServedFeatures(
-        state_size=state_dim - located if state_dim else None,
-        environment_state=ENVIRONMENT_STATE_FEATURE in served_state_keys(controller),
-        cameras=tuple(str(c) for c in getattr(cfg, "cameras", None) or ()),
-        action_dim=action_dim or None,
+        state_size=cfg.state_dim - located if cfg.state_dim else None,
+        environment_state=ENVIRONMENT_STATE_FEATURE in cfg.read_state_keys,
+        cameras=tuple(cfg.cameras),
+        action_dim=cfg.action_dim or None,
     )
 
 
