@@ -21,11 +21,15 @@ from steerable.recipes import load_recipe
 from steerable.recipes.live import LivePrompts
 from steerable.runtime.policy_high_level import PolicyHighLevel
 from steerable.runtime.policy_observation import ChecksSteps, TextPolicy, policy_observation, reads_cameras
+from steerable.runtime.policy_server import served_features
+from steerable.runtime.policy_wire import ServedFeatures
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "steerable"
 # The modules on either side of the seam: what the runtime reads of a runner, and the runner itself.
 SEAM = [SRC / "runtime" / "policy_adapter.py", SRC / "runtime" / "policy_observation.py",
         SRC / "runtime" / "policy_high_level.py", SRC / "policy" / "inference.py"]
+# ... and the policy server, which reads the served checkpoint's config (and getattrs only its sockets).
+CONFIG_READERS = [*SEAM, SRC / "runtime" / "policy_server.py"]
 TESTS = Path(__file__).resolve().parent
 
 
@@ -53,7 +57,7 @@ def test_the_runtime_reads_nothing_of_a_runner_by_getattr() -> None:
 def test_every_config_field_the_runtime_reads_is_a_policy_config_field() -> None:
     fields = {f.name for f in dataclasses.fields(PolicyConfig)} | {
         name for name, value in vars(PolicyConfig).items() if isinstance(value, property)}
-    read = set().union(*(_config_reads(path) for path in SEAM))
+    read = set().union(*(_config_reads(path) for path in CONFIG_READERS))
     # What the runtime is known to read: if the scan stops finding these, it no longer checks anything.
     assert {"read_state_keys", "state_keys", "locate_key", "located", "cameras", "done_head", "pose_pairs",
             "motion_dim", "n_action_steps", "step_check"} <= read
@@ -126,3 +130,18 @@ def test_no_stand_in_for_a_runner_needs_a_type_ignore() -> None:
                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                if "type: ignore" in line and any(call in line for call in handed)]
     assert flagged == []
+
+
+def test_a_policy_server_reads_what_a_request_must_hold_from_the_checkpoint_config() -> None:
+    """`steerable serve-policy` tells clients the state size, cameras and action size from the served
+    runner's `PolicyConfig`; a controller without one (a LeRobot policy) leaves them unknown."""
+
+    class Served:
+        def __init__(self, cfg: PolicyConfig) -> None:
+            self.runner = _Runner(cfg)
+
+    cfg = PolicyConfig(state_key=f"observation.state,{ENVIRONMENT_STATE_FEATURE}", state_dim=9, action_dim=4,
+                       cameras=["observation.images.top"])
+    assert served_features(Served(cfg)) == ServedFeatures(state_size=9, environment_state=True,
+                                                          cameras=("observation.images.top",), action_dim=4)
+    assert served_features(object()) == ServedFeatures()
