@@ -6,9 +6,9 @@ continuation lines indented further. A module `src/steerable/<pkg>/.../<stem>.py
 `<stem>.py` appears in the entry of `<pkg>/`, and not as the tail of a path (`recipes/live.py` in the
 runtime entry names the recipes module), once for each module of that name in `<pkg>` (a new
 `runtime/policy.py` beside `runtime/lerobot/policy.py` needs a second mention); a top-level
-module is named by an entry of its own; a
-subpackage `<pkg>/.../<sub>/` is named when `<sub>/` appears in the entry of `<pkg>/`. A bare word
-does not count (`state` in prose would hide a new `state.py`), nor a name in another package's entry.
+module is named by an entry of its own; a subpackage `<pkg>/.../<sub>/` is named when `<sub>/`
+appears in the entry of `<pkg>/`. A bare word does not count (`state` in prose would hide a new
+`state.py`), nor a name in another package's entry.
 Not named one by one, because the page covers them as groups: every `__init__.py`, `__main__.py`,
 the per-command modules `cli/<command>.py` (`cli.main.SUBCOMMANDS`: "one module per subcommand") and
 the files inside `annotate/modules/<name>/` (the per-module layout).
