@@ -39,6 +39,7 @@ SteerableError
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 
 __all__ = [
     "AnnotationError",
@@ -96,7 +97,15 @@ class VideoNotFoundError(VideoError, FileNotFoundError):
 
 
 class LanguageSchemaError(SteerableError, ValueError):
-    """Language rows break the schema (unknown style, camera rule, off-frame event time...)."""
+    """Language rows break the schema (unknown style, camera rule, off-frame event time...).
+
+    `problems`: every broken rule, one line each, for callers that list them (the editor's reply); the
+    message says the same in words. Not given, the message is the one problem.
+    """
+
+    def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 class LanguageRowTypeError(LanguageSchemaError, TypeError):

@@ -36,6 +36,7 @@ from steerable.dataset.lock import RunLock
 from steerable.dataset.provenance import is_heuristic, provenance_block
 from steerable.dataset.summary import index_ranges
 from steerable.errors import ConfigError
+from steerable.language import checked_event_row, checked_persistent_row
 
 if TYPE_CHECKING:
     from steerable.dataset.writer import WriteReport
@@ -241,7 +242,9 @@ def _validate_and_write(
         replaced = {style for name in result.outputs for style in replaces.get(name, ())}
         replaced |= {row.get("style") for rs in staged for row in rs}
         updates[result.episode_index] = EpisodeLanguage(
-            persistent=rows.persistent, events=rows.events, replaces=frozenset(replaced)
+            persistent=[checked_persistent_row(r) for r in rows.persistent],
+            events=[(t, checked_event_row(r)) for t, r in rows.events],
+            replaces=frozenset(replaced),
         )
     if not updates:
         return None

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +47,8 @@ from steerable.language.rows import (
     EventRow,
     PersistentRow,
     RowIn,
+    checked_event_row,
+    checked_persistent_row,
     event_rows_from_arrow,
     persistent_rows_from_arrow,
 )
@@ -187,19 +189,10 @@ def rows_to_save(
     problems = validate_rows(persistent_in, events_in, frame_timestamps=old.timestamps, cameras=ds.info.camera_keys)
     raise_for_problems(problems)
     return EpisodeRows(
-        [_checked_persistent(r) for r in persistent_in],
-        [(float(t), _checked_event(r)) for t, r in events_in],
+        [checked_persistent_row(r) for r in persistent_in],
+        [(float(t), checked_event_row(r)) for t, r in events_in],
         old.timestamps,
     )
-
-
-def _checked_event(row: RowIn) -> EventRow:
-    # validate_rows passed: every field holds its column's type, and absent ones are None.
-    return cast(EventRow, {name: row.get(name) for name in EVENT_ROW_FIELDS})
-
-
-def _checked_persistent(row: RowIn) -> PersistentRow:
-    return cast(PersistentRow, {name: row.get(name) for name in PERSISTENT_ROW_FIELDS})
 
 
 def save_episode(

@@ -46,12 +46,16 @@ from steerable.language import (
     LANGUAGE_COLUMNS,
     LANGUAGE_EVENTS,
     LANGUAGE_PERSISTENT,
+    EventRow,
+    PersistentRow,
     Problem,
+    event_rows_from_arrow,
     events_array,
     events_column_type,
     language_hf_features,
     persistent_array,
     persistent_column_type,
+    persistent_rows_from_arrow,
     raise_for_problems,
     rows_from_arrow,
     sort_events,
@@ -70,15 +74,15 @@ logger = logging.getLogger(__name__)
 class EpisodeLanguage:
     """One episode's language: persistent rows, and events as (emission time, row) pairs.
 
-    The rows are as their writer built them (`RowIn`: typed `PersistentRow` / `EventRow` or plain dicts);
-    `write_language` checks them before it writes anything.
+    Typed rows with every field of their column (`steerable.language.persistent_row` / `event_row`, or
+    `checked_*_row` of rows a client sent); `write_language` checks their values before it writes anything.
 
     `replaces`: None, these rows are the episode's whole language; otherwise they replace only the
     stored rows of these styles (None stands for tool-call rows such as `say`) and the rest is kept.
     """
 
-    persistent: Sequence[RowIn] = field(default_factory=list)
-    events: Sequence[tuple[float, RowIn]] = field(default_factory=list)
+    persistent: Sequence[PersistentRow] = field(default_factory=list)
+    events: Sequence[tuple[float, EventRow]] = field(default_factory=list)
     replaces: frozenset[str | None] | None = None
 
 
@@ -230,8 +234,8 @@ def _with_kept_rows(
             if lang is None or lang.replaces is None or stop == start:
                 continue
             replaced = lang.replaces
-            stored = rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(start, 1))[0]
-            cells = rows_from_arrow(table.column(LANGUAGE_EVENTS).slice(start, stop - start))
+            stored = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(start, 1))[0]
+            cells = event_rows_from_arrow(table.column(LANGUAGE_EVENTS).slice(start, stop - start))
             times = shard.timestamps[start:stop].tolist()
             stored_events = [(t, r) for t, rows in zip(times, cells, strict=True) for r in rows]
             merged[ep] = EpisodeLanguage(
@@ -307,10 +311,10 @@ def _language_columns(
         frame_of: dict[float, int] = {}
         for i, t in enumerate(shard.timestamps[start:stop].tolist()):
             frame_of.setdefault(t, i)
-        buckets: dict[int, list[RowIn]] = {}
+        buckets: dict[int, list[EventRow]] = {}
         for t, row in lang.events:
             buckets.setdefault(frame_of[to_float32(t)], []).append(row)
-        cells: list[list[RowIn] | None] = [None] * n  # None: a frame without events, stored as []
+        cells: list[list[EventRow] | None] = [None] * n  # None: a frame without events, stored as []
         for i, rows in buckets.items():
             cells[i] = sort_events(rows)
         events.append(events_array(cells))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,10 +33,14 @@ __all__ = [
     "RowIn",
     "ToolCall",
     "ToolFunction",
+    "checked_event_row",
+    "checked_persistent_row",
+    "event_row",
     "event_rows_from_arrow",
     "events_array",
     "event_sort_key",
     "persistent_array",
+    "persistent_row",
     "persistent_rows_from_arrow",
     "persistent_sort_key",
     "rows_from_arrow",
@@ -45,7 +49,6 @@ __all__ = [
     "speech_row",
     "to_float32",
 ]
-
 
 
 class ToolFunction(TypedDict):
@@ -90,19 +93,53 @@ def to_float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def speech_row(text: str) -> dict[str, Any]:
-    """The `say` atom: an assistant event row whose only payload is a call to the `say` tool.
+def event_row(
+    *,
+    role: str,
+    content: str | None,
+    style: str | None,
+    camera: str | None = None,
+    tool_calls: list[ToolCall | str] | None = None,
+) -> EventRow:
+    """An event row with every field of `language_events` (its time is the frame's, kept beside it)."""
+    return {"role": role, "content": content, "style": style, "camera": camera, "tool_calls": tool_calls}
 
-    A plain dict (an `EventRow`'s fields): the recorders and the writer merge it with rows they edit.
-    """
-    row: EventRow = {
-        "role": "assistant",
-        "content": None,
-        "style": None,
-        "camera": None,
-        "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": text}}}],
+
+def persistent_row(
+    *,
+    role: str,
+    content: str | None,
+    style: str | None,
+    timestamp: float,
+    camera: str | None = None,
+    tool_calls: list[ToolCall | str] | None = None,
+) -> PersistentRow:
+    """A persistent row with every field of `language_persistent`, holding from `timestamp` on."""
+    return {
+        "role": role,
+        "content": content,
+        "style": style,
+        "timestamp": timestamp,
+        "camera": camera,
+        "tool_calls": tool_calls,
     }
-    return {**row}
+
+
+def speech_row(text: str) -> EventRow:
+    """The `say` atom: an assistant event row whose only payload is a call to the `say` tool."""
+    call: ToolCall = {"type": "function", "function": {"name": "say", "arguments": {"text": text}}}
+    return event_row(role="assistant", content=None, style=None, tool_calls=[call])
+
+
+def checked_event_row(row: RowIn) -> EventRow:
+    """The event row `validate_rows` passed, typed: its column's fields only (an absent one None)."""
+    # validate_rows passed: every field holds its column's type.
+    return cast(EventRow, {name: row.get(name) for name in EVENT_ROW_FIELDS})
+
+
+def checked_persistent_row(row: RowIn) -> PersistentRow:
+    """The persistent row `validate_rows` passed, typed: its column's fields only (an absent one None)."""
+    return cast(PersistentRow, {name: row.get(name) for name in PERSISTENT_ROW_FIELDS})
 
 
 def persistent_sort_key(row: Mapping[str, Any]) -> tuple[float, str, str]:

@@ -175,11 +175,12 @@ def validate_rows(
 
 
 def raise_for_problems(problems: Sequence[Problem]) -> None:
-    """Raise LanguageSchemaError naming every problem (first line: count and the first one)."""
+    """Raise LanguageSchemaError naming every problem (first line: count and the first one; then one line
+    each, as in its `problems`)."""
     if not problems:
         return
     count = len(problems)
     noun = "problem" if count == 1 else "problems"
     lines = [f"{count} {noun} in language rows (first: {problems[0]}); fix them and retry"]
     lines += [f"  {problem}" for problem in problems]
-    raise LanguageSchemaError("\n".join(lines))
+    raise LanguageSchemaError("\n".join(lines), problems=[str(problem) for problem in problems])

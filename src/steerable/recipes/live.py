@@ -165,7 +165,7 @@ class LivePrompts:
         if question in _AFTER_A_STEP:
             rows.append(_row("subtask", upcoming or _PLACEHOLDER, _NOW))
         rows += [_row(style, _PLACEHOLDER, _NOW) for style in CONTEXT_STYLES if style in now]
-        events: list[dict[str, Any]] = []
+        events: list[Mapping[str, object]] = []  # rows as the renderer reads them (typed or plain)
         if question == "interjection":
             events = [{"role": "user", "content": user_text or "", "style": "interjection", "camera": None},
                       speech_row(_PLACEHOLDER)]

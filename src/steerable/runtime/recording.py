@@ -41,7 +41,7 @@ from steerable.dataset.build import DatasetBuilder, frame_timestamps
 from steerable.dataset.lerobot import LeRobotDataset
 from steerable.dataset.writer import EpisodeLanguage, write_language
 from steerable.errors import DatasetError, WriteError, explain_os_error, os_cause
-from steerable.language import speech_row
+from steerable.language import EventRow, event_row, persistent_row, speech_row
 from steerable.language.styles import CONTEXT_STYLES
 from steerable.runtime.events import RuntimeEvent
 
@@ -61,7 +61,7 @@ class _Episode:
     actions: list[np.ndarray] = field(default_factory=list)
     images: dict[str, list[np.ndarray]] = field(default_factory=dict)
     persistent: dict[tuple[str, int], str] = field(default_factory=dict)  # (style, frame) -> text
-    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[int, EventRow]] = field(default_factory=list)
     truths: list[object] = field(default_factory=list)  # the environment's ground truth, frame by frame
     vqa: dict[int, dict[str, str]] = field(default_factory=dict)  # frame -> {"question", "answer"}
 
@@ -120,8 +120,7 @@ class Recorder:
         if event.kind in CONTEXT_STYLES and event.text:
             ep.persistent[(event.kind, frame)] = event.text
         elif event.kind == "interjection":
-            ep.events.append((frame, {"role": "user", "content": event.text, "style": "interjection", "camera": None,
-                                      "tool_calls": None}))
+            ep.events.append((frame, event_row(role="user", content=event.text, style="interjection")))
         elif event.kind == "speech":
             ep.events.append((frame, speech_row(event.text)))
         elif event.kind == "question" and self.camera is not None:
@@ -221,20 +220,17 @@ class Recorder:
             {key: iter(frames) for key, frames in ep.images.items()},
         )
         times = frame_timestamps(n, self.fps).tolist()
-        persistent = [{"role": "user", "content": ep.task, "style": "task_aug", "timestamp": times[0],
-                       "camera": None, "tool_calls": None}]
+        persistent = [persistent_row(role="user", content=ep.task, style="task_aug", timestamp=times[0])]
         latest: dict[tuple[str, int], str] = {}  # one row per style and frame (past the end: the last)
         for (style, frame), text in sorted(ep.persistent.items(), key=lambda kv: kv[0][1]):
             latest[(style, min(frame, n - 1))] = text
         for (style, frame), text in latest.items():
-            persistent.append({"role": "assistant", "content": text, "style": style,
-                               "timestamp": times[frame], "camera": None, "tool_calls": None})
+            persistent.append(persistent_row(role="assistant", content=text, style=style, timestamp=times[frame]))
         events = [(times[min(frame, n - 1)], row) for frame, row in ep.events]
         vqa_frames = {min(frame, n - 1): pair for frame, pair in ep.vqa.items() if pair.get("answer")}
         for frame, pair in vqa_frames.items():
             for role, text in (("user", pair["question"]), ("assistant", pair["answer"])):
-                events.append((times[frame], {"role": role, "content": text, "style": "vqa",
-                                              "camera": self.camera, "tool_calls": None}))
+                events.append((times[frame], event_row(role=role, content=text, style="vqa", camera=self.camera)))
         self._language[index] = EpisodeLanguage(persistent, events)
         if len(ep.truths) == n:
             self._truths.append(self._truth(index, ep, np.asarray(times, dtype=np.float32)))

@@ -10,12 +10,10 @@ row of that frame already names the new receptacle. Subtask texts are the comman
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from steerable.dataset.writer import EpisodeLanguage
-from steerable.language import speech_row
+from steerable.language import EventRow, PersistentRow, event_row, persistent_row, speech_row
 from steerable.synthetic.commands import CommandError, parse_command
 from steerable.synthetic.ground_truth import EpisodeTruth, Interjection
 from steerable.synthetic.tasks import TaskSpec
@@ -48,19 +46,6 @@ STACK_REPLY_PHRASES = (
     "Sure, on the {new} then.",
     "Got it, the {cube} goes on the {new}.",
 )
-
-
-def _row(role: str, style: str, content: str, timestamp: float | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "role": role,
-        "content": content,
-        "style": style,
-        "camera": None,
-        "tool_calls": None,
-    }
-    if timestamp is not None:
-        row["timestamp"] = timestamp
-    return row
 
 
 def plan_text(steps: list[str]) -> str:
@@ -97,8 +82,8 @@ def episode_language(task: TaskSpec, truth: EpisodeTruth, rng: np.random.Generat
     remaining = [text for step in task.steps for text in step.subtasks]
     redirects: dict[float, Interjection] = {i.time: i for i in truth.interjections}
     stacked = {step.cube for step in task.steps if step.stack}
-    persistent: list[dict[str, Any]] = []
-    events: list[tuple[float, dict[str, Any]]] = []
+    persistent: list[PersistentRow] = []
+    events: list[tuple[float, EventRow]] = []
     done: list[str] = []
     for k, sub in enumerate(truth.subtasks):
         turn = redirects.get(sub.start)
@@ -109,12 +94,14 @@ def episode_language(task: TaskSpec, truth: EpisodeTruth, rng: np.random.Generat
                              else (INTERJECTION_PHRASES, REPLY_PHRASES))
             said = asks[int(rng.integers(len(asks)))].format(**values)
             reply = replies[int(rng.integers(len(replies)))].format(**values)
-            events.append((sub.start, _row("user", "interjection", said)))
+            events.append((sub.start, event_row(role="user", content=said, style="interjection")))
             events.append((sub.start, speech_row(reply)))
         elif k > 0:
             done.append(truth.subtasks[k - 1].text)
             remaining.pop(0)
-            persistent.append(_row("assistant", "memory", memory_text(done), sub.start))
-        persistent.append(_row("assistant", "subtask", sub.text, sub.start))
-        persistent.append(_row("assistant", "plan", plan_text(remaining), sub.start))
+            memory = memory_text(done)
+            persistent.append(persistent_row(role="assistant", content=memory, style="memory", timestamp=sub.start))
+        persistent.append(persistent_row(role="assistant", content=sub.text, style="subtask", timestamp=sub.start))
+        plan = plan_text(remaining)
+        persistent.append(persistent_row(role="assistant", content=plan, style="plan", timestamp=sub.start))
     return EpisodeLanguage(persistent=persistent, events=events)

@@ -258,10 +258,8 @@ class EditSession:
 
 
 def _invalid(exc: LanguageSchemaError) -> Response:
-    """The one reply to rows that break the schema: the count and the first problem, then every problem
-    on its own line (`steerable.language.validate.raise_for_problems` writes the message that way)."""
-    first, *rest = str(exc).splitlines()
-    problems = [line.strip() for line in rest] or [first]
-    head = first.removesuffix("; fix them and retry")
-    return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"{head}; nothing was saved", problems=problems)
+    """The one reply to rows that break the schema: the message's first line (the count and the first
+    problem), and every problem as the error carries it."""
+    head = str(exc).splitlines()[0].removesuffix("; fix them and retry")
+    return _refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"{head}; nothing was saved", problems=list(exc.problems))
 

@@ -22,6 +22,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from steerable.dataset.writer import EpisodeLanguage
+from steerable.language import PersistentRow, persistent_row
 from steerable.synthetic.oracle import plan_text
 
 __all__ = ["MIN_PHASE_FRAMES", "BranchTracer", "episode_language", "phase_spans", "return_lines"]
@@ -100,16 +101,13 @@ def episode_language(spans: Sequence[tuple[int, str]], timestamps: Sequence[floa
     subtask's first frame a `subtask` row and a `plan` row of the subtasks left (this one first), and from
     the second on a `memory` row of those done. No spans: no rows (the task alone)."""
     texts = [text for _, text in spans]
-    persistent: list[dict[str, Any]] = []
+    persistent: list[PersistentRow] = []
     for k, (frame, text) in enumerate(spans):
         at = float(timestamps[frame])
         if k:
-            persistent.append(_row("memory", f"Done: {'; '.join(texts[:k])}.", at))
-        persistent.append(_row("subtask", text, at))
-        persistent.append(_row("plan", plan_text(texts[k:]), at))
+            done = f"Done: {'; '.join(texts[:k])}."
+            persistent.append(persistent_row(role="assistant", content=done, style="memory", timestamp=at))
+        persistent.append(persistent_row(role="assistant", content=text, style="subtask", timestamp=at))
+        persistent.append(persistent_row(role="assistant", content=plan_text(texts[k:]), style="plan", timestamp=at))
     return EpisodeLanguage(persistent=persistent)
 
-
-def _row(style: str, content: str, timestamp: float) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, "style": style, "timestamp": timestamp, "camera": None,
-            "tool_calls": None}
