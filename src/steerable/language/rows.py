@@ -274,8 +274,9 @@ def event_rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[Event
 def rows_from_arrow(column: pa.Array | pa.ChunkedArray) -> list[list[dict[str, Any]]]:
     """The rows of every cell of either language column (told apart by the timestamp field); null cells give [].
 
-    Plain dicts, for code that merges and edits rows of both columns (the writer, review); a reader
-    of one column takes its typed rows from `persistent_rows_from_arrow` or `event_rows_from_arrow`.
+    Plain dicts, for code that handles the cells of either column alike (the writer's untouched cells,
+    lint); a reader of one column takes its typed rows from `persistent_rows_from_arrow` or
+    `event_rows_from_arrow`.
     """
     persistent, cells = _cells(column)
     build = _persistent_row if persistent else _event_row
