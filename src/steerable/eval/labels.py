@@ -96,7 +96,7 @@ def _quiet_transformers() -> None:
         from transformers.utils import logging as hf_logging
     except ImportError:
         return
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers' own helper is untyped
 
 
 def _bundled_model_path() -> str | None:

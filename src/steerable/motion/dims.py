@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from steerable.dataset.frames import (
     ACTION_KEYS,
@@ -86,7 +86,7 @@ def name_tokens(name: str) -> list[str]:
 
 
 def find_dims(
-    features: dict[str, dict], params: MotionParams, stats: dict[str, dict] | None = None
+    features: dict[str, dict[str, Any]], params: MotionParams, stats: dict[str, dict[str, Any]] | None = None
 ) -> DimSelection:
     """Pick the feature and its gripper and position dims by name, honouring the overrides in `params`.
 
@@ -149,7 +149,7 @@ def _position(
     return position, axes
 
 
-def _ranges(entry: dict | None, width: int) -> tuple[list[float] | None, list[float] | None]:
+def _ranges(entry: dict[str, Any] | None, width: int) -> tuple[list[float] | None, list[float] | None]:
     # Robust quantiles when the stats carry them (LeRobot >= 3 writes q01/q99), else min/max.
     if not isinstance(entry, dict):
         return None, None
@@ -170,12 +170,12 @@ def joint_group(name: str) -> str:
     return tokens[0]
 
 
-def _width(feature: dict) -> int:
+def _width(feature: dict[str, Any]) -> int:
     shape = feature.get("shape") or [1]
     return int(shape[0]) if len(shape) == 1 else 0
 
 
-def _pick_feature(features: dict[str, dict], params: MotionParams) -> str | None:
+def _pick_feature(features: dict[str, dict[str, Any]], params: MotionParams) -> str | None:
     for explicit, label in ((params.state_key, "state_key"), (params.action_key, "action_key")):
         if explicit is not None:
             if explicit not in features or not is_float_vector(features[explicit]):

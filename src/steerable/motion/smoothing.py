@@ -36,12 +36,13 @@ def moving_average(values: np.ndarray, window: int) -> np.ndarray:
     """Centred moving average along axis 0; edges repeat the end values so length is kept."""
     data = np.asarray(values, dtype=np.float64)
     if window <= 1 or len(data) == 0:
-        return data.copy()
+        return np.array(data, copy=True)
     half = window // 2
     padded = np.concatenate([np.repeat(data[:1], half, axis=0), data, np.repeat(data[-1:], half, axis=0)])
     csum = np.cumsum(padded, axis=0)
     csum = np.concatenate([np.zeros_like(csum[:1]), csum])
-    return (csum[window:] - csum[:-window]) / window
+    averaged: np.ndarray = (csum[window:] - csum[:-window]) / window
+    return averaged
 
 
 def velocity(timestamps: np.ndarray, values: np.ndarray) -> np.ndarray:

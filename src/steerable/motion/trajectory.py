@@ -163,4 +163,4 @@ def _noise_speed(raw: np.ndarray, t: np.ndarray, smoothing_s: float) -> float:
     sigma = 1.4826 * float(np.median(np.abs(np.diff(raw, n=2, axis=0)))) / np.sqrt(6.0)
     period = float(np.median(np.diff(t))) or 1.0
     frames = max(1, int(round(smoothing_s / period)) | 1)
-    return sigma * np.sqrt(raw.shape[1]) / (frames * period)
+    return float(sigma * np.sqrt(raw.shape[1]) / (frames * period))
