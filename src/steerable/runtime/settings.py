@@ -274,6 +274,8 @@ class RunSettings(Settings):
                 raise ConfigError(f"--policy.server serves the low level: it does not combine with --low_level "
                                   f"{self.low_level}")
             self.low_level = "policy"
+        if self.policy.path:
+            self._levels_of_policy_path()
         if self.robot:
             if "env" in self.model_fields_set and self.env != "robot":
                 raise ConfigError(f"--robot.* runs a LeRobot robot (--env robot); it does not combine with "
@@ -307,6 +309,19 @@ class RunSettings(Settings):
             raise ConfigError("--display_to says where --display rerun streams to: add --display rerun")
         self.stack()  # the combinations of models StackSpec checks (a policy's --policy.path, a VLM's backend, ...)
         return self
+
+    def _levels_of_policy_path(self) -> None:
+        """`--policy.path` is the policy at each level the user did not name (both when neither is: a checkpoint
+        is the hierarchical policy), as `--policy.server` is the low level; two levels named, neither the
+        policy, leave it nothing to run."""
+        named = {level for level in ("high_level", "low_level") if level in self.model_fields_set}
+        if len(named) == 2 and "policy" not in (self.high_level, self.low_level):
+            raise ConfigError(f"--policy.path runs a trained policy at --high_level or --low_level policy; it does "
+                              f"not combine with --high_level {self.high_level} --low_level {self.low_level}")
+        if "high_level" not in named:
+            self.high_level = "policy"
+        if "low_level" not in named:
+            self.low_level = "policy"
 
     def environment(self) -> EnvSpec:
         """The environment to build, with the options set on the command line."""
