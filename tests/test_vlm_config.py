@@ -86,8 +86,14 @@ def test_a_backend_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_an_unknown_backend_is_one_line_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"--vlm.backend: 'grammar' is not a VLM backend: choose one of auto, openai"):
+    from steerable.vlm.backends import get_backend
+
+    line = "--vlm.backend 'grammar': choose one of auto, openai, vllm, transformers"
+    with pytest.raises(ConfigError) as from_settings:
         VLMConfig(backend="grammar")
+    with pytest.raises(ConfigError) as from_registry:
+        get_backend("grammar")
+    assert str(from_settings.value) == str(from_registry.value) == line  # one wording, the registry's
 
 
 def test_annotate_decides_the_backend_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from steerable.runtime.stack import (
     check_choice,
 )
 from steerable.settings import Episodes, Settings, episodes_field
+from steerable.tools.say import TTS_BACKENDS
 from steerable.vlm.config import VLMConfig
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ __all__ = [
     "CheckpointPath", "RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "checkpoint_folder",
 ]
 
-TTS_BACKENDS = ("text", "espeak", "pocket")
 _POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
 
 
@@ -171,7 +171,7 @@ class RunSettings(Settings):
     seed: int | None = Field(None, description="scene seed (default: the first scene where --task fits, else 0)")
     commands: Path | None = Field(None, description="play REPL lines from FILE ('@2.5s text' times)")
     record: Path | None = Field(None, description="record the rollout as a LeRobot v3 dataset in DIR")
-    tts: str = Field("text", description="voice of `say`: text | espeak | pocket")
+    tts: str = Field("text", description=f"voice of `say`: {' | '.join(TTS_BACKENDS)}")
     ctrl_hz: float = Field(15.0, description="action dispatch rate (the simulator's fps)")
     chunk_hz: float = Field(5.0, description="most action-chunk inferences per second")
     high_level_hz: float = Field(1.0, description="periodic high-level update rate")
@@ -238,8 +238,7 @@ class RunSettings(Settings):
     @field_validator("tts")
     @classmethod
     def _tts(cls, value: str) -> str:
-        if value not in TTS_BACKENDS:
-            raise ConfigError(f"--tts {value!r}: choose text, espeak or pocket")
+        check_choice("--tts", value, TTS_BACKENDS)
         return value
 
     @field_validator("task")

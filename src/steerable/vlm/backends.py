@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from steerable.vlm.config import VLMConfig
     from steerable.vlm.protocol import VLMClient
 
-__all__ = ["AUTO", "BACKENDS", "VLMBackend", "backend_names", "get_backend", "resolve_backend"]
+__all__ = ["AUTO", "BACKENDS", "VLMBackend", "backend_names", "check_backend_name", "get_backend", "resolve_backend"]
 
 AUTO = "auto"
 
@@ -52,11 +52,18 @@ def backend_names() -> tuple[str, ...]:
     return (AUTO, *BACKENDS)
 
 
+def check_backend_name(name: str) -> str:
+    """`name`, when `--vlm.backend` takes it; else the one-line refusal, the same from the settings and from code."""
+    if name not in backend_names():
+        raise ConfigError(f"--vlm.backend {name!r}: choose one of {', '.join(backend_names())}")
+    return name
+
+
 def get_backend(name: str) -> VLMBackend:
     """The registered backend `name` (its module imported on first use)."""
-    entry = BACKENDS.get(name)
-    if entry is None:
-        raise ConfigError(f"--vlm.backend {name!r}: choose one of {', '.join(backend_names())}")
+    entry = BACKENDS.get(check_backend_name(name))
+    if entry is None:  # `auto`, which names no backend: resolve_backend decides
+        raise ConfigError(f"--vlm.backend {AUTO} names no backend of its own: resolve_backend decides which")
     if isinstance(entry, VLMBackend):
         return entry
     module, _, attribute = entry.partition(":")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from steerable.settings import Settings
-from steerable.vlm.backends import backend_names
+from steerable.vlm.backends import backend_names, check_backend_name
 
 __all__ = ["VLMConfig"]
 
@@ -75,9 +75,7 @@ class VLMConfig(Settings):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        if value not in backend_names():
-            raise ValueError(f"{value!r} is not a VLM backend: choose one of {', '.join(backend_names())}")
-        return value
+        return check_backend_name(value)
 
     @field_validator("base_url", mode="before")
     @classmethod
