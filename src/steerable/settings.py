@@ -89,11 +89,15 @@ class Settings(BaseModel):
     """A pydantic model whose validation errors become one ConfigError line naming each flag.
 
     Subclasses set `section` (the flag prefix; "" for a command's top-level flags) and `doc` (the
-    page that explains the settings).
+    page that explains the settings); a command's own settings may set `positional` and `pass_through`.
     """
 
     section: ClassVar[str] = ""
     doc: ClassVar[str | None] = None
+    # A command's settings: the fields its bare words fill, in order (`steerable annotate DATASET`), and the flag
+    # sections passed through as typed into a dict field (`--env.type=pusht` -> env_options), section: field.
+    positional: ClassVar[tuple[str, ...]] = ()
+    pass_through: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from steerable.annotate.module import ModuleSettings, ModuleStage
 from steerable.annotate.registry import MODULES
 from steerable.errors import ConfigError
-from steerable.settings import Episodes, episodes_field
+from steerable.settings import Episodes, Settings, episodes_field
 from steerable.vlm.config import VLMConfig
 
 __all__ = ["AnnotateConfig", "ExecutorConfig"]
@@ -51,7 +51,7 @@ class ExecutorConfig(BaseModel):
         return self
 
 
-class AnnotateConfig(BaseModel):
+class AnnotateConfig(Settings):
     """Everything `steerable annotate` does; LeRobot's `lerobot-annotate` flag names where they match."""
 
     model_config = ConfigDict(extra="forbid")

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         from steerable.distributed import RayExecutor
 
         executor = RayExecutor(cfg.executor)
-    summary = annotate(cfg, debug=getattr(args, "debug", False), executor=executor)
+    summary = annotate(cfg, debug=args.debug, executor=executor)
     _report(summary, cfg.only_episodes)
     return 0 if summary.complete or cfg.allow_failures else PARTIAL_EXIT
 

@@ -25,13 +25,13 @@ from pydantic import AliasChoices, BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
 from steerable.errors import ConfigError
-from steerable.settings import describe
+from steerable.settings import Settings, describe
 
 __all__ = [
     "add_command", "flag_aliases", "flag_help", "iter_flags", "load_yaml", "parse_command", "parse_config", "suggest",
 ]
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Settings)
 Value = str | list[str] | None  # a flag's text: None for a bare switch, a list for `nargs`
 _BOOL_WORDS = frozenset({"true", "false"})
 
@@ -97,10 +97,9 @@ def _shapes(model: type[BaseModel], prefix: str = "") -> dict[str, dict[str, Any
     return out
 
 
-def _positional(model: type[BaseModel]) -> tuple[str, ...]:
+def _positional(model: type[Settings]) -> tuple[str, ...]:
     """The fields a command's bare words fill, in order (their flag names)."""
-    names: tuple[str, ...] = getattr(model, "positional", ())
-    return tuple(model.model_fields[n].alias or n for n in names)
+    return tuple(model.model_fields[n].alias or n for n in model.positional)
 
 
 def _negation(name: str) -> str:
@@ -199,7 +198,7 @@ def parse_config(model: type[M], argv: Sequence[str], *, config_flag: str = "--c
     known = {**leaves, **{alias: leaves[name] for alias, name in aliases.items()}}
     shapes = _shapes(model)
     tree: dict[str, Any] = {}
-    passed: Mapping[str, str] = getattr(model, "pass_through", {})
+    passed = model.pass_through
     flags, words = _split(argv, leaves, aliases, shapes)
     for key, value in flags:
         if f"--{key}" == config_flag:
@@ -332,14 +331,14 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def flag_help(model: type[BaseModel]) -> str:
+def flag_help(model: type[Settings]) -> str:
     """Every flag with its default (its other names) and description; the command's own flags first,
     then one group per section."""
     aliases: dict[str, list[str]] = {}
     for alias, name in flag_aliases(model).items():
         aliases.setdefault(name, []).append(f"--{alias}")
     groups: dict[str, list[str]] = {"general": []}
-    passed = {field: section for section, field in getattr(model, "pass_through", {}).items()}
+    passed = {field: section for section, field in model.pass_through.items()}
     positional, shapes = _positional(model), _shapes(model)
     for name, annotation, default, doc in iter_flags(model):
         if name in passed:
