@@ -34,7 +34,7 @@ def test_a_policy_server_and_path_run_the_high_level_here(tmp_path: Path) -> Non
 
 def test_both_levels_named_without_the_policy_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="--policy.path runs a trained policy"):
-        RunSettings(high_level="scripted", low_level="scripted", policy={"path": "x"})  # type: ignore[arg-type]
+        RunSettings(high_level="scripted", low_level="scripted", policy={"path": "x"})
     argv = ["run", "--high_level", "scripted", "--low_level", "scripted", "--policy.path", str(tmp_path)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

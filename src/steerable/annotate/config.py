@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from steerable.annotate.module import ModuleSettings, ModuleStage
 from steerable.annotate.registry import MODULES
+from steerable.dataset.hub import looks_like_repo_id
 from steerable.errors import ConfigError
 from steerable.settings import Episodes, Settings, episodes_field
 from steerable.vlm.config import VLMConfig
@@ -112,12 +113,16 @@ class AnnotateConfig(Settings):
     @model_validator(mode="before")
     @classmethod
     def _dataset_word(cls, data: Any) -> Any:
-        """DATASET names an existing local folder (--root) or else a Hub repo (--repo_id)."""
+        """DATASET names a Hub repo (--repo_id) or a local folder (--root), by the rule `open_dataset` reads it
+        with (`dataset.hub.looks_like_repo_id`); a word that is neither a repo id nor a folder is refused here."""
         if not isinstance(data, dict) or data.get("dataset") is None:
             return data
         data = dict(data)
         word = str(data.pop("dataset"))
-        target = "root" if os.path.exists(word) else "repo_id"
+        target = "repo_id" if looks_like_repo_id(word) else "root"
+        if target == "root" and not os.path.isdir(word):
+            raise ConfigError(f"DATASET {word}: {Path(word).expanduser().resolve()} is not a folder (a Hub dataset is "
+                              "named USER/NAME)")
         if data.get(target) is not None and str(data[target]) != word:
             raise ConfigError(f"name the dataset once; got DATASET {word}, --{target} {data[target]}")
         data[target] = word

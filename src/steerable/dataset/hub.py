@@ -72,6 +72,8 @@ def hub_error(exc: Exception, what: str, doing: str, *, offline: str = "connect 
 
 
 def looks_like_repo_id(source: str) -> bool:
+    """Whether a dataset word names a Hub repo (USER/NAME, and no such path here) rather than a local folder: the
+    one rule of `open_dataset` and of `annotate DATASET`."""
     return bool(_REPO_ID.match(source)) and not Path(source).exists()
 
 
