@@ -29,3 +29,34 @@ def test_run_and_serve_policy_refuse_a_stray_file_with_the_same_line(tmp_path: P
         messages.append(str(caught.value))
     assert messages[0] == messages[1]
     assert messages[0].startswith(f"--policy.path {weights} is a file: pass a checkpoint folder")
+
+
+def test_the_latest_pointer_has_one_reader(tmp_path: Path) -> None:
+    """`steerable run`'s settings and the loader read `checkpoints/latest` alike: a pointer out of its folder is
+    no checkpoint to either (the loader followed it before)."""
+    from steerable.policy.checkpoint import latest_checkpoint
+
+    out = tmp_path / "train"
+    (out / "checkpoints").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "model.safetensors").write_bytes(b"")
+    pointer = out / "checkpoints" / "latest"
+    pointer.write_text("../../elsewhere\n")
+    assert latest_checkpoint(out) is None
+    with pytest.raises(ConfigError, match="is a file: pass a checkpoint folder"):
+        checkpoint_folder(str(pointer))
+    (out / "checkpoints" / "step_00000002").mkdir()
+    (out / "checkpoints" / "step_00000002" / "model.safetensors").write_bytes(b"")
+    pointer.write_text("step_00000002\n")
+    assert latest_checkpoint(out) == out / "checkpoints" / "step_00000002"
+    assert checkpoint_folder(str(pointer)) == str(out / "checkpoints" / "step_00000002")
+
+
+def test_the_run_settings_import_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, steerable.runtime.settings; print('torch' in sys.modules)"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.strip() == "False"

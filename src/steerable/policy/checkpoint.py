@@ -37,7 +37,8 @@ from steerable.policy.processor import Normalizer, Processor
 from steerable.policy.tokenizer import load_tokenizer
 
 __all__ = [
-    "LoadedPolicy", "dataset_provenance", "latest_checkpoint", "load_optimizer", "load_policy", "read_training_state",
+    "CHECKPOINTS", "LATEST", "POINTER_MAX", "LoadedPolicy", "dataset_provenance", "latest_checkpoint", "latest_name",
+    "load_optimizer", "load_policy", "read_training_state",
     "save_checkpoint", "trained_on", "write_policy_files",
 ]
 
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 LATEST = "latest"
 CHECKPOINTS = "checkpoints"
+POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
 
 
 @dataclass
@@ -141,11 +143,23 @@ def latest_checkpoint(path: Path) -> Path | None:
         if (where / "config.json").is_file() and (where / "model.safetensors").is_file():
             return where
     pointer = path / CHECKPOINTS / LATEST
-    if pointer.is_file():
-        target = path / CHECKPOINTS / pointer.read_text(encoding="utf-8").strip()
-        if (target / "model.safetensors").is_file():
-            return target
+    name = latest_name(pointer) if pointer.is_file() else None
+    if name is not None and (path / CHECKPOINTS / name / "model.safetensors").is_file():
+        return path / CHECKPOINTS / name
     return None
+
+
+def latest_name(pointer: Path) -> str | None:
+    """The checkpoint folder a `latest` pointer names, the one reader of its format: one line holding one folder
+    name (at most `POINTER_MAX` bytes), the folder beside the pointer. None for any file that is not one."""
+    try:
+        with Path(pointer).open("rb") as handle:
+            name = handle.read(POINTER_MAX + 1).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not name or len(name) > POINTER_MAX or "\n" in name or Path(name).name != name:
+        return None
+    return name
 
 
 def load_policy(path: Path | str, device: str | torch.device = "cpu") -> LoadedPolicy:

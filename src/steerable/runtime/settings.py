@@ -36,27 +36,22 @@ __all__ = [
     "CheckpointPath", "RunLeRobotSettings", "RunPolicySettings", "RunRTCSettings", "RunSettings", "checkpoint_folder",
 ]
 
-_POINTER_MAX = 256  # bytes of a `latest` pointer: one folder name
-
 
 def checkpoint_folder(value: str | None, flag: str = "--policy.path") -> str | None:
     """`value`, or the checkpoint folder it points at when it is a pointer file: `steerable train`'s
-    `checkpoints/latest` holds one line naming the newest checkpoint folder beside it
-    (`steerable.policy.checkpoint`). Any other file is refused in one line."""
+    `checkpoints/latest`, read by `steerable.policy.checkpoint.latest_name` (imported only for a file: the
+    settings stay torch-free). Any other file is refused in one line."""
     if not value:
         return value
     path = Path(value).expanduser()
     if not path.is_file():
         return value  # a folder (or a Hub id, or nothing: the loader says so)
-    expected = (f"{flag} {value} is a file: pass a checkpoint folder, the training output folder, or its "
-                "checkpoints/latest")
-    try:
-        with path.open("rb") as handle:
-            name = handle.read(_POINTER_MAX + 1).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(expected) from exc
-    if not name or len(name) > _POINTER_MAX or "\n" in name or Path(name).name != name:
-        raise ConfigError(expected)
+    from steerable.policy.checkpoint import CHECKPOINTS, LATEST, latest_name
+
+    name = latest_name(path)
+    if name is None:
+        raise ConfigError(f"{flag} {value} is a file: pass a checkpoint folder, the training output folder, or its "
+                          f"{CHECKPOINTS}/{LATEST}")
     target = path.parent / name
     if not target.is_dir():
         raise ConfigError(f"{flag} {value} points at {name}, which is not in {path.parent} (a checkpoint pruned or "
