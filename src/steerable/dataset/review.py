@@ -18,13 +18,13 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from steerable.dataset.commit import FolderCommit
+from steerable.dataset.commit import commit_folder
+from steerable.dataset.episode_language import EpisodeRows, episode_rows, rows_in_file
 from steerable.dataset.info import load_info
 from steerable.dataset.info_update import update_info
 from steerable.dataset.layout import INFO_PATH, PROVENANCE_PATH
@@ -33,25 +33,20 @@ from steerable.dataset.provenance import TOOL_CALL_STYLE, ProvenanceBlock, prove
 from steerable.dataset.review_records import (
     HUMAN,
     REVIEW_STATUSES,
+    REVIEWED,
+    UNREVIEWED,
+    ReviewStatus,
     block_human,
     block_review,
+    checked_review_status,
     with_records,
     with_review,
     without_person,
 )
 from steerable.dataset.revisions import Revision, file_at, read_revision, record_revision, revision_files
 from steerable.dataset.writer import EpisodeLanguage, write_language
-from steerable.errors import ConfigError
-from steerable.language import LANGUAGE_EVENTS, LANGUAGE_PERSISTENT, raise_for_problems, validate_rows
-from steerable.language.rows import (
-    EventRow,
-    PersistentRow,
-    RowIn,
-    checked_event_row,
-    checked_persistent_row,
-    event_rows_from_arrow,
-    persistent_rows_from_arrow,
-)
+from steerable.language import raise_for_problems, validate_rows
+from steerable.language.rows import EventRow, PersistentRow, RowIn, checked_event_row, checked_persistent_row
 from steerable.language.schema import EVENT_ROW_FIELDS, PERSISTENT_ROW_FIELDS
 
 __all__ = [
@@ -89,38 +84,15 @@ def human_edits(ds: LeRobotDataset) -> dict[str, list[int]]:
     return block_human(_block(ds))
 
 
-def review_status(ds: LeRobotDataset) -> dict[int, str]:
-    """episode -> "reviewed" or "needs work" (episodes not listed are unreviewed)."""
+def review_status(ds: LeRobotDataset) -> dict[int, ReviewStatus]:
+    """episode -> its review status (the episodes not listed are UNREVIEWED)."""
     return block_review(_block(ds))
 
 
 def protected_episodes(ds: LeRobotDataset) -> set[int]:
     """Episodes a later `annotate` keeps as they are: marked reviewed, or holding rows a person edited."""
     edited = {e for eps in human_edits(ds).values() for e in eps}
-    return edited | {e for e, s in review_status(ds).items() if s == "reviewed"}
-
-
-@dataclass(frozen=True)
-class EpisodeRows:
-    """One episode's stored language: persistent rows, (time, row) events, and the frame timestamps."""
-
-    persistent: list[PersistentRow]
-    events: list[tuple[float, EventRow]]
-    timestamps: np.ndarray
-
-
-def episode_rows(ds: LeRobotDataset, episode_index: int) -> EpisodeRows:
-    columns = ["timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in ds.features]
-    table = ds.read_episode(episode_index, columns)
-    stamps = table.column("timestamp").to_numpy().astype(np.float32, copy=False)
-    persistent: list[PersistentRow] = []
-    if LANGUAGE_PERSISTENT in columns and table.num_rows:
-        persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
-    events: list[tuple[float, EventRow]] = []
-    if LANGUAGE_EVENTS in columns:
-        for t, rows in zip(stamps.tolist(), event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
-            events.extend((float(t), r) for r in rows)
-    return EpisodeRows(persistent, events, stamps)
+    return edited | {e for e, s in review_status(ds).items() if s == REVIEWED}
 
 
 def _style_key(row: Mapping[str, object]) -> str:
@@ -201,7 +173,7 @@ def save_episode(
     persistent: Sequence[RowIn] | None,
     events: Sequence[tuple[float, RowIn]] | None,
     *,
-    status: str | None = None,
+    status: ReviewStatus | None = None,
     ops: Mapping[str, int] | None = None,
     by: str = "steerable view --edit",
     message: str = "",
@@ -215,15 +187,15 @@ def save_episode(
     Returns the revision, or None when nothing differs from what is stored.
     """
     ep = ds.episode(episode_index)
-    if status is not None and status not in REVIEW_STATUSES:
-        raise ConfigError(f"review status {status!r} is not one of {', '.join(REVIEW_STATUSES)}")
+    if status is not None:  # the library's boundary: a caller without the type checker
+        status = checked_review_status(status)
     old = episode_rows(ds, ep.episode_index)
     styles: list[str] = []
     rows: EpisodeRows | None = None
     if persistent is not None or events is not None:
         rows = rows_to_save(ds, ep.episode_index, persistent, events, stored=old)
         styles = changed_styles(old, rows.persistent, rows.events)
-    current = review_status(ds).get(ep.episode_index, "unreviewed")
+    current = review_status(ds).get(ep.episode_index, UNREVIEWED)
     new_status = status if status is not None and status != current else None
     if not styles and new_status is None:
         return None
@@ -231,13 +203,12 @@ def save_episode(
     def record(block: ProvenanceBlock) -> ProvenanceBlock:
         return with_review(block, ep.episode_index, styles, new_status)
 
-    tx = FolderCommit(ds.root, base=ds.root, durable=durable)
-    try:
+    with commit_folder(ds.root, base=ds.root, durable=durable) as tx:  # aborted on any error, then raised
         files = {INFO_PATH, PROVENANCE_PATH}
         if styles:
             assert rows is not None
             language = {ep.episode_index: EpisodeLanguage(rows.persistent, rows.events)}
-            report = write_language(ds, language, into=tx, record=record)
+            report = write_language(ds, language, into=tx, record=record, checked=True)  # by rows_to_save
             files |= {p.relative_to(ds.root).as_posix() for p in report.shards}
         else:  # a status only: the writer's metadata step, without the language
             update_info(ds, tx, None, record, rows=False)
@@ -245,10 +216,6 @@ def save_episode(
             tx, files, by=by, message=message, episodes=[ep.episode_index], styles={ep.episode_index: styles},
             ops=ops, status={ep.episode_index: new_status} if new_status else None,
         )
-    except BaseException:
-        tx.abort()
-        raise
-    tx.commit()
     ds.info = load_info(ds.root)
     logger.info("saved episode %d as revision %d (styles %s)", ep.episode_index, revision.id, styles)
     return revision
@@ -272,8 +239,7 @@ def restore_revision(
     }
     if not differ:
         return None
-    tx = FolderCommit(ds.root, base=ds.root, durable=durable)
-    try:
+    with commit_folder(ds.root, base=ds.root, durable=durable) as tx:
         for rel, src in differ.items():
             if src is None:
                 tx.remove(rel)
@@ -284,10 +250,6 @@ def restore_revision(
             tx, [rel for rel, src in differ.items() if src is not None], by=by, episodes=episodes,
             message=f"back to revision {rev}", restored_from=rev,
         )
-    except BaseException:
-        tx.abort()
-        raise
-    tx.commit()
     ds.info = load_info(ds.root)
     return revision
 
@@ -297,25 +259,6 @@ def _revisions_touching(ds: LeRobotDataset, files: Iterable[str]) -> list[Revisi
 
     wanted = set(files)
     return [r for r in list_revisions(ds.root) if wanted & set(r.files)]
-
-
-def _rows_in_file(path: Path, episode_index: int) -> tuple[list[PersistentRow], list[tuple[float, EventRow]]]:
-    import pyarrow.compute as pc
-
-    from steerable.dataset.parquet import file_metadata, read_parquet
-
-    names = file_metadata(path).schema.to_arrow_schema().names
-    columns = ["episode_index", "timestamp"] + [c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in names]
-    table = read_parquet(path, columns)
-    table = table.filter(pc.equal(table.column("episode_index"), episode_index))
-    persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0] if (
-        LANGUAGE_PERSISTENT in names and table.num_rows) else []
-    events: list[tuple[float, EventRow]] = []
-    if LANGUAGE_EVENTS in names:
-        stamps = table.column("timestamp").to_numpy().astype(np.float32).tolist()
-        for t, rows in zip(stamps, event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
-            events.extend((float(t), r) for r in rows)
-    return persistent, events
 
 
 def _describe(row: Mapping[str, Any], t: float | None) -> str:
@@ -341,10 +284,10 @@ def revision_changes(root: Path | str, rev: int) -> list[dict[str, Any]]:
             before, after = snapshot_path(root, rev, "before", rel), snapshot_path(root, rev, "after", rel)
             if not (before.is_file() and after.is_file()):
                 continue
-            old, new = _rows_in_file(before, ep), _rows_in_file(after, ep)
-            if not old[0] and not old[1] and not new[0] and not new[1]:
+            old, new = rows_in_file(before, ep), rows_in_file(after, ep)
+            if not (old.persistent or old.events or new.persistent or new.events):
                 continue
-            a, b = _by_style(*old), _by_style(*new)
+            a, b = _by_style(old.persistent, old.events), _by_style(new.persistent, new.events)
             for style in sorted(set(a) | set(b)):
                 old_rows, new_rows = a.get(style, Counter()), b.get(style, Counter())
                 gone, came = old_rows - new_rows, new_rows - old_rows

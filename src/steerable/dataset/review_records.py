@@ -14,11 +14,15 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal, get_args
 
 from steerable.dataset.provenance import TOOL_CALL_STYLE, ProvenanceBlock
+from steerable.errors import ConfigError
 
 __all__ = [
     "HUMAN",
+    "REVIEWED",
     "REVIEW_STATUSES",
+    "UNREVIEWED",
     "ReviewStatus",
+    "checked_review_status",
     "block_human",
     "block_review",
     "with_records",
@@ -30,7 +34,18 @@ HUMAN: Final = "human"
 REVIEW: Final = "review"
 # The statuses a person gives an episode, the first being the default; the viewer's save bodies use the type.
 ReviewStatus = Literal["unreviewed", "reviewed", "needs work"]
-REVIEW_STATUSES: tuple[str, ...] = get_args(ReviewStatus)
+REVIEW_STATUSES: tuple[ReviewStatus, ...] = get_args(ReviewStatus)
+UNREVIEWED: Final[ReviewStatus] = REVIEW_STATUSES[0]  # the default: an episode the block does not list
+REVIEWED: Final[ReviewStatus] = REVIEW_STATUSES[1]
+_BY_NAME: Final[dict[object, ReviewStatus]] = {s: s for s in REVIEW_STATUSES}
+
+
+def checked_review_status(value: object) -> ReviewStatus:
+    """`value` as a review status: the check at the library's boundary (ConfigError naming the statuses)."""
+    status = _BY_NAME.get(value) if isinstance(value, str) else None
+    if status is None:
+        raise ConfigError(f"review status {value!r} is not one of {', '.join(REVIEW_STATUSES)}")
+    return status
 
 
 def block_human(block: ProvenanceBlock) -> dict[str, list[int]]:
@@ -41,12 +56,13 @@ def block_human(block: ProvenanceBlock) -> dict[str, list[int]]:
     return {str(s): sorted(int(e) for e in eps) for s, eps in sorted(raw.items()) if isinstance(eps, list)}
 
 
-def block_review(block: ProvenanceBlock) -> dict[int, str]:
-    """The `review` record of a provenance block: episode -> status."""
+def block_review(block: ProvenanceBlock) -> dict[int, ReviewStatus]:
+    """The `review` record of a provenance block: episode -> status (never UNREVIEWED: that one is not listed)."""
     raw = block.get(REVIEW)
     if not isinstance(raw, dict):
         return {}
-    return {int(e): str(s) for e, s in raw.items() if str(e).isdigit() and s in REVIEW_STATUSES[1:]}
+    out = {int(e): _BY_NAME.get(s) if isinstance(s, str) else None for e, s in raw.items() if str(e).isdigit()}
+    return {e: s for e, s in out.items() if s is not None and s != UNREVIEWED}
 
 
 def with_records(
@@ -64,14 +80,16 @@ def with_records(
     return out
 
 
-def with_review(block: ProvenanceBlock, episode: int, styles: Iterable[str], status: str | None) -> ProvenanceBlock:
+def with_review(
+    block: ProvenanceBlock, episode: int, styles: Iterable[str], status: ReviewStatus | None
+) -> ProvenanceBlock:
     """`block` once a person saved `episode`: the `styles` they changed marked theirs, and the review
     `status` set (None: left as it was; "unreviewed": the episode's status removed)."""
     human = block_human(block)
     for style in styles:
         human[style] = sorted(set(human.get(style, [])) | {episode})
     review = block_review(block)
-    if status == "unreviewed":
+    if status == UNREVIEWED:
         review.pop(episode, None)
     elif status is not None:
         review[episode] = status

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from steerable.dataset.atomic import atomic_write_json
 from steerable.dataset.commit import FolderCommit
 from steerable.dataset.layout import WORK_DIR_NAME
+from steerable.dataset.review_records import ReviewStatus
 from steerable.errors import ConfigError, CorruptDatasetError
 from steerable.scratch import ScratchFolder
 
@@ -161,7 +162,7 @@ def record_revision(
     episodes: Iterable[int] = (),
     styles: Mapping[int, Iterable[str]] | None = None,
     ops: Mapping[str, int] | None = None,
-    status: Mapping[int, str] | None = None,
+    status: Mapping[int, ReviewStatus] | None = None,
     restored_from: int | None = None,
 ) -> Revision:
     """Add the next revision to the transaction `tx` (a new version of the dataset at `tx.dest`).

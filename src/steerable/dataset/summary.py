@@ -123,13 +123,14 @@ def summarize(ds: LeRobotDataset) -> DatasetSummary:
 
 
 def _review_counts(ds: LeRobotDataset) -> dict[str, int]:
-    from steerable.dataset.review import REVIEW_STATUSES, review_status
+    from steerable.dataset.review import review_status
+    from steerable.dataset.review_records import REVIEW_STATUSES, UNREVIEWED
 
     status = review_status(ds)
     if not status:
         return {}
-    counts = {s: sum(1 for v in status.values() if v == s) for s in REVIEW_STATUSES[1:]}
-    return {"unreviewed": len(ds.episodes) - len(status), **counts}
+    counts: dict[str, int] = {s: sum(v == s for v in status.values()) for s in REVIEW_STATUSES if s != UNREVIEWED}
+    return {UNREVIEWED: len(ds.episodes) - len(status), **counts}
 
 
 def _cameras(ds: LeRobotDataset) -> dict[str, CameraSummary]:

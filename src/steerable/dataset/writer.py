@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from steerable.dataset.atomic import remove_stale_temps
 from steerable.dataset.commit import FolderCommit, commit_folder
+from steerable.dataset.episode_language import rows_of_table
 from steerable.dataset.info import load_info
 from steerable.dataset.info_update import (
     LEGACY_COLUMNS,
@@ -49,13 +50,11 @@ from steerable.language import (
     EventRow,
     PersistentRow,
     Problem,
-    event_rows_from_arrow,
     events_array,
     events_column_type,
     language_hf_features,
     persistent_array,
     persistent_column_type,
-    persistent_rows_from_arrow,
     raise_for_problems,
     rows_from_arrow,
     sort_events,
@@ -120,6 +119,7 @@ def write_language(
     producers: Mapping[str, str] | None = None,
     episode_producers: Mapping[int, Mapping[str, str]] | None = None,
     record: BlockEdit | None = None,
+    checked: bool = False,
 ) -> WriteReport:
     """Store `updates` (episode index -> its language) in `ds`; nothing is written unless all are valid.
 
@@ -134,7 +134,9 @@ def write_language(
     marks go (`review_records.without_person`); `record` then edits the provenance block further, in
     the same single write of each file (a review save's marks). An update whose `replaces` is set keeps
     the episode's stored rows of every other style. An older steerable's provenance key in info.json
-    moves to the file.
+    moves to the file. `checked`: the caller has run `validate_rows` on these very rows, against their
+    episode's frames and the dataset's cameras, and every update is whole (`replaces` None), as the
+    review save's `rows_to_save` does; the rows are not checked a second time.
     """
     updates = {int(ep): lang for ep, lang in updates.items()}
     rewritten = {ep: lang.replaces for ep, lang in updates.items()}
@@ -142,7 +144,8 @@ def write_language(
         episode_producers = {ep: _styles_of(lang, producers) for ep, lang in updates.items()}
     shards = _plan(ds, updates)
     updates = _with_kept_rows(ds, shards, updates)
-    _validate(ds, shards, updates)
+    if not checked or any(lang.replaces is not None for lang in updates.values()):  # kept rows join unchecked
+        _validate(ds, shards, updates)
     known = episode_producers or {}
     by_episode = {ep: dict(known[ep]) for ep in updates if ep in known}
     provenance = WriteProvenance(dict(producers or {}), by_episode, rewritten) if producers else None
@@ -234,13 +237,10 @@ def _with_kept_rows(
             if lang is None or lang.replaces is None or stop == start:
                 continue
             replaced = lang.replaces
-            stored = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(start, 1))[0]
-            cells = event_rows_from_arrow(table.column(LANGUAGE_EVENTS).slice(start, stop - start))
-            times = shard.timestamps[start:stop].tolist()
-            stored_events = [(t, r) for t, rows in zip(times, cells, strict=True) for r in rows]
+            stored = rows_of_table(table.slice(start, stop - start), shard.timestamps[start:stop])
             merged[ep] = EpisodeLanguage(
-                persistent=[r for r in stored if r.get("style") not in replaced] + list(lang.persistent),
-                events=[(t, r) for t, r in stored_events if r.get("style") not in replaced] + list(lang.events),
+                persistent=[r for r in stored.persistent if r.get("style") not in replaced] + list(lang.persistent),
+                events=[(t, r) for t, r in stored.events if r.get("style") not in replaced] + list(lang.events),
             )  # `replaces` cleared: the merged rows are the episode's whole language
     return merged
 

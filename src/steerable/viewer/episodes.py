@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from steerable.dataset import EpisodeMeta, LeRobotDataset
+from steerable.dataset.episode_language import episode_rows
 from steerable.dataset.parquet import read_parquet
 from steerable.dataset.provenance import TOOL_CALL_STYLE, is_heuristic
 from steerable.language.rows import PersistentRow, event_rows_from_arrow, persistent_rows_from_arrow
@@ -107,22 +108,16 @@ def episode_list(ds: LeRobotDataset) -> list[dict[str, Any]]:
 def episode_language(
     ds: LeRobotDataset, ep: EpisodeMeta
 ) -> tuple[list[PersistentRow], list[dict[str, Any]], np.ndarray]:
-    """The episode's persistent rows, its events grouped by frame, and every frame's timestamp."""
-    columns = ["timestamp", "frame_index"] + [
-        c for c in (LANGUAGE_PERSISTENT, LANGUAGE_EVENTS) if c in ds.features
-    ]
-    table = ds.read_episode(ep.episode_index, columns)
-    stamps = table.column("timestamp").to_numpy().astype(np.float64)
-    persistent: list[PersistentRow] = []
-    if LANGUAGE_PERSISTENT in columns and table.num_rows:
-        persistent = persistent_rows_from_arrow(table.column(LANGUAGE_PERSISTENT).slice(0, 1))[0]
+    """The episode's persistent rows, its events grouped by frame, and every frame's timestamp: the
+    dataset's one reader of it (`steerable.dataset.episode_language`), shaped for the page."""
+    rows = episode_rows(ds, ep.episode_index)
     events: list[dict[str, Any]] = []
-    if LANGUAGE_EVENTS in columns:
-        frames = table.column("frame_index").to_pylist()
-        for t, f, rows in zip(stamps, frames, event_rows_from_arrow(table.column(LANGUAGE_EVENTS)), strict=True):
-            if rows:
-                events.append({"t": float(t), "frame": int(f), "rows": rows})
-    return persistent, events, stamps
+    for (t, row), frame in zip(rows.events, rows.event_frames, strict=True):
+        if events and events[-1]["frame"] == frame:
+            events[-1]["rows"].append(row)
+        else:
+            events.append({"t": t, "frame": frame, "rows": [row]})
+    return rows.persistent, events, rows.timestamps.astype(np.float64)
 
 
 def tracks(

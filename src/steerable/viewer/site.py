@@ -16,6 +16,7 @@ from typing import Any
 from steerable.dataset import EpisodeMeta, LeRobotDataset, open_dataset
 from steerable.dataset.provenance import read_provenance
 from steerable.dataset.review import human_edits, review_status, revision_changes, rows_fingerprint
+from steerable.dataset.review_records import UNREVIEWED
 from steerable.dataset.revisions import list_revisions, read_revision
 from steerable.dataset.summary import producers_of
 from steerable.errors import ConfigError, SteerableError
@@ -83,7 +84,7 @@ class ViewerData:
                 edited = {e for eps in human_edits(self.ds).values() for e in eps}
                 listed = [e for e in episode_list(self.ds) if e["episode_index"] in wanted]
                 for e in listed:
-                    e["status"] = status.get(e["episode_index"], "unreviewed")
+                    e["status"] = status.get(e["episode_index"], UNREVIEWED)
                     e["human"] = e["episode_index"] in edited
                 self._summary = {
                     "name": self.ds.root.name,
@@ -129,7 +130,7 @@ class ViewerData:
             "stamps": [float(t) for t in stamps],  # every frame's stored timestamp: edits snap to them
             "version": rows_fingerprint(persistent, [(e["t"], r) for e in events for r in e["rows"]]),
             "review": {
-                "status": review_status(self.ds).get(ep.episode_index, "unreviewed"),
+                "status": review_status(self.ds).get(ep.episode_index, UNREVIEWED),
                 "human": sorted(s for s, eps in human_edits(self.ds).items() if ep.episode_index in eps),
             },
             "producers": producers,
