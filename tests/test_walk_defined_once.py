@@ -31,3 +31,36 @@ def test_the_command_class_variables_are_declared_on_settings() -> None:
     # Read as attributes: a default spelled at the reader would hide a misspelt declaration.
     assert "getattr(model" not in inspect.getsource(steerable.cli.flags)
     assert "getattr(args" not in inspect.getsource(steerable.cli.annotate)
+
+
+def test_the_environment_state_refusal_is_one_line_for_both_checks() -> None:
+    from types import SimpleNamespace
+    from typing import Any, get_type_hints
+
+    import numpy as np
+
+    from steerable.control import ENVIRONMENT_STATE_FEATURE, Observation
+    from steerable.runtime import policy_adapter
+    from steerable.runtime.policy_observation import no_environment_state, policy_observation
+    from steerable.runtime.stack import ObservationKind
+
+    keys = ["observation.state", ENVIRONMENT_STATE_FEATURE]
+    runner: Any = SimpleNamespace(cfg=SimpleNamespace(read_state_keys=keys, state_keys=keys, locate_key=""))
+    with pytest.raises(ConfigError) as at_load:
+        policy_adapter._check_observation(runner, "standard")
+    with pytest.raises(ConfigError) as at_step:
+        policy_observation(Observation(state=np.zeros(3, np.float32)), runner)
+    assert str(at_load.value) == str(at_step.value) == str(no_environment_state())
+    # `--observation` reaches the adapter as its Literal, not a bare str.
+    for function in (policy_adapter.load_low_level, policy_adapter.load_high_level, policy_adapter._check_observation):
+        assert get_type_hints(function)["observation"] == ObservationKind
+
+
+def test_flow_noise_is_checked_by_its_settings_field_only() -> None:
+    import inspect
+
+    from steerable.runtime import policy_adapter
+
+    with pytest.raises(ConfigError, match="--policy.flow_noise"):
+        RunSettings(policy={"flow_noise": -1})
+    assert "flow_noise must be" not in inspect.getsource(policy_adapter)

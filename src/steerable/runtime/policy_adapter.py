@@ -27,7 +27,8 @@ from steerable.policy.checkpoint import load_policy
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.rtc import guided_chunk
 from steerable.runtime.policy_high_level import PolicyHighLevel
-from steerable.runtime.policy_observation import STATE_SOURCES, policy_observation, reads_cameras
+from steerable.runtime.policy_observation import STATE_SOURCES, no_environment_state, policy_observation, reads_cameras
+from steerable.runtime.stack import ObservationKind
 
 __all__ = ["DONE_THRESHOLD", "PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level",
            "low_level_reports_done"]
@@ -45,13 +46,12 @@ def _runner(path: str | Path, device: str) -> PolicyRunner:
     return _RUNNERS[key]
 
 
-def _check_observation(runner: PolicyRunner, observation: str) -> PolicyRunner:
+def _check_observation(runner: PolicyRunner, observation: ObservationKind) -> PolicyRunner:
     """`runner`, after checking that the run gives it every state feature its policy reads: the
     environment state (object positions) only with `--observation privileged`."""
     for key in runner.cfg.read_state_keys:
         if key == ENVIRONMENT_STATE_FEATURE and observation != "privileged":
-            raise ConfigError(f"this policy reads {key} (object positions): run it in the simulator with "
-                              "--observation privileged")
+            raise no_environment_state()
         if key not in STATE_SOURCES:
             raise ConfigError(f"this policy reads state feature {key!r}, which the runtime cannot build "
                               f"(it builds {', '.join(STATE_SOURCES)})")
@@ -145,7 +145,7 @@ class PolicyLowLevel:
         return (self._sent[k, pairs] - self._sent[k - 1, pairs]).astype(np.float32)
 
 
-def load_high_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
+def load_high_level(path: str | Path, device: str = "cpu", observation: ObservationKind = "standard", *,
                     progress_from_observation: bool = False, step_check: bool = True) -> PolicyHighLevel:
     """The policy at `path` (a checkpoint, or a `steerable train` output folder) as the high level;
     `observation` is the run's `--observation` (standard, or privileged in the simulator);
@@ -160,7 +160,7 @@ def low_level_reports_done(path: str | Path, device: str = "cpu") -> bool:
     return _runner(path, device).cfg.done_head
 
 
-def load_low_level(path: str | Path, device: str = "cpu", observation: str = "standard", *,
+def load_low_level(path: str | Path, device: str = "cpu", observation: ObservationKind = "standard", *,
                    flow_noise: float | None = None) -> PolicyLowLevel:
     """The policy at `path` as the low-level controller (`observation` as for `load_high_level`);
     `flow_noise` replaces the checkpoint's scale of the noise its chunks are integrated from."""
@@ -168,8 +168,6 @@ def load_low_level(path: str | Path, device: str = "cpu", observation: str = "st
     if not runner.prompts.has("action"):
         raise ConfigError(f"the policy's recipe ({runner.prompts.origin}) trains no actions conditioned on the "
                           "command alone (a low_level turn that reads the subtask): it cannot be the low level")
-    if flow_noise is not None:
-        if flow_noise < 0:
-            raise ConfigError(f"--policy.flow_noise must be >= 0, got {flow_noise}")
+    if flow_noise is not None:  # checked (>= 0) by its settings field, `--policy.flow_noise`
         runner.model.cfg.flow_noise = float(flow_noise)
     return PolicyLowLevel(runner)

@@ -25,7 +25,10 @@ from steerable.policy.generation import GenerationConfig, ParsedReply
 from steerable.policy.inference import PolicyObservation
 from steerable.recipes.live import LivePrompts
 
-__all__ = ["STATE_SOURCES", "ChecksSteps", "RunsPolicy", "TextPolicy", "policy_observation", "reads_cameras"]
+__all__ = [
+    "STATE_SOURCES", "ChecksSteps", "RunsPolicy", "TextPolicy", "no_environment_state", "policy_observation",
+    "reads_cameras",
+]
 
 # The state features the runtime can give a policy (see `policy_observation`).
 STATE_SOURCES = ("observation.state", ENVIRONMENT_STATE_FEATURE)
@@ -66,6 +69,13 @@ class RunsPolicy(Protocol):
     def runner(self) -> TextPolicy: ...
 
 
+def no_environment_state() -> ConfigError:
+    """The refusal of a policy that reads the objects' true positions in a run that does not give them: when it is
+    loaded (`--observation standard`) and, in case, at an observation without them."""
+    return ConfigError(f"this policy reads {ENVIRONMENT_STATE_FEATURE} (object positions), which only the simulator "
+                       "gives: run it with --env sim --observation privileged")
+
+
 def policy_observation(obs: Observation | None, runner: TextPolicy) -> PolicyObservation:
     """The policy's observation: cameras, and its state vector built from the runner's
     `cfg.state_keys` in order (`observation.state` from `obs.state`, the environment state from
@@ -82,8 +92,7 @@ def policy_observation(obs: Observation | None, runner: TextPolicy) -> PolicyObs
                 parts.append(np.zeros(cfg.located, dtype=np.float32))
             elif key == ENVIRONMENT_STATE_FEATURE:
                 if obs.environment_state is None:
-                    raise ConfigError(f"this policy reads {key} (object positions), which only the simulator "
-                                      "gives: run it with --env sim --observation privileged")
+                    raise no_environment_state()
                 parts.append(np.asarray(obs.environment_state, dtype=np.float32).reshape(-1))
             else:
                 parts.append(state.reshape(-1))
