@@ -3,6 +3,8 @@ the one definition the others read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from steerable.errors import ConfigError
@@ -35,7 +37,7 @@ def test_the_command_class_variables_are_declared_on_settings() -> None:
 
 def test_the_environment_state_refusal_is_one_line_for_both_checks() -> None:
     from types import SimpleNamespace
-    from typing import Any, get_type_hints
+    from typing import get_type_hints
 
     import numpy as np
 
@@ -64,3 +66,23 @@ def test_flow_noise_is_checked_by_its_settings_field_only() -> None:
     with pytest.raises(ConfigError, match="--policy.flow_noise"):
         RunSettings(policy={"flow_noise": -1})
     assert "flow_noise must be" not in inspect.getsource(policy_adapter)
+
+
+def test_the_optional_environment_abilities_are_protocols() -> None:
+    from steerable.control import ScriptsController, ScriptsPlanner, SeedsForTask
+    from steerable.runtime.session import _seed_for
+    from steerable.runtime.stack import StackSpec, check_scripted
+    from steerable.synthetic import SimEnv
+
+    assert issubclass(SimEnv, ScriptsPlanner) and issubclass(SimEnv, ScriptsController)
+    assert issubclass(SimEnv, SeedsForTask)  # declared, not found by name
+
+    class Bare:
+        """No scripted doubles, no scene search."""
+
+    env: Any = Bare()
+    with pytest.raises(ConfigError, match=r"--low_level scripted: this environment \(Bare\) has no scripted "):
+        check_scripted(StackSpec(high_level="none"), env)
+    assert _seed_for(env, "put the red cube in the blue bin") == 0
+    assert _seed_for(SimEnv(), "put the red cube in the blue bin") == SimEnv.seed_for_task("put the red cube in the "
+                                                                                           "blue bin")

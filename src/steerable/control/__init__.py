@@ -9,9 +9,13 @@ from steerable.control.environment import (
     DescribesScene,
     Environment,
     EpisodeSpec,
+    ObservationKind,
     ProvidesEnvironmentState,
     RecordedEpisode,
     RecordsGroundTruth,
+    ScriptsController,
+    ScriptsPlanner,
+    SeedsForTask,
     TakesInterjections,
 )
 from steerable.control.types import (
@@ -44,10 +48,14 @@ __all__ = [
     "LanguageContext",
     "LowLevelController",
     "Observation",
+    "ObservationKind",
     "ProvidesEnvironmentState",
     "RecordedEpisode",
     "RecordsGroundTruth",
     "RequestKind",
+    "ScriptsController",
+    "ScriptsPlanner",
+    "SeedsForTask",
     "TakesInterjections",
     "ToolCall",
 ]

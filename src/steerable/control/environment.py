@@ -14,10 +14,11 @@ Some abilities are optional; the runtime checks them with `isinstance` against t
   (`Observation.environment_state`: what `--observation privileged` lets a policy read);
 - `RecordsGroundTruth`: a recording's ground truth, kept frame by frame and written beside it (the
   simulator's: what `steerable eval` scores an annotator on);
-and by name: `scripted_planner()` / `scripted_controller()` (the env's test doubles behind
-`--high_level scripted` / `--low_level scripted`), `seed_for_task(task)` (the first seed whose scene
-fits a task: the session's seed when none is given), `episode_over()` (the env ended the episode
-itself, as a gym env that terminated or truncated: an evaluation episode stops there).
+- `ScriptsPlanner` / `ScriptsController`: the env's test doubles behind `--high_level scripted` /
+  `--low_level scripted`;
+- `SeedsForTask`: the first seed whose scene fits a task (the session's seed when none is given);
+and by name: `episode_over()` (the env ended the episode itself, as a gym env that terminated or
+truncated: an evaluation episode stops there).
 
 Environments are built by name through the runtime's registry (`steerable.runtime.environments`).
 """
@@ -27,20 +28,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from steerable.control.types import Observation
+from steerable.control.types import HighLevelModel, LowLevelController, Observation
 
 __all__ = [
     "Body",
     "DescribesScene",
     "Environment",
     "EpisodeSpec",
+    "ObservationKind",
     "ProvidesEnvironmentState",
     "RecordedEpisode",
     "RecordsGroundTruth",
+    "ScriptsController",
+    "ScriptsPlanner",
+    "SeedsForTask",
     "TakesInterjections",
 ]
 
@@ -125,6 +130,11 @@ class TakesInterjections(Protocol):
         ...
 
 
+# What a run lets a policy read of an observation (`--observation`): "standard", or "privileged": also every
+# object's true position, from an environment that `ProvidesEnvironmentState` (the simulator).
+ObservationKind = Literal["standard", "privileged"]
+
+
 @runtime_checkable
 class ProvidesEnvironmentState(Protocol):
     """An environment that knows where every object is: its observations carry the vector
@@ -157,4 +167,31 @@ class RecordsGroundTruth(Protocol):
 
     def write_ground_truth(self, root: Path, fps: int, episodes: Sequence[RecordedEpisode]) -> None:
         """Write the ground truth of `episodes` (each with a truth for every frame) into the dataset at `root`."""
+        ...
+
+
+@runtime_checkable
+class ScriptsPlanner(Protocol):
+    """An environment with a scripted high level (`--high_level scripted`), a test double that may read its truth."""
+
+    def scripted_planner(self) -> HighLevelModel:
+        """A new scripted planner for this environment."""
+        ...
+
+
+@runtime_checkable
+class ScriptsController(Protocol):
+    """An environment with a scripted low level (`--low_level scripted`), a test double or a baseline."""
+
+    def scripted_controller(self) -> LowLevelController:
+        """A new scripted controller for this environment."""
+        ...
+
+
+@runtime_checkable
+class SeedsForTask(Protocol):
+    """An environment that can find a scene a task fits: `steerable run --task T` without `--seed` starts there."""
+
+    def seed_for_task(self, task: str) -> int:
+        """The first seed whose scene `task` fits (0 if none)."""
         ...

@@ -21,14 +21,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ChunkPrefix, Observation
+from steerable.control import ENVIRONMENT_STATE_FEATURE, ActionChunk, ChunkPrefix, Observation, ObservationKind
 from steerable.errors import ConfigError
 from steerable.policy.checkpoint import load_policy
 from steerable.policy.inference import PolicyRunner
 from steerable.policy.rtc import guided_chunk
 from steerable.runtime.policy_high_level import PolicyHighLevel
 from steerable.runtime.policy_observation import STATE_SOURCES, no_environment_state, policy_observation, reads_cameras
-from steerable.runtime.stack import ObservationKind
 
 __all__ = ["DONE_THRESHOLD", "PolicyHighLevel", "PolicyLowLevel", "load_high_level", "load_low_level",
            "low_level_reports_done"]

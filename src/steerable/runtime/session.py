@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from steerable.control import DescribesScene, RecordsGroundTruth
+from steerable.control import DescribesScene, RecordsGroundTruth, SeedsForTask
 from steerable.errors import ConfigError
 from steerable.runtime.chunks import InferenceOptions
 from steerable.runtime.environments import EnvSpec, make_env
@@ -144,7 +144,7 @@ class SessionOptions:
     stack: StackSpec = field(default_factory=StackSpec)
     env: EnvSpec = field(default_factory=EnvSpec)
     task: str | None = None
-    seed: int | None = None  # None: the first scene where the task fits (an env with `seed_for_task`), else 0
+    seed: int | None = None  # None: the first scene where the task fits (an env that `SeedsForTask`), else 0
     record: Path | None = None
     tts: str = "text"
     rates: LoopRates = field(default_factory=LoopRates)
@@ -291,8 +291,7 @@ class Session:
 
 def _seed_for(env: object, task: str | None) -> int:
     """The env's first scene that fits `task` (when it can search scenes), else 0."""
-    search = getattr(env, "seed_for_task", None)
-    return int(search(task)) if callable(search) and task else 0
+    return int(env.seed_for_task(task)) if isinstance(env, SeedsForTask) and task else 0
 
 
 @contextmanager

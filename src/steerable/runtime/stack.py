@@ -1,22 +1,28 @@
 """Build the high-level model and low-level controller a run asks for, by name.
 
-`scripted` (the environment's own test doubles, its `scripted_planner()` / `scripted_controller()`:
+`scripted` (the environment's own test doubles: `control.ScriptsPlanner` / `control.ScriptsController`,
 the simulator's read its true state), `vlm` (any OpenAI-compatible server), `policy` (a
 trained hierarchical policy checkpoint, through `steerable.runtime.policy_adapter`, imported lazily),
 `lerobot` for the low level (a LeRobot policy, through `steerable.runtime.lerobot.policy`, imported
 lazily: it executes the active subtask as its `task`), and `none` for the high level (direct-task:
 the controller executes the task or the operator's words). `HighKind` / `LowKind` / `ObservationKind`
-are the names each accepts, once.
+(the control contract's, re-exported) are the names each accepts, once.
 A `StackSpec` is plain data so evaluation workers can rebuild the same stack in their process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from steerable.control import Environment, HighLevelModel, LowLevelController
+from steerable.control import (
+    Environment,
+    HighLevelModel,
+    LowLevelController,
+    ObservationKind,
+    ScriptsController,
+    ScriptsPlanner,
+)
 from steerable.errors import ConfigError
 from steerable.vlm.backends import get_backend, resolve_backend
 from steerable.vlm.config import VLMConfig
@@ -30,8 +36,6 @@ __all__ = [
 # and their help all read these.
 HighKind = Literal["scripted", "vlm", "policy", "none"]
 LowKind = Literal["scripted", "policy", "lerobot"]
-# "privileged": a policy may read every object's position (an environment that provides them: the simulator).
-ObservationKind = Literal["standard", "privileged"]
 HIGH_LEVELS: tuple[HighKind, ...] = get_args(HighKind)
 LOW_LEVELS: tuple[LowKind, ...] = get_args(LowKind)
 OBSERVATIONS: tuple[ObservationKind, ...] = get_args(ObservationKind)
@@ -120,27 +124,26 @@ def _require_policy_runtime() -> None:
         ) from exc
 
 
-def _scripted(env: Environment, flag: str, role: str) -> Callable[[], object]:
-    make: object = getattr(env, f"scripted_{role}", None)
-    if not callable(make):
-        raise ConfigError(f"{flag} scripted: this environment ({type(env).__name__}) has no scripted {role} "
-                          f"(a test double); choose another {flag}")
-    return make  # what it makes is checked against the protocol when built
+def _no_scripted(env: Environment, flag: str, role: str) -> ConfigError:
+    return ConfigError(f"{flag} scripted: this environment ({type(env).__name__}) has no scripted {role} (a test "
+                       f"double); choose another {flag}")
 
 
 def check_scripted(spec: StackSpec, env: Environment) -> None:
     """Raise ConfigError now when `spec` asks for a scripted model `env` does not have."""
-    if spec.high_level == "scripted":
-        _scripted(env, "--high_level", "planner")
-    if spec.low_level == "scripted":
-        _scripted(env, "--low_level", "controller")
+    if spec.high_level == "scripted" and not isinstance(env, ScriptsPlanner):
+        raise _no_scripted(env, "--high_level", "planner")
+    if spec.low_level == "scripted" and not isinstance(env, ScriptsController):
+        raise _no_scripted(env, "--low_level", "controller")
 
 
 def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
     if spec.high_level == "none":
         return None
     if spec.high_level == "scripted":
-        planner = _scripted(env, "--high_level", "planner")()
+        if not isinstance(env, ScriptsPlanner):
+            raise _no_scripted(env, "--high_level", "planner")
+        planner = env.scripted_planner()
         if not isinstance(planner, HighLevelModel):
             raise ConfigError(f"--high_level scripted: {type(env).__name__}.scripted_planner() is no HighLevelModel")
         return planner
@@ -164,7 +167,9 @@ def build_high(spec: StackSpec, env: Environment) -> HighLevelModel | None:
 
 def build_low(spec: StackSpec, env: Environment) -> LowLevelController:
     if spec.low_level == "scripted":
-        controller = _scripted(env, "--low_level", "controller")()
+        if not isinstance(env, ScriptsController):
+            raise _no_scripted(env, "--low_level", "controller")
+        controller = env.scripted_controller()
         if not isinstance(controller, LowLevelController):
             raise ConfigError(f"--low_level scripted: {type(env).__name__}.scripted_controller() is no "
                               "LowLevelController")

@@ -23,7 +23,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from steerable.control import EpisodeSpec, HighLevelModel, LowLevelController, Observation
+from steerable.control import (
+    EpisodeSpec,
+    HighLevelModel,
+    LowLevelController,
+    Observation,
+    ScriptsController,
+    ScriptsPlanner,
+    SeedsForTask,
+)
 from steerable.errors import ConfigError
 from steerable.synthetic.commands import CommandError, side_of
 from steerable.synthetic.difficulty import get_difficulty
@@ -129,7 +137,7 @@ class _Episode:
     picked_at: tuple[float, float] | None = None  # where the cube to correct was picked up
 
 
-class SimEnv(SimGroundTruth):
+class SimEnv(SimGroundTruth, ScriptsPlanner, ScriptsController, SeedsForTask):
     """The simulated tabletop; `privileged` observations carry the `WorldState` for scripted doubles."""
 
     robot_type: str = ROBOT_TYPE
