@@ -86,3 +86,17 @@ def test_the_optional_environment_abilities_are_protocols() -> None:
     assert _seed_for(env, "put the red cube in the blue bin") == 0
     assert _seed_for(SimEnv(), "put the red cube in the blue bin") == SimEnv.seed_for_task("put the red cube in the "
                                                                                            "blue bin")
+
+
+def test_every_choice_is_refused_by_one_helper() -> None:
+    import inspect
+
+    from steerable.runtime import stack
+    from steerable.settings import check_choice
+    from steerable.vlm import backends
+
+    assert stack.check_choice is check_choice
+    assert "check_choice(" in inspect.getsource(backends.check_backend_name)
+    with pytest.raises(ConfigError) as refused:
+        backends.check_backend_name("grammar")
+    assert str(refused.value) == f"--vlm.backend 'grammar': choose one of {', '.join(backends.backend_names())}"

@@ -6,14 +6,20 @@ Also the value types several commands' settings share, defined here as every set
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError
 
 from steerable.errors import ConfigError
 
-__all__ = ["Episodes", "Settings", "describe", "episodes_field", "error_text", "parse_episodes"]
+__all__ = ["Episodes", "Settings", "check_choice", "describe", "episodes_field", "error_text", "parse_episodes"]
+
+
+def check_choice(flag: str, value: object, choices: Sequence[str]) -> None:
+    """Raise the one-line ConfigError of a `flag` given a value not among `choices` (every "choose one of")."""
+    if value not in choices:
+        raise ConfigError(f"{flag} {value!r}: choose one of {', '.join(choices)}")
 
 
 def parse_episodes(text: str | None, flag: str = "--episodes") -> list[int] | None:

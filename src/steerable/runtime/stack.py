@@ -24,6 +24,7 @@ from steerable.control import (
     ScriptsPlanner,
 )
 from steerable.errors import ConfigError
+from steerable.settings import check_choice
 from steerable.vlm.backends import get_backend, resolve_backend
 from steerable.vlm.config import VLMConfig
 
@@ -39,12 +40,6 @@ LowKind = Literal["scripted", "policy", "lerobot"]
 HIGH_LEVELS: tuple[HighKind, ...] = get_args(HighKind)
 LOW_LEVELS: tuple[LowKind, ...] = get_args(LowKind)
 OBSERVATIONS: tuple[ObservationKind, ...] = get_args(ObservationKind)
-
-
-def check_choice(flag: str, value: object, choices: tuple[str, ...]) -> None:
-    """Raise the one-line ConfigError of a `flag` given a value not among `choices`."""
-    if value not in choices:
-        raise ConfigError(f"{flag} {value!r}: choose one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True)

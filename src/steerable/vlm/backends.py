@@ -19,6 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from steerable.errors import ConfigError
+from steerable.settings import check_choice
 
 if TYPE_CHECKING:
     from steerable.vlm.config import VLMConfig
@@ -54,8 +55,7 @@ def backend_names() -> tuple[str, ...]:
 
 def check_backend_name(name: str) -> str:
     """`name`, when `--vlm.backend` takes it; else the one-line refusal, the same from the settings and from code."""
-    if name not in backend_names():
-        raise ConfigError(f"--vlm.backend {name!r}: choose one of {', '.join(backend_names())}")
+    check_choice("--vlm.backend", name, backend_names())
     return name
 
 
