@@ -100,3 +100,12 @@ def test_every_choice_is_refused_by_one_helper() -> None:
     with pytest.raises(ConfigError) as refused:
         backends.check_backend_name("grammar")
     assert str(refused.value) == f"--vlm.backend 'grammar': choose one of {', '.join(backends.backend_names())}"
+
+
+def test_the_text_policy_takes_the_policys_chat_type() -> None:
+    import inspect
+
+    from steerable.runtime.policy_observation import TextPolicy
+
+    # A chat is spelled once (policy.inference.Chat); the runtime's protocol names it, not its shape.
+    assert "chats: Sequence[Chat]" in inspect.getsource(TextPolicy.generate)

@@ -14,7 +14,7 @@ the simulator, with `--observation privileged`), and the cameras.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from steerable.control import ENVIRONMENT_STATE_FEATURE, Observation
 from steerable.errors import ConfigError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.generation import GenerationConfig, ParsedReply
-from steerable.policy.inference import PolicyObservation
+from steerable.policy.inference import Chat, PolicyObservation
 from steerable.recipes.live import LivePrompts
 
 __all__ = [
@@ -44,7 +44,7 @@ class TextPolicy(Protocol):
     @property
     def prompts(self) -> LivePrompts: ...
 
-    def generate(self, chats: Sequence[list[dict[str, Any]]], observation: PolicyObservation,
+    def generate(self, chats: Sequence[Chat], observation: PolicyObservation,
                  generation: GenerationConfig | None = None, *, canonical: bool = False) -> list[ParsedReply]:
         """One reply per chat, all reading `observation`."""
         ...
