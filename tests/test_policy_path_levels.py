@@ -1,5 +1,5 @@
-"""`--policy.path` is the policy at each level the user did not name (`steerable run`), as `--policy.server`
-is the low level; naming both levels, neither the policy, is refused in one line."""
+"""`--policy.path` is the policy at each level the user did not name when no level names it (`steerable run`),
+as `--policy.server` is the low level; naming both levels, neither the policy, is refused in one line."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from steerable.runtime.settings import RunSettings
     ({"high_level": "none"}, ("none", "policy")),
     ({"low_level": "scripted"}, ("policy", "scripted")),
     ({"high_level": "scripted", "low_level": "policy"}, ("scripted", "policy")),
+    # a level named the policy keeps the other at its default, as before the path filled levels
+    ({"low_level": "policy"}, ("scripted", "policy")),
+    ({"high_level": "policy"}, ("policy", "scripted")),
 ])
 def test_the_policy_path_fills_the_levels_not_named(tmp_path: Path, levels: dict[str, object],
                                                     expected: tuple[str, str]) -> None:
@@ -27,9 +30,12 @@ def test_the_policy_path_fills_the_levels_not_named(tmp_path: Path, levels: dict
     assert spec.policy_path == str(tmp_path)
 
 
-def test_a_policy_server_and_path_run_the_high_level_here(tmp_path: Path) -> None:
+def test_a_policy_server_is_the_low_level_and_the_high_level_keeps_its_default(tmp_path: Path) -> None:
     spec = RunSettings.model_validate({"policy": {"path": str(tmp_path), "server": "h:1"}}).stack()
-    assert (spec.high_level, spec.low_level, spec.policy_server) == ("policy", "policy", "h:1")
+    assert (spec.high_level, spec.low_level, spec.policy_server) == ("scripted", "policy", "h:1")
+    both = {"high_level": "policy", "policy": {"path": str(tmp_path), "server": "h:1"}}
+    spec = RunSettings.model_validate(both).stack()
+    assert (spec.high_level, spec.low_level) == ("policy", "policy")  # the high level runs here, the low level there
 
 
 def test_both_levels_named_without_the_policy_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

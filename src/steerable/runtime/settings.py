@@ -305,11 +305,15 @@ class RunSettings(Settings):
         return self
 
     def _levels_of_policy_path(self) -> None:
-        """`--policy.path` is the policy at each level the user did not name (both when neither is: a checkpoint
-        is the hierarchical policy), as `--policy.server` is the low level; two levels named, neither the
-        policy, leave it nothing to run."""
+        """Where `--policy.path` runs when no level names the policy: at both levels when neither is named (a
+        checkpoint is the hierarchical policy), else at the one not named (`--high_level vlm`: the low level),
+        as `--policy.server` is the low level. A level named `policy` keeps the other at its default
+        (`--low_level policy`: the scripted planner over the trained low level, as always); two levels named,
+        neither the policy, leave it nothing to run."""
         named = {level for level in ("high_level", "low_level") if level in self.model_fields_set}
-        if len(named) == 2 and "policy" not in (self.high_level, self.low_level):
+        if "policy" in (self.high_level, self.low_level):
+            return
+        if len(named) == 2:
             raise ConfigError(f"--policy.path runs a trained policy at --high_level or --low_level policy; it does "
                               f"not combine with --high_level {self.high_level} --low_level {self.low_level}")
         if "high_level" not in named:
