@@ -81,6 +81,21 @@ def test_present_objects_fill_their_slots_and_absent_ones_are_zero() -> None:
     assert np.array_equal(environment_state(swapped), vec)
 
 
+def test_the_vector_is_each_world_s_own_when_scenes_alternate() -> None:
+    """The layout of the last scene is kept between calls (a simulator asks every step): a call on another
+    scene, and back, gives each scene's own vector, and a returned vector is not shared with the next."""
+    world = _world()
+    other = WorldState(Scene(world.scene.cubes[:1], ()), HOME, world.positions[:1])
+    first = environment_state(world)
+    first_again = environment_state(world)
+    assert first is not first_again and np.array_equal(first, first_again)
+    first_again[:] = 7.0
+    lone = environment_state(other)
+    assert lone[_slot("grey_bin.present")] == 0.0 and lone[_slot("cyan_cube.present")] == 0.0
+    assert lone[_slot("green_cube.present")] == 1.0
+    assert np.array_equal(environment_state(world), first)
+
+
 def test_a_held_cube_keeps_its_live_position() -> None:
     world = _world()
     for pose in (Gripper(0.30, 0.10, 0.15, 0.0), Gripper(0.30, 0.10, 0.02, 0.0), Gripper(0.30, 0.10, 0.02, 1.0)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from steerable.control import ENVIRONMENT_STATE_FEATURE  # the dataset feature holding the vector
-from steerable.synthetic.world import CUBE_COLORS, RECEPTACLE_COLORS, WorldState
+from steerable.synthetic.world import CUBE_COLORS, RECEPTACLE_COLORS, Scene, WorldState
 
 __all__ = ["ENVIRONMENT_STATE_FEATURE", "ENVIRONMENT_STATE_NAMES", "environment_state"]
 
@@ -34,17 +34,36 @@ _RECEPTACLE_SLOT = {
 }
 
 
-def environment_state(world: WorldState) -> np.ndarray:
-    """The (len(ENVIRONMENT_STATE_NAMES),) float32 vector of `world` (see the module docstring)."""
-    out = np.zeros(len(ENVIRONMENT_STATE_NAMES), dtype=np.float32)
-    for cube, (x, y, z) in zip(world.scene.cubes, world.positions, strict=True):
-        at = _CUBE_SLOT.get(cube.name)
-        if at is None:
-            raise ValueError(f"cube {cube.name!r} is not in the palette {sorted(_CUBE_SLOT)}")
-        out[at: at + 4] = (x, y, z, 1.0)
-    for rec in world.scene.receptacles:
+# The last scene's layout: its receptacles written once, and where each of its cubes goes (a simulator
+# asks for the vector every step, and a scene's receptacles and cubes do not change within an episode).
+_last_layout: tuple[Scene, np.ndarray, tuple[int, ...]] | None = None
+
+
+def _layout(scene: Scene) -> tuple[np.ndarray, tuple[int, ...]]:
+    global _last_layout
+    cached = _last_layout
+    if cached is not None and cached[0] is scene:
+        return cached[1], cached[2]
+    template = np.zeros(len(ENVIRONMENT_STATE_NAMES), dtype=np.float32)
+    for rec in scene.receptacles:
         at = _RECEPTACLE_SLOT.get(rec.name)
         if at is None:
             raise ValueError(f"receptacle {rec.name!r} is not in the palette {sorted(_RECEPTACLE_SLOT)}")
-        out[at: at + 3] = (*rec.center, 1.0)
+        template[at: at + 3] = (*rec.center, 1.0)
+    offsets = []
+    for cube in scene.cubes:
+        at = _CUBE_SLOT.get(cube.name)
+        if at is None:
+            raise ValueError(f"cube {cube.name!r} is not in the palette {sorted(_CUBE_SLOT)}")
+        offsets.append(at)
+    _last_layout = (scene, template, tuple(offsets))
+    return template, tuple(offsets)
+
+
+def environment_state(world: WorldState) -> np.ndarray:
+    """The (len(ENVIRONMENT_STATE_NAMES),) float32 vector of `world` (see the module docstring)."""
+    template, offsets = _layout(world.scene)
+    out = template.copy()
+    for at, (x, y, z) in zip(offsets, world.positions, strict=True):
+        out[at: at + 4] = (x, y, z, 1.0)
     return out
