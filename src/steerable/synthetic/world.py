@@ -118,8 +118,11 @@ class Gripper:
     z: float
     closure: float
 
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.x, self.y, self.z, self.closure)
+
     def as_array(self) -> np.ndarray:
-        return np.array([self.x, self.y, self.z, self.closure], dtype=np.float64)
+        return np.array(self.as_tuple(), dtype=np.float64)
 
 
 HOME = Gripper(TABLE_WIDTH / 2, TABLE_DEPTH / 2, 0.15, 0.0)
