@@ -9,7 +9,7 @@ import pytest
 
 from steerable.errors import ConfigError
 from steerable.runtime.settings import RunSettings
-from steerable.tools.say import TTS_BACKENDS
+from steerable.tools.voices import TTS_BACKENDS
 
 
 def test_the_tts_choices_are_the_say_tools() -> None:

@@ -25,7 +25,7 @@ from steerable.runtime.stack import (
     check_choice,
 )
 from steerable.settings import Episodes, Settings, episodes_field
-from steerable.tools.say import TTS_BACKENDS
+from steerable.tools.voices import TTS_BACKENDS
 from steerable.vlm.config import VLMConfig
 
 if TYPE_CHECKING:

@@ -17,20 +17,17 @@ import wave
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from steerable.errors import ConfigError, MissingExtraError
 from steerable.language.tools import SAY_TOOL, tool_schema
+from steerable.tools.voices import TTS_BACKENDS
 
 __all__ = ["TTS_BACKENDS", "EspeakBackend", "PocketBackend", "SayTool", "Speech", "TextBackend", "make_backend"]
 
 logger = logging.getLogger(__name__)
-
-TTS_BACKENDS = ("text", "espeak", "pocket")
-TTSName = Literal["text", "espeak", "pocket"]
-
 
 @dataclass(frozen=True)
 class Speech:
