@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -137,3 +139,33 @@ class TreeRecorder:
         while (still := alive(self.seen)) and time.monotonic() < deadline:
             time.sleep(0.05)
         return still
+
+
+def free_port() -> int:
+    """A port nothing listens on now, out of the range outgoing connections draw from."""
+    return free_ports(1)
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range.
+
+    A kernel-picked port P says nothing about P + 1, and a port in the ephemeral range (32768 and up
+    here) can be taken between the probe and its use by any outgoing connection (Ray opens many), so
+    a run of ports is searched in 20000-32000, where neither the kernel nor Ray's workers
+    (10002-19999) hand out ports.
+    """
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        first = rng.randrange(20000, 32000 - count)
+        if all(_is_free(first + k) for k in range(count)):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports in 20000-32000")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True

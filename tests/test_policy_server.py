@@ -4,7 +4,6 @@ so once; it resumes when the server is back."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from annotate_helpers import steerable
+from process_helpers import free_port
 from runtime_helpers import RecordingEnv, running, wait_for
 from steerable.control import ActionChunk, ChunkPrefix, Observation
 from steerable.errors import ConfigError
@@ -55,12 +55,6 @@ PolicyServer(SlowFake(), "127.0.0.1", int(sys.argv[1]), token="a-test-token").se
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(script: Path, port: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE, text=True)
     ready: list[str] = []
@@ -76,7 +70,7 @@ def _start_server(script: Path, port: int) -> subprocess.Popen[str]:
 def test_killing_the_server_mid_run_holds_the_robot_still_says_so_once_and_it_resumes(tmp_path: Path) -> None:
     script = tmp_path / "server.py"
     script.write_text(SERVER)
-    port = _free_port()
+    port = free_port()
     server = _start_server(script, port)
     try:
         low = connect_policy(f"127.0.0.1:{port}", token="a-test-token")
@@ -171,7 +165,7 @@ def test_the_wire_carries_numeric_arrays_only() -> None:
 
 
 def test_cli_a_server_that_does_not_answer_stops_run_before_anything_moves() -> None:
-    port = _free_port()
+    port = free_port()
     done = steerable("run", "--env", "sim", "--policy.server", f"127.0.0.1:{port}", "--task",
                      "put the red cube in the left bin", timeout=120)
     assert done.returncode == 2

@@ -21,6 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from process_helpers import free_port
 from steerable.cli.main import main
 from steerable.control import ActionChunk, Observation
 from steerable.errors import ConfigError
@@ -60,12 +61,6 @@ sys.exit(main(["serve-policy", "--policy.path", "ckpt", *sys.argv[1:]]))
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Served:
     proc: subprocess.Popen[str]
@@ -86,7 +81,7 @@ class Served:
 def _serve(tmp_path: Path, *flags: str) -> Served:
     script = tmp_path / "serve.py"
     script.write_text(SERVE)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, str(script), "--port", str(port), *flags], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     output: list[str] = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -21,7 +20,7 @@ import pytest
 import ray
 
 from annotate_helpers import copy_dataset, make_synthetic
-from process_helpers import pid_alive
+from process_helpers import free_ports, pid_alive
 from steerable.annotate.config import AnnotateConfig
 from steerable.annotate.run import annotate
 from steerable.annotate.summary import RunSummary
@@ -120,8 +119,9 @@ def test_endpoints_split_across_actors() -> None:
     assert endpoints_for([], 0, 2) == []
 
 
-def test_ray_writes_what_local_writes(cluster: Any, source: Path, local_run: tuple[Path, RunSummary],
-                                      tmp_path: Path) -> None:
+def test_ray_writes_what_local_writes(
+    cluster: Any, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path
+) -> None:
     local_root, local = local_run
     root = copy_dataset(source, tmp_path / "ds")
     with TestServer(responder=plausible_responder) as one, TestServer(responder=plausible_responder) as two:
@@ -151,13 +151,18 @@ def test_each_actor_launches_its_own_vllm_replica(
     cluster: Any, fake_vllm_record: Path, source: Path, local_run: tuple[Path, RunSummary], tmp_path: Path
 ) -> None:
     root = copy_dataset(source, tmp_path / "ds")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        base = probe.getsockname()[1]
-    vlm = {"backend": "vllm", "model_id": "test-model", "serve_port": base, "serve_ready_timeout_s": 60.0,
-           "log_dir": tmp_path / "logs", "backoff_base_s": 0.01}
-    cfg = AnnotateConfig(root=root, vlm=vlm,
-                         executor={"progress": False, "backend": "ray", "workers": 2, "worker_gpus": 1})
+    base = free_ports(2)  # each actor's replica takes base + its rank
+    vlm = {
+        "backend": "vllm",
+        "model_id": "test-model",
+        "serve_port": base,
+        "serve_ready_timeout_s": 60.0,
+        "log_dir": tmp_path / "logs",
+        "backoff_base_s": 0.01,
+    }
+    cfg = AnnotateConfig(
+        root=root, vlm=vlm, executor={"progress": False, "backend": "ray", "workers": 2, "worker_gpus": 1}
+    )
     fake_vllm_record.unlink(missing_ok=True)
     summary = annotate(cfg, executor=RayExecutor(cfg.executor))
     launches = sorted(line.split() for line in fake_vllm_record.read_text().splitlines())
@@ -189,9 +194,7 @@ def _finished(staging: Path) -> dict[int, dict[str, tuple[int, int]]]:
     for folder in staging.glob("episode_*"):
         markers = list(folder.glob("*.done.json"))
         if len(markers) == MODULES:
-            done[int(folder.name.split("_")[1])] = {
-                m.name: (m.stat().st_ino, m.stat().st_mtime_ns) for m in markers
-            }
+            done[int(folder.name.split("_")[1])] = {m.name: (m.stat().st_ino, m.stat().st_mtime_ns) for m in markers}
     return done
 
 
@@ -256,13 +259,20 @@ def test_a_killed_actors_vllm_replica_ends_and_the_replacement_serves_on_its_por
     fake = tmp_path / "slow-vllm"
     fake.write_text(SLOW_VLLM.format(python=sys.executable, record=str(record)))
     fake.chmod(0o755)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    vlm = {"backend": "vllm", "model_id": "test-model", "serve_port": port, "serve_ready_timeout_s": 60.0,
-           "serve_command": f"{fake} serve {{model}} --port {{port}}", "backoff_base_s": 0.01}
-    cfg = AnnotateConfig(root=root, vlm=vlm, executor={"progress": False, "backend": "ray", "workers": 1,
-                                                       "worker_gpus": 1, "batch_episodes": 1})
+    port = free_ports(1)  # out of the range Ray's own connections draw from
+    vlm = {
+        "backend": "vllm",
+        "model_id": "test-model",
+        "serve_port": port,
+        "serve_ready_timeout_s": 60.0,
+        "serve_command": f"{fake} serve {{model}} --port {{port}}",
+        "backoff_base_s": 0.01,
+    }
+    cfg = AnnotateConfig(
+        root=root,
+        vlm=vlm,
+        executor={"progress": False, "backend": "ray", "workers": 1, "worker_gpus": 1, "batch_episodes": 1},
+    )
     executor = RayExecutor(cfg.executor)
     seen: dict[str, Any] = {}
 

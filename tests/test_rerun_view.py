@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import rerun as rr  # the [rerun] extra, in the test extra with [catalog] (datafusion) for the read-back
 
+from process_helpers import free_port
 from steerable.dataset import LeRobotDataset
 from steerable.language.rows import rows_from_arrow
 from steerable.language.styles import LANGUAGE_PERSISTENT
@@ -222,18 +223,12 @@ def test_without_rerun_sdk_the_flag_names_the_extra(viewer_ds: Path, tmp_path: P
     assert "steerable[rerun]" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.filterwarnings("ignore:RRD file has no footer")  # a streamed file has no manifest
 def test_url_streams_to_a_running_viewer(viewer_ds: Path, tmp_path: Path) -> None:
     """`--rerun rerun+http://...`: the SDK's own `rerun --save` server receives both recordings."""
     from steerable.viewer.rerun.sinks import rerun_executable
 
-    port = _free_port()
+    port = free_port()
     got = tmp_path / "got.rrd"
     server = subprocess.Popen([rerun_executable(), "--port", str(port), "--save", str(got)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -260,7 +255,7 @@ def test_url_streams_to_a_running_viewer(viewer_ds: Path, tmp_path: Path) -> Non
 
 
 def test_unreachable_viewer_is_one_line_exit_2(viewer_ds: Path) -> None:
-    port = _free_port()
+    port = free_port()
     done = steerable("view", str(viewer_ds), "--rerun", f"rerun+http://127.0.0.1:{port}/proxy")
     assert done.returncode == 2 and "no Rerun viewer answers" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

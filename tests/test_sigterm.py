@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from annotate_helpers import REPO, make_synthetic
-from process_helpers import TreeRecorder, alive, describe
+from process_helpers import TreeRecorder, alive, describe, free_port
 from steerable.testing.server import TestServer
 from steerable.testing.server.plausible import plausible_responder
 
@@ -147,12 +147,6 @@ def test_sigkill_of_the_eval_ends_its_workers(start: object) -> None:
 
 # -- the vLLM replicas of annotate -----------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _answers(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -172,7 +166,7 @@ def fake_vllm_path(tmp_path: Path) -> str:
 
 def _annotate_with_vllm(start: object, tmp_path: Path, fake_vllm_path: str) -> Command:
     root = make_synthetic(tmp_path / "ds", episodes=3)
-    port = _free_port()
+    port = free_port()
     command: Command = start(  # type: ignore[operator]
         "annotate", "--root", str(root), "--vlm.backend", "vllm", "--vlm.model_id", "tiny-vlm",
         "--vlm.serve_port", str(port), "--vlm.log_dir", str(tmp_path / "logs"), "--executor.progress", "false",
