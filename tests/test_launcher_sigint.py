@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from process_helpers import free_port
 
 FAKE_VLLM = textwrap.dedent(
     """\
@@ -53,9 +54,7 @@ def test_replica_stops_on_sigint_when_the_launcher_ignores_it(how: str, tmp_path
     bin_dir.mkdir()
     (bin_dir / "vllm").write_text(FAKE_VLLM.format(python=sys.executable))
     (bin_dir / "vllm").chmod(0o755)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "0"}
     proc = subprocess.run(
         [sys.executable, "-c", LAUNCH, how, str(port), str(tmp_path / "logs")],

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from process_helpers import pid_alive
+from process_helpers import free_ports, pid_alive
 from steerable.errors import ConfigError, VLMError
 from steerable.vlm import VLMConfig, make_vlm, open_vlm, resolve_backend
 from steerable.vlm.launcher import VLLMLauncher, detect_gpus, plan_replicas
@@ -60,29 +60,11 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return script
 
 
-def _free_ports(count: int) -> int:
-    """A base port with `count` consecutive free ports after it."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no run of free ports found")
-
-
 def _config(tmp_path: Path, replicas: int = 1, **overrides: Any) -> VLMConfig:
     settings: dict[str, Any] = {
         "backend": "vllm",
         "model_id": "tiny-vlm",
-        "serve_port": _free_ports(replicas),
+        "serve_port": free_ports(replicas),
         "serve_ready_timeout_s": 30.0,
         "log_dir": tmp_path / "logs",
         "backoff_base_s": 0.0,
