@@ -112,8 +112,9 @@ def test_a_batch_that_reaches_the_model_without_its_actions_stops_the_run(
 
     prepare = Processor.training_batch
 
-    def without_actions(self: Processor, batch: Any, device: Any = "cpu") -> dict[str, Any]:
-        return {k: v for k, v in prepare(self, batch, device).items() if k not in ("actions", "action_mask")}
+    def without_actions(self: Processor, batch: Any, device: Any = "cpu", **options: Any) -> dict[str, Any]:
+        return {k: v for k, v in prepare(self, batch, device, **options).items()
+                if k not in ("actions", "action_mask")}
 
     monkeypatch.setattr(Processor, "training_batch", without_actions)  # the old clash, forced
     out = tmp_path / "run"

@@ -79,6 +79,9 @@ class PolicyConfig:
     # level from 0.43 to 0.77 as both levels (docs/policy.md, "What made the low level act").
     n_action_steps: int = 5
     image_size: int = 32
+    # Training only: each camera image shifted by up to this many pixels (edge pixels repeated), a new
+    # shift per image and step; 0: off. Nothing changes at run time.
+    image_shift: int = 0
     state_mode: StateMode = "projector"
     action_mode: ActionMode = "relative"
     skip_pauses: bool = True
@@ -159,6 +162,9 @@ class PolicyConfig:
         for name in positive:
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"policy.{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.image_shift < self.image_size // 2:
+            raise ConfigError(f"policy.image_shift must be between 0 and {self.image_size // 2 - 1} for "
+                              f"policy.image_size {self.image_size}, got {self.image_shift}")
         if not 0.0 <= self.flow_noise <= 10.0:
             raise ConfigError(f"policy.flow_noise must be between 0 and 10, got {self.flow_noise}")
         if self.n_action_steps > self.chunk_size:

@@ -215,7 +215,8 @@ class LeRobotInterface:
             data.update({k: [sample[k] for sample in samples] for k in _SAMPLE_KEYS})
         if all(k in batch for k in _SAMPLE_KEYS):  # rendered before the policy (LeRobot's rendering step)
             data.update({k: list(batch[k]) for k in _SAMPLE_KEYS})
-        prepared = self.runner.processor.training_batch(data, self.runner.device)
+        training = isinstance(self, nn.Module) and self.training  # lerobot-train shifts images as steerable train
+        prepared = self.runner.processor.training_batch(data, self.runner.device, augment=training)
         out = self.runner.model(prepared)
         return out["loss"], {k: out[k].item() for k in ("loss", "text_loss", "flow_loss")}
 

@@ -25,7 +25,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.objects import object_layout
 from steerable.train.tokenize import ChatTokenizer
 
-__all__ = ["Normalizer", "Processor", "prepare_images", "text_only"]
+__all__ = ["Normalizer", "Processor", "prepare_images", "shift_images", "text_only"]
 
 
 @dataclass
@@ -112,6 +112,18 @@ def prepare_images(frames: Sequence[torch.Tensor], size: int) -> torch.Tensor:
     return torch.stack(out, dim=1)
 
 
+def shift_images(images: torch.Tensor, pixels: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, cameras, 3, S, S) images, each moved by a random whole number of pixels in [-pixels, pixels]
+    along each axis, the edge pixels repeated into what the move uncovers (random-shift augmentation)."""
+    if pixels <= 0:
+        return images
+    batch, cams, channels, side, _ = images.shape
+    flat = F.pad(images.reshape(batch * cams, channels, side, side), (pixels,) * 4, mode="replicate")
+    dx, dy = (torch.randint(0, 2 * pixels + 1, (2, batch * cams), generator=generator)).tolist()
+    crops = [flat[i, :, y : y + side, x : x + side] for i, (x, y) in enumerate(zip(dx, dy, strict=True))]
+    return torch.stack(crops).reshape(images.shape)
+
+
 def text_only(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Messages with image blocks removed (cameras go to the prefix, not the text)."""
     result = []
@@ -140,8 +152,10 @@ class Processor:
     def eos_id(self) -> int:
         return int(self.tokenizer.eos_token_id)
 
-    def training_batch(self, batch: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
-        """Model inputs of a collated batch: images, state, tokens and labels, normalised action chunks."""
+    def training_batch(self, batch: Mapping[str, Any], device: torch.device | str = "cpu", *,
+                       augment: bool = False) -> dict[str, Any]:
+        """Model inputs of a collated batch: images, state, tokens and labels, normalised action chunks;
+        `augment`: the images shifted as `PolicyConfig.image_shift` says (training steps only)."""
         messages = [text_only(m) for m in batch["messages"]]
         tok = self.chat({"messages": messages, "message_streams": batch["message_streams"],
                          "target_message_indices": batch["target_message_indices"]})
@@ -149,6 +163,8 @@ class Processor:
         out: dict[str, Any] = {k: tok[k].to(device)
                                for k in ("input_ids", "attention_mask", "labels", "predict_actions")}
         out.update(self.observation(batch, device))
+        if augment and "images" in out:
+            out["images"] = shift_images(out["images"], self.cfg.image_shift)
         if "actions" in batch:
             state = None
             if self.cfg.relative_pairs:

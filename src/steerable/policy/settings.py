@@ -29,6 +29,8 @@ _POLICY_HELP = {
     "chunk_size": "actions predicted per chunk",
     "n_action_steps": "actions of a chunk executed before the next inference (at most chunk_size)",
     "image_size": "side in pixels the camera images are resized to",
+    "image_shift": "training only: shift each camera image by up to this many pixels at random (edge pixels "
+                   "repeated), a new shift per image and step; 0: off",
     "state_mode": "projector (one state token), bins (one 256-bin token per state value), or none",
     "action_mode": "relative (pose dimensions as offsets from the current state) or absolute",
     "skip_pauses": "true: frames where the demonstration held still train no actions, chunks skip them",

@@ -167,8 +167,8 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
             # The all-reduce of the gradients happens in the last micro-batch's backward only.
             with parallel.no_sync(stepper, sync=k == len(micro) - 1), parallel.guard():
                 with autocast:
-                    inputs = processor.training_batch(part, device)
-                    more = processor.training_batch(extra, device) if extra is not None else None
+                    inputs = processor.training_batch(part, device, augment=True)
+                    more = processor.training_batch(extra, device, augment=True) if extra is not None else None
                     loss, out = stepper(inputs, more, noise)
                 (loss / len(micro)).backward()
             for acts in (p["predict_actions"] for p in ((inputs, more) if more is not None else (inputs,))):
