@@ -82,6 +82,9 @@ class PolicyConfig:
     # Training only: each camera image shifted by up to this many pixels (edge pixels repeated), a new
     # shift per image and step; 0: off. Nothing changes at run time.
     image_shift: int = 0
+    # Per camera, this many keypoint tokens in the prefix (`steerable.policy.keypoints`); 0: none.
+    keypoints: int = 0
+    keypoint_width: int = 16
     state_mode: StateMode = "projector"
     action_mode: ActionMode = "relative"
     skip_pauses: bool = True
@@ -165,6 +168,9 @@ class PolicyConfig:
         if not 0 <= self.image_shift < self.image_size // 2:
             raise ConfigError(f"policy.image_shift must be between 0 and {self.image_size // 2 - 1} for "
                               f"policy.image_size {self.image_size}, got {self.image_shift}")
+        if self.keypoints < 0 or self.keypoint_width < 1:
+            raise ConfigError(f"policy.keypoints must be at least 0 and policy.keypoint_width at least 1, got "
+                              f"{self.keypoints} and {self.keypoint_width}")
         if not 0.0 <= self.flow_noise <= 10.0:
             raise ConfigError(f"policy.flow_noise must be between 0 and 10, got {self.flow_noise}")
         if self.n_action_steps > self.chunk_size:

@@ -26,6 +26,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
 from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
 from steerable.policy.grounding import OBJECT_FEATURES, grounded_layout, object_fields, object_match
+from steerable.policy.keypoints import KeypointTokens
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
@@ -120,6 +121,8 @@ class HierarchicalPolicy(nn.Module):
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
             self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
+        self.keypoints = (KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width)
+                          if cfg.keypoints and cfg.cameras else None)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
@@ -152,6 +155,8 @@ class HierarchicalPolicy(nn.Module):
             feats = self.backbone.image_tokens(images.to(self.backbone.text.dtype))
             feats = feats.reshape(batch, cams, -1, feats.shape[-1]) + self.camera_embed[None, :cams]
             parts.append(feats.flatten(1, 2))
+            if self.keypoints is not None:
+                parts.append(self.keypoints(images).to(feats.dtype))
         if state is not None:
             parts.append(self.state_tokens(state.to(self.backbone.text.dtype)))
         if not parts:

@@ -1,0 +1,72 @@
+"""Keypoint tokens: where things are in each camera, as prefix tokens the language can pick from.
+
+The tiny backbone's vision tower turns an 8 x 8 patch into one vector and four patches into one token,
+so a 4 cm cube two pixels wide at 32 px is a faint part of one token, and where it sits inside that
+token is nearly lost. `--policy.keypoints K` adds, per camera, K tokens that keep position: a small
+convolutional net (CoordConv: the pixel coordinates as two more input channels) writes K heat maps,
+a soft arg-max of each (over maps at half the image's side, the weights placing the point between
+their cells) gives a point (u, v) in [-1, 1], and the token is made of that point (also
+read through sines and cosines at four frequencies, so a small move changes the token as much as a
+large one), the map's peak and the features under the point. No label trains them: the flow loss
+does, through the tokens the text and the action expert read.
+
+They join the prefix after the cameras' own tokens and before the state, so in the block-causal
+backbone every text token can read them (the word "red" can find the red thing's point) and the
+action expert reads them again through the backbone's outputs. The same idea as the spatial soft
+arg-max in visuomotor policies (Levine et al. 2016; LeRobot's diffusion policy), here with tokens a
+language model attends to instead of one vector.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["KeypointTokens"]
+
+_FREQUENCIES = (1.0, 2.0, 4.0, 8.0)
+
+
+class KeypointTokens(nn.Module):
+    """(B, cameras, 3, S, S) images in [-1, 1] -> (B, cameras * keypoints, hidden) prefix tokens."""
+
+    def __init__(self, cameras: int, keypoints: int, channels: int, hidden: int) -> None:
+        super().__init__()
+        self.keypoints = keypoints
+        self.net = nn.Sequential(
+            nn.Conv2d(5, channels, 3, padding=1), nn.GELU(),
+            nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.GELU(),  # maps at half the side
+            nn.Conv2d(channels, channels, 3, padding=1), nn.GELU(),
+        )
+        self.heat = nn.Conv2d(channels, keypoints, 1)
+        inputs = 2 + 4 * len(_FREQUENCIES) + 1 + channels  # point, its waves, peak, features under it
+        self.out = nn.Sequential(nn.Linear(inputs, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+        self.which = nn.Parameter(torch.randn(cameras, keypoints, hidden) * 0.02)  # which camera and point
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        batch, cams = images.shape[:2]
+        point, peak, under = self.find(images)
+        waves = torch.cat([f(math.pi * scale * point) for scale in _FREQUENCIES for f in (torch.sin, torch.cos)], -1)
+        tokens = self.out(torch.cat([point, waves, peak, under], dim=-1))  # (N, K, hidden)
+        tokens = tokens.reshape(batch, cams, self.keypoints, -1) + self.which[None, :cams]
+        return tokens.flatten(1, 2)
+
+    def find(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per image (N = B * cameras) and keypoint: the point (N, K, 2) as (u, v) in [-1, 1], u to the
+        right and v down, the map's peak (N, K, 1) and the features under the point (N, K, channels)."""
+        batch, cams, channels, height, width = images.shape
+        x = images.reshape(batch * cams, channels, height, width).float()
+        gy, gx = torch.meshgrid(torch.linspace(-1, 1, height, device=x.device),
+                                torch.linspace(-1, 1, width, device=x.device), indexing="ij")
+        x = torch.cat([x, gx.expand(len(x), 1, -1, -1), gy.expand(len(x), 1, -1, -1)], dim=1)
+        feats = self.net(x)
+        gy, gx = torch.meshgrid(torch.linspace(-1, 1, feats.shape[-2], device=x.device),
+                                torch.linspace(-1, 1, feats.shape[-1], device=x.device), indexing="ij")
+        logits = self.heat(feats).flatten(2)  # (N, K, hw)
+        weights = logits.softmax(-1)
+        point = torch.stack([weights @ gx.flatten(), weights @ gy.flatten()], dim=-1)
+        peak = torch.logsumexp(logits, -1, keepdim=True) - math.log(logits.shape[-1])  # 0 for a flat map
+        under = torch.einsum("nkp,ncp->nkc", weights, feats.flatten(2))
+        return point, peak, under
