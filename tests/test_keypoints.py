@@ -64,9 +64,13 @@ def test_the_prefix_holds_the_points_and_the_flow_loss_trains_their_net(root: Pa
     data = items(ds, with_points)
     batch = with_points.processor.training_batch(batch_of(data, find(data, "actions", 4)))
     cams = len(with_points.model.cfg.cameras)
-    grown = with_points.model.prefix(batch["images"], batch["state"]).shape[1]
-    assert grown == plain.model.prefix(batch["images"], batch["state"]).shape[1] + 3 * cams
+    grown, places = with_points.model.prefix(batch["images"], batch["state"])
+    assert grown.shape[1] == plain.model.prefix(batch["images"], batch["state"])[0].shape[1] + 3 * cams
+    pose = len(with_points.model.cfg.pose_pairs)
+    assert places is not None and places.shape == (len(grown), 3 * cams, pose)
+    batch["goal"] = torch.zeros(len(grown), with_points.model.cfg.state_dim)  # where every command ends
     out = with_points.model(batch)
+    assert float(out["goal_loss"]) > 0  # the points' places against it
     out["loss"].backward()
     assert with_points.model.keypoints is not None
     grads = [p.grad for p in with_points.model.keypoints.parameters()]
@@ -89,6 +93,17 @@ def test_a_checkpoint_with_points_trains_loads_and_acts(root: Path, tmp_path: Pa
         "images": {cam: np.full((48, 64, 3), 120, dtype=np.uint8) for cam in cfg.cameras}}
     chunk = runner.act(["pick up the red cube"], observation)
     assert chunk.shape == (1, cfg.chunk_size, cfg.action_dim) and np.isfinite(chunk).all()
+
+
+def test_each_goal_pulls_only_the_nearest_point() -> None:
+    places = torch.tensor([[[0.0, 0.0], [1.0, 1.0]], [[0.5, 0.5], [-1.0, 0.0]]], requires_grad=True)
+    goal = torch.tensor([[0.9, 1.0], [-1.0, 0.2]])
+    loss = KeypointTokens.loss(places, goal)
+    assert torch.isclose(loss, torch.tensor(((0.1**2) / 2 + (0.2**2) / 2) / 2))
+    loss.backward()
+    assert places.grad is not None
+    assert places.grad[0, 0].abs().sum() == 0 and places.grad[1, 0].abs().sum() == 0  # the far ones: untouched
+    assert places.grad[0, 1].abs().sum() > 0 and places.grad[1, 1].abs().sum() > 0
 
 
 def test_a_negative_count_is_refused() -> None:

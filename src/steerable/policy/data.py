@@ -235,7 +235,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
             item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
-        if self.cfg.goal_head:
+        if self.cfg.goal_head or self.cfg.keypoints:
             # Where this command's segment ends (`EpisodeSubtasks.end_row`): the goal head's label, NaN unknown.
             end = None if command is None else self._episode_subtasks(episode).end_row(row, command)
             states = self._episode_states(episode)

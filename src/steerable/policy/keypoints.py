@@ -24,6 +24,8 @@ import math
 import torch
 from torch import nn
 
+from steerable.policy.goal import goal_features
+
 __all__ = ["KeypointTokens"]
 
 _FREQUENCIES = (1.0, 2.0, 4.0, 8.0)
@@ -32,9 +34,10 @@ _FREQUENCIES = (1.0, 2.0, 4.0, 8.0)
 class KeypointTokens(nn.Module):
     """(B, cameras, 3, S, S) images in [-1, 1] -> (B, cameras * keypoints, hidden) prefix tokens."""
 
-    def __init__(self, cameras: int, keypoints: int, channels: int, hidden: int) -> None:
+    def __init__(self, cameras: int, keypoints: int, channels: int, hidden: int, pose: int = 0) -> None:
         super().__init__()
         self.keypoints = keypoints
+        self.pose = pose
         self.net = nn.Sequential(
             nn.Conv2d(5, channels, 3, padding=1), nn.GELU(),
             nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.GELU(),  # maps at half the side
@@ -42,16 +45,40 @@ class KeypointTokens(nn.Module):
         )
         self.heat = nn.Conv2d(channels, keypoints, 1)
         inputs = 2 + 4 * len(_FREQUENCIES) + 1 + channels  # point, its waves, peak, features under it
+        # With the robot's pose (`pose` commanded dimensions): per camera, where a point is in the pose's
+        # units (from the point and the pose, so a wrist camera's points can follow the hand), read as a
+        # goal is, with its offset from the pose magnified (`goal.goal_features`).
+        self.place = nn.ModuleList(nn.Linear(2 + pose, pose) for _ in range(cameras if pose else 0))
+        inputs += len(goal_features(torch.zeros(1, pose), torch.zeros(1, pose))[0]) if pose else 0
         self.out = nn.Sequential(nn.Linear(inputs, hidden), nn.GELU(), nn.Linear(hidden, hidden))
         self.which = nn.Parameter(torch.randn(cameras, keypoints, hidden) * 0.02)  # which camera and point
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def forward(self, images: torch.Tensor, pose: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The (B, cameras * keypoints, hidden) tokens, and with the (B, P) normalised pose, where each
+        point is in the pose's units (B, cameras * keypoints, P); else None."""
         batch, cams = images.shape[:2]
         point, peak, under = self.find(images)
         waves = torch.cat([f(math.pi * scale * point) for scale in _FREQUENCIES for f in (torch.sin, torch.cos)], -1)
-        tokens = self.out(torch.cat([point, waves, peak, under], dim=-1))  # (N, K, hidden)
+        parts, places = [point, waves, peak, under], None
+        if self.place and pose is not None:
+            seen = point.reshape(batch, cams, self.keypoints, 2)
+            held = pose.float()[:, None].expand(-1, self.keypoints, -1)
+            places = torch.stack([self.place[c](torch.cat([seen[:, c], held], -1)) for c in range(cams)], 1)
+            places = places.flatten(1, 2)  # (B, C * K, P)
+            around = pose.float().repeat_interleave(cams * self.keypoints, 0)
+            parts.append(goal_features(places.reshape(-1, self.pose), around).reshape(batch * cams, self.keypoints, -1))
+        tokens = self.out(torch.cat(parts, dim=-1))  # (N, K, hidden)
         tokens = tokens.reshape(batch, cams, self.keypoints, -1) + self.which[None, :cams]
-        return tokens.flatten(1, 2)
+        return tokens.flatten(1, 2), places
+
+    @staticmethod
+    def loss(places: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+        """Where commands end (B, P, normalised) against the nearest of each sample's points (B, N, P):
+        every goal pulls the point closest to it, so the points spread over the places commands end at
+        (objects, receptacles), whichever the command names; the words pick among them."""
+        error = ((places.float() - goal.float()[:, None]) ** 2).mean(-1)  # (B, N)
+        return error.min(dim=1).values.mean()
 
     def find(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per image (N = B * cameras) and keypoint: the point (N, K, 2) as (u, v) in [-1, 1], u to the

@@ -55,6 +55,8 @@ class Encoded:
     # reads of it as one (B, 1, hidden) token; None without a goal head.
     goal: torch.Tensor | None = None
     goal_token: torch.Tensor | None = None
+    # Where each keypoint is in the pose's units (B, cameras * keypoints, P); None without keypoint places.
+    places: torch.Tensor | None = None
 
 
 class HierarchicalPolicy(nn.Module):
@@ -121,8 +123,12 @@ class HierarchicalPolicy(nn.Module):
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
             self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
-        self.keypoints = (KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width)
-                          if cfg.keypoints and cfg.cameras else None)
+        self.keypoints = None
+        if cfg.keypoints and cfg.cameras:
+            pose = len(cfg.pose_pairs) if cfg.state_mode != "none" and cfg.state_dim else 0
+            self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, pose)
+            self.register_buffer("keypoint_pose", torch.tensor([s for _, s in cfg.pose_pairs][:pose], dtype=torch.long),
+                                 persistent=False)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
@@ -147,21 +153,25 @@ class HierarchicalPolicy(nn.Module):
             return self.state_proj(state)[:, None]
         return state.new_zeros(state.shape[0], 0, self.backbone.hidden_size)
 
-    def prefix(self, images: torch.Tensor | None, state: torch.Tensor | None) -> torch.Tensor:
-        """The prefix embeddings: every camera's tokens (with a per-camera embedding), then the state."""
-        parts = []
+    def prefix(self, images: torch.Tensor | None, state: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The prefix embeddings: every camera's tokens (with a per-camera embedding) and keypoint tokens,
+        then the state; and where the keypoints are in the pose's units (None without)."""
+        parts, places = [], None
         if images is not None and images.shape[1]:
             batch, cams = images.shape[:2]
             feats = self.backbone.image_tokens(images.to(self.backbone.text.dtype))
             feats = feats.reshape(batch, cams, -1, feats.shape[-1]) + self.camera_embed[None, :cams]
             parts.append(feats.flatten(1, 2))
             if self.keypoints is not None:
-                parts.append(self.keypoints(images).to(feats.dtype))
+                pose = None if state is None else state[:, cast(torch.Tensor, self.keypoint_pose)]
+                points, places = self.keypoints(images, pose)
+                parts.append(points.to(feats.dtype))
         if state is not None:
             parts.append(self.state_tokens(state.to(self.backbone.text.dtype)))
         if not parts:
             raise ValueError("the prefix needs cameras or a state")
-        return torch.cat(parts, dim=1)
+        return torch.cat(parts, dim=1), places
 
     def named_objects(self, input_ids: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor | None:
         """(B, T, hidden): at each token that names an object (`cfg.object_tokens`), that object's
@@ -191,7 +201,7 @@ class HierarchicalPolicy(nn.Module):
                 raise ValueError("this policy locates objects from its cameras: it needs camera frames")
             located = self.locator(images)
             state = self.locator.splice(state, located.detach())
-        prefix = self.prefix(images, state)
+        prefix, places = self.prefix(images, state)
         embeds = torch.cat([prefix, self.backbone.embed(input_ids).to(prefix.dtype)], dim=1)
         plen = prefix.shape[1]
         mask = block_causal_mask(plen, attention_mask)
@@ -219,7 +229,7 @@ class HierarchicalPolicy(nn.Module):
                 found = self.goal(images[rows], input_ids[rows, :width], words[:, :width])
                 goal = goal.index_put((rows,), found.to(goal.dtype))
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
-        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token)
+        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, places)
 
     def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
@@ -329,6 +339,11 @@ class HierarchicalPolicy(nn.Module):
             known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
             if bool(known.any()):
                 g_loss = GoalHead.loss(enc.goal[known], target[known])
+        if enc.places is not None and "goal" in batch:
+            target = batch["goal"][:, cast(torch.Tensor, self.keypoint_pose)]
+            known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
+            if bool(known.any()):
+                g_loss = g_loss + KeypointTokens.loss(enc.places[known], target[known])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
                 + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss
                 + self.cfg.goal_loss_weight * g_loss)
