@@ -125,16 +125,20 @@ class HierarchicalPolicy(nn.Module):
             self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
         self.keypoints = None
         if cfg.keypoints and cfg.cameras:
-            pose = len(cfg.pose_pairs) if cfg.state_mode != "none" and cfg.state_dim else 0
-            self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, pose)
-            self.register_buffer("keypoint_pose", torch.tensor([s for _, s in cfg.pose_pairs][:pose], dtype=torch.long),
-                                 persistent=False)
+            pose = [s for _, s in cfg.pose_pairs] if cfg.state_mode != "none" and cfg.state_dim else []
+            self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, len(pose))
+            self.register_buffer("keypoint_pose", torch.tensor(pose, dtype=torch.long), persistent=False)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
         if cfg.freeze_vision:
             for p in backbone.inner.vision_model.parameters():
                 p.requires_grad_(False)
+
+    @property
+    def learns_goals(self) -> bool:
+        """Whether a loss learns where commands end (`goal_loss`): the goal head's, or the keypoints' places."""
+        return self.goal is not None or (self.keypoints is not None and bool(self.keypoints.place))
 
     def calibrate(self, normalizer: Any) -> None:
         """Give the parts that work in state units the processor's normalisation (the locator)."""

@@ -192,7 +192,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
         if step % cfg.log_every == 0 or step == cfg.steps:
             now = time.perf_counter()
             off = {"locate_loss": not model.cfg.locate_key, "check_loss": not model.cfg.step_check,
-                   "goal_loss": model.goal is None, "text_tokens": True, "action_values": True}
+                   "goal_loss": not model.learns_goals, "text_tokens": True, "action_values": True}
             pooled = _pooled(parallel.total(sums))  # the whole global batch's losses
             metrics = {"step": step, **{n: v for n, v in pooled.items() if not off.get(n)},
                        "lr": optimizer.param_groups[0]["lr"],
