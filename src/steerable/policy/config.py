@@ -171,6 +171,8 @@ class PolicyConfig:
         if self.keypoints < 0 or self.keypoint_width < 1:
             raise ConfigError(f"policy.keypoints must be at least 0 and policy.keypoint_width at least 1, got "
                               f"{self.keypoints} and {self.keypoint_width}")
+        if self.keypoints and self.goal_head:
+            raise ConfigError("policy.keypoints and policy.goal_head each give the action expert a goal: choose one")
         if not 0.0 <= self.flow_noise <= 10.0:
             raise ConfigError(f"policy.flow_noise must be between 0 and 10, got {self.flow_noise}")
         if self.n_action_steps > self.chunk_size:

@@ -20,15 +20,25 @@ language model attends to instead of one vector.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from steerable.policy.goal import goal_features
 
-__all__ = ["KeypointTokens"]
+__all__ = ["KeypointTokens", "Keypoints"]
 
 _FREQUENCIES = (1.0, 2.0, 4.0, 8.0)
+
+
+class Keypoints(NamedTuple):
+    """What the keypoint net found: the prefix tokens (B, N, hidden), N = cameras x keypoints, and with
+    the robot's pose where each point is in the pose's units (B, N, P), else None."""
+
+    tokens: torch.Tensor
+    places: torch.Tensor | None
 
 
 class KeypointTokens(nn.Module):
@@ -49,14 +59,16 @@ class KeypointTokens(nn.Module):
         # units (from the point and the pose, so a wrist camera's points can follow the hand), read as a
         # goal is, with its offset from the pose magnified (`goal.goal_features`).
         self.place = nn.ModuleList(nn.Linear(2 + pose, pose) for _ in range(cameras if pose else 0))
-        inputs += len(goal_features(torch.zeros(1, pose), torch.zeros(1, pose))[0]) if pose else 0
+        reads = len(goal_features(torch.zeros(1, pose), torch.zeros(1, pose))[0]) if pose else 0
+        inputs += reads
+        # The command chooses one place (`choose`): a query from its words against every point's token.
+        self.query, self.key = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+        self.chosen_in = nn.Sequential(nn.Linear(reads, hidden), nn.GELU(), nn.Linear(hidden, hidden)) if pose else None
         self.out = nn.Sequential(nn.Linear(inputs, hidden), nn.GELU(), nn.Linear(hidden, hidden))
         self.which = nn.Parameter(torch.randn(cameras, keypoints, hidden) * 0.02)  # which camera and point
 
-    def forward(self, images: torch.Tensor, pose: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The (B, cameras * keypoints, hidden) tokens, and with the (B, P) normalised pose, where each
-        point is in the pose's units (B, cameras * keypoints, P); else None."""
+    def forward(self, images: torch.Tensor, pose: torch.Tensor | None = None) -> Keypoints:
+        """The points' tokens and, given the (B, P) normalised pose, their places."""
         batch, cams = images.shape[:2]
         point, peak, under = self.find(images)
         waves = torch.cat([f(math.pi * scale * point) for scale in _FREQUENCIES for f in (torch.sin, torch.cos)], -1)
@@ -70,15 +82,31 @@ class KeypointTokens(nn.Module):
             parts.append(goal_features(places.reshape(-1, self.pose), around).reshape(batch * cams, self.keypoints, -1))
         tokens = self.out(torch.cat(parts, dim=-1))  # (N, K, hidden)
         tokens = tokens.reshape(batch, cams, self.keypoints, -1) + self.which[None, :cams]
-        return tokens.flatten(1, 2), places
+        return Keypoints(tokens.flatten(1, 2), places)
+
+    def choose(self, words: torch.Tensor, mask: torch.Tensor, points: Keypoints, pose: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The command's choice among the places: (B, N) logits from its words' mean (B, T, hidden, read
+        by the backbone, `mask` the real ones) against each point's token, and what the action expert
+        reads of the chosen place (the places weighted by the softmax, detached, with its offset from
+        the pose magnified) as one (B, 1, hidden) token."""
+        assert points.places is not None and self.chosen_in is not None
+        weights = mask.to(words.dtype)[..., None]
+        pooled = (words * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        logits = (self.key(points.tokens.to(words.dtype)) @ self.query(pooled)[..., None]).squeeze(-1)
+        logits = logits.float() / math.sqrt(pooled.shape[-1])
+        chosen = (logits.softmax(-1)[..., None] * points.places.float()).sum(1)
+        return logits, self.chosen_in(goal_features(chosen.detach(), pose.float()).to(words.dtype))[:, None]
 
     @staticmethod
-    def loss(places: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
-        """Where commands end (B, P, normalised) against the nearest of each sample's points (B, N, P):
-        every goal pulls the point closest to it, so the points spread over the places commands end at
-        (objects, receptacles), whichever the command names; the words pick among them."""
+    def loss(places: torch.Tensor, logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+        """Where commands end (B, P, normalised) against the nearest of each sample's places (B, N, P):
+        every goal pulls the place closest to it, so the places spread over where commands end (objects,
+        receptacles) whichever the command names; and the command's choice (B, N logits) learns to name
+        that nearest place."""
         error = ((places.float() - goal.float()[:, None]) ** 2).mean(-1)  # (B, N)
-        return error.min(dim=1).values.mean()
+        nearest = error.min(dim=1)
+        return nearest.values.mean() + F.cross_entropy(logits.float(), nearest.indices.detach())
 
     def find(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per image (N = B * cameras) and keypoint: the point (N, K, 2) as (u, v) in [-1, 1], u to the

@@ -26,7 +26,7 @@ from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
 from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
 from steerable.policy.grounding import OBJECT_FEATURES, grounded_layout, object_fields, object_match
-from steerable.policy.keypoints import KeypointTokens
+from steerable.policy.keypoints import Keypoints, KeypointTokens
 from steerable.policy.locate import Locator
 from steerable.policy.losses import flow_matching_loss, text_loss
 from steerable.policy.masks import block_causal_mask, position_ids
@@ -55,8 +55,9 @@ class Encoded:
     # reads of it as one (B, 1, hidden) token; None without a goal head.
     goal: torch.Tensor | None = None
     goal_token: torch.Tensor | None = None
-    # Where each keypoint is in the pose's units (B, cameras * keypoints, P); None without keypoint places.
-    places: torch.Tensor | None = None
+    # The keypoint net's tokens and places, and the command's (B, N) choice among them; None without.
+    keypoints: Keypoints | None = None
+    choice: torch.Tensor | None = None
 
 
 class HierarchicalPolicy(nn.Module):
@@ -91,11 +92,8 @@ class HierarchicalPolicy(nn.Module):
             self.done_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
         self.check_out: nn.Module | None = None
         if cfg.done_head and cfg.step_check:
-            # It reads the pooled context and the command's relation (`objects.command_relation`): where
-            # the object it moves stands from its target, which the context holds only spread over two words.
-            # Without `check_context` it reads the relation alone: with the context beside it, it told
-            # its training counter-examples apart by the frame (loss 0.05) and passed 95 % of held-out
-            # ones (docs/policy.md, "Checking a step").
+            # The command's relation (`objects.command_relation`: where the moved object stands from its
+            # target) and, with `check_context`, the pooled context (docs/policy.md, "Checking a step").
             reads = (width if cfg.check_context else 0) + RELATION_WIDTH
             self.check_norm = nn.LayerNorm(width)
             self.check_out = nn.Sequential(nn.Linear(reads, width), nn.GELU(), nn.Linear(width, width),
@@ -128,17 +126,14 @@ class HierarchicalPolicy(nn.Module):
             pose = [s for _, s in cfg.pose_pairs] if cfg.state_mode != "none" and cfg.state_dim else []
             self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, len(pose))
             self.register_buffer("keypoint_pose", torch.tensor(pose, dtype=torch.long), persistent=False)
+        # Whether a loss learns where commands end (`goal_loss`): the goal head's, or the keypoints' places.
+        self.learns_goals = self.goal is not None or bool(self.keypoints and self.keypoints.chosen_in)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
                                    cfg.expert_layers)
         if cfg.freeze_vision:
             for p in backbone.inner.vision_model.parameters():
                 p.requires_grad_(False)
-
-    @property
-    def learns_goals(self) -> bool:
-        """Whether a loss learns where commands end (`goal_loss`): the goal head's, or the keypoints' places."""
-        return self.goal is not None or (self.keypoints is not None and bool(self.keypoints.place))
 
     def calibrate(self, normalizer: Any) -> None:
         """Give the parts that work in state units the processor's normalisation (the locator)."""
@@ -157,11 +152,10 @@ class HierarchicalPolicy(nn.Module):
             return self.state_proj(state)[:, None]
         return state.new_zeros(state.shape[0], 0, self.backbone.hidden_size)
 
-    def prefix(self, images: torch.Tensor | None, state: torch.Tensor | None
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def prefix(self, images: torch.Tensor | None, state: torch.Tensor | None) -> tuple[torch.Tensor, Keypoints | None]:
         """The prefix embeddings: every camera's tokens (with a per-camera embedding) and keypoint tokens,
-        then the state; and where the keypoints are in the pose's units (None without)."""
-        parts, places = [], None
+        then the state; and the keypoints found (None without)."""
+        parts, points = [], None
         if images is not None and images.shape[1]:
             batch, cams = images.shape[:2]
             feats = self.backbone.image_tokens(images.to(self.backbone.text.dtype))
@@ -169,13 +163,13 @@ class HierarchicalPolicy(nn.Module):
             parts.append(feats.flatten(1, 2))
             if self.keypoints is not None:
                 pose = None if state is None else state[:, cast(torch.Tensor, self.keypoint_pose)]
-                points, places = self.keypoints(images, pose)
-                parts.append(points.to(feats.dtype))
+                points = self.keypoints(images, pose)
+                parts.append(points.tokens.to(feats.dtype))
         if state is not None:
             parts.append(self.state_tokens(state.to(self.backbone.text.dtype)))
         if not parts:
             raise ValueError("the prefix needs cameras or a state")
-        return torch.cat(parts, dim=1), places
+        return torch.cat(parts, dim=1), points
 
     def named_objects(self, input_ids: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor | None:
         """(B, T, hidden): at each token that names an object (`cfg.object_tokens`), that object's
@@ -205,7 +199,7 @@ class HierarchicalPolicy(nn.Module):
                 raise ValueError("this policy locates objects from its cameras: it needs camera frames")
             located = self.locator(images)
             state = self.locator.splice(state, located.detach())
-        prefix, places = self.prefix(images, state)
+        prefix, points = self.prefix(images, state)
         embeds = torch.cat([prefix, self.backbone.embed(input_ids).to(prefix.dtype)], dim=1)
         plen = prefix.shape[1]
         mask = block_causal_mask(plen, attention_mask)
@@ -233,7 +227,11 @@ class HierarchicalPolicy(nn.Module):
                 found = self.goal(images[rows], input_ids[rows, :width], words[:, :width])
                 goal = goal.index_put((rows,), found.to(goal.dtype))
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
-        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, places)
+        choice = None
+        if self.keypoints is not None and points is not None and points.places is not None and state is not None:
+            pose = state[:, cast(torch.Tensor, self.keypoint_pose)]  # the chosen place is the expert's goal token
+            choice, goal_token = self.keypoints.choose(last[:, plen:], attention_mask, points, pose)
+        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, points, choice)
 
     def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
@@ -343,11 +341,12 @@ class HierarchicalPolicy(nn.Module):
             known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
             if bool(known.any()):
                 g_loss = GoalHead.loss(enc.goal[known], target[known])
-        if enc.places is not None and "goal" in batch:
+        places = None if enc.keypoints is None else enc.keypoints.places
+        if places is not None and enc.choice is not None and "goal" in batch:
             target = batch["goal"][:, cast(torch.Tensor, self.keypoint_pose)]
             known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
             if bool(known.any()):
-                g_loss = g_loss + KeypointTokens.loss(enc.places[known], target[known])
+                g_loss = g_loss + KeypointTokens.loss(places[known], enc.choice[known], target[known])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
                 + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss
                 + self.cfg.goal_loss_weight * g_loss)
