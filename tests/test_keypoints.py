@@ -4,6 +4,7 @@ the net that finds them, and a trained checkpoint loads and acts with them."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -64,13 +65,16 @@ def test_the_prefix_holds_the_points_and_the_flow_loss_trains_their_net(root: Pa
     data = items(ds, with_points)
     batch = with_points.processor.training_batch(batch_of(data, find(data, "actions", 4)))
     cams = len(with_points.model.cfg.cameras)
-    grown, places = with_points.model.prefix(batch["images"], batch["state"])
+    grown, points = with_points.model.prefix(batch["images"], batch["state"])
     assert grown.shape[1] == plain.model.prefix(batch["images"], batch["state"])[0].shape[1] + 3 * cams
     pose = len(with_points.model.cfg.pose_pairs)
-    assert places is not None and places.shape == (len(grown), 3 * cams, pose)
+    assert points is not None and points.places is not None and points.places.shape == (len(grown), 3 * cams, pose)
+    enc = with_points.model.encode(batch["images"], batch["state"], batch["input_ids"], batch["attention_mask"])
+    assert enc.choice is not None and enc.choice.shape == (len(grown), 3 * cams)  # the command's choice
+    assert enc.goal_token is not None and enc.goal_token.shape == (len(grown), 1, grown.shape[-1])  # for the expert
     batch["goal"] = torch.zeros(len(grown), with_points.model.cfg.state_dim)  # where every command ends
     out = with_points.model(batch)
-    assert float(out["goal_loss"]) > 0  # the points' places against it
+    assert float(out["goal_loss"]) > 0  # the places and the choice against it
     out["loss"].backward()
     assert with_points.model.keypoints is not None
     grads = [p.grad for p in with_points.model.keypoints.parameters()]
@@ -95,15 +99,23 @@ def test_a_checkpoint_with_points_trains_loads_and_acts(root: Path, tmp_path: Pa
     assert chunk.shape == (1, cfg.chunk_size, cfg.action_dim) and np.isfinite(chunk).all()
 
 
-def test_each_goal_pulls_only_the_nearest_point() -> None:
+def test_each_goal_pulls_only_the_nearest_place_and_the_choice_learns_to_name_it() -> None:
     places = torch.tensor([[[0.0, 0.0], [1.0, 1.0]], [[0.5, 0.5], [-1.0, 0.0]]], requires_grad=True)
+    logits = torch.zeros(2, 2, requires_grad=True)  # no choice yet
     goal = torch.tensor([[0.9, 1.0], [-1.0, 0.2]])
-    loss = KeypointTokens.loss(places, goal)
-    assert torch.isclose(loss, torch.tensor(((0.1**2) / 2 + (0.2**2) / 2) / 2))
+    loss = KeypointTokens.loss(places, logits, goal)
+    nearest = ((0.1**2) / 2 + (0.2**2) / 2) / 2
+    assert torch.isclose(loss, torch.tensor(nearest + math.log(2)))
     loss.backward()
-    assert places.grad is not None
+    assert places.grad is not None and logits.grad is not None
     assert places.grad[0, 0].abs().sum() == 0 and places.grad[1, 0].abs().sum() == 0  # the far ones: untouched
     assert places.grad[0, 1].abs().sum() > 0 and places.grad[1, 1].abs().sum() > 0
+    assert (logits.grad[:, 1] < 0).all() and (logits.grad[:, 0] > 0).all()  # toward naming place 1
+
+
+def test_keypoints_and_a_goal_head_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match="policy.keypoints and policy.goal_head"):
+        PolicyConfig(keypoints=4, goal_head=True)
 
 
 def test_a_negative_count_is_refused() -> None:
