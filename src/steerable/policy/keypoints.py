@@ -15,6 +15,10 @@ backbone every text token can read them (the word "red" can find the red thing's
 action expert reads them again through the backbone's outputs. The same idea as the spatial soft
 arg-max in visuomotor policies (Levine et al. 2016; LeRobot's diffusion policy), here with tokens a
 language model attends to instead of one vector.
+
+Measured (docs/policy.md, "The camera path, one change at a time"): on 200 easy cameras-only simulator
+episodes the places learn where commands end (4-5 cm on held-out episodes) but the command's choice
+among them does not learn to name the object, and the low level completes no task; off by default.
 """
 
 from __future__ import annotations

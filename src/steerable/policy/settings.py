@@ -32,7 +32,7 @@ _POLICY_HELP = {
     "image_shift": "training only: shift each camera image by up to this many pixels at random (edge pixels "
                    "repeated), a new shift per image and step; 0: off",
     "keypoints": "per camera, this many keypoint tokens in the prefix: points a small convolutional net finds "
-                 "in the image, read by the text and the action expert (docs/policy.md, \"Keypoint tokens\"; 0: none)",
+                 "in the image, read by the text and the action expert (docs/policy.md, \"The camera path\"; 0: none)",
     "keypoint_width": "channels of the keypoint net's convolutions",
     "state_mode": "projector (one state token), bins (one 256-bin token per state value), or none",
     "action_mode": "relative (pose dimensions as offsets from the current state) or absolute",
