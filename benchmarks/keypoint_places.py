@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -47,14 +48,17 @@ def main() -> None:
     recipe = load_recipe(checkpoint / "recipe.yaml")
     data = PolicyDataset(open_dataset(args.data), recipe, model.cfg, processor.image_size, episodes=held,
                          component=action_components(recipe)[0])
-    pose = model.keypoint_pose
+    pose = cast(torch.Tensor, model.pose_index)  # a registered buffer
     low = torch.tensor(processor.normalizer.state_min, dtype=torch.float32)[pose]
     span = torch.tensor(processor.normalizer.state_max, dtype=torch.float32)[pose] - low
     metres = lambda x: low + (x.float() + 1) / 2 * span  # noqa: E731  (normalised -> state units)
     nearest, chosen, away = [], [], []
     pick = np.random.default_rng(0).choice(len(data), size=min(args.items, len(data)), replace=False)
     for j in range(0, len(pick), 50):
-        batch = processor.training_batch(collate([data[int(i)] for i in pick[j:j + 50]]))
+        collated = collate([data[int(i)] for i in pick[j:j + 50]])
+        if collated is None:  # no frame of these could be read
+            continue
+        batch = processor.training_batch(collated)
         known = torch.isfinite(batch["goal"]).all(-1) & batch["predict_actions"].bool()
         with torch.no_grad():
             enc = model.encode(batch["images"][known], batch["state"][known], batch["input_ids"][known],

@@ -66,7 +66,8 @@ class KeypointTokens(nn.Module):
         reads = len(goal_features(torch.zeros(1, pose), torch.zeros(1, pose))[0]) if pose else 0
         inputs += reads
         # The command chooses one place (`choose`): a query from its words against every point's token.
-        self.query, self.key = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+        self.query = nn.Linear(hidden, hidden) if pose else None
+        self.key = nn.Linear(hidden, hidden) if pose else None
         self.chosen_in = nn.Sequential(nn.Linear(reads, hidden), nn.GELU(), nn.Linear(hidden, hidden)) if pose else None
         self.out = nn.Sequential(nn.Linear(inputs, hidden), nn.GELU(), nn.Linear(hidden, hidden))
         self.which = nn.Parameter(torch.randn(cameras, keypoints, hidden) * 0.02)  # which camera and point
@@ -95,6 +96,7 @@ class KeypointTokens(nn.Module):
         reads of the chosen place (the places weighted by the softmax, detached, with its offset from
         the pose magnified) as one (B, 1, hidden) token."""
         assert points.places is not None and self.chosen_in is not None
+        assert self.query is not None and self.key is not None
         weights = mask.to(words.dtype)[..., None]
         # Detached: the choice learns in its own maps; its loss through the backbone took the backbone from
         # the text (held-out exact match 0.41 against 0.78, docs/policy.md, "The camera path").

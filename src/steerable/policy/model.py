@@ -111,6 +111,9 @@ class HierarchicalPolicy(nn.Module):
         if cfg.locate_key:
             self.locator = Locator(cfg, cfg.cameras.index(cfg.locate_camera), cfg.locate_width)
         self.goal: GoalHead | None = None
+        # The state dimensions the actions command: what a goal (the goal head's, a keypoint's place) is in.
+        self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs], dtype=torch.long),
+                             persistent=False)
         # From pixels what grounding reads from the state: a policy whose state holds the named objects'
         # positions (`grounded_layout`) has them exactly and builds no goal head.
         if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
@@ -120,12 +123,10 @@ class HierarchicalPolicy(nn.Module):
                 self.goal.embed.weight.copy_(backbone.embed(torch.arange(backbone.vocab_size)))
             self.goal_in = nn.Sequential(nn.Linear(len(cfg.pose_pairs) * (2 + len(OFFSET_GAINS)), width), nn.GELU(),
                                          nn.Linear(width, width))
-            self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs]), persistent=False)
         self.keypoints = None
         if cfg.keypoints and cfg.cameras:
-            pose = [s for _, s in cfg.pose_pairs] if cfg.state_mode != "none" and cfg.state_dim else []
-            self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, len(pose))
-            self.register_buffer("keypoint_pose", torch.tensor(pose, dtype=torch.long), persistent=False)
+            pose = len(cfg.pose_pairs) if cfg.state_mode != "none" and cfg.state_dim else 0
+            self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, pose)
         # Whether a loss learns where commands end (`goal_loss`): the goal head's, or the keypoints' places.
         self.learns_goals = self.goal is not None or bool(self.keypoints and self.keypoints.chosen_in)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
@@ -162,7 +163,7 @@ class HierarchicalPolicy(nn.Module):
             feats = feats.reshape(batch, cams, -1, feats.shape[-1]) + self.camera_embed[None, :cams]
             parts.append(feats.flatten(1, 2))
             if self.keypoints is not None:
-                pose = None if state is None else state[:, cast(torch.Tensor, self.keypoint_pose)]
+                pose = None if state is None else state[:, cast(torch.Tensor, self.pose_index)]
                 points = self.keypoints(images, pose)
                 parts.append(points.tokens.to(feats.dtype))
         if state is not None:
@@ -229,7 +230,7 @@ class HierarchicalPolicy(nn.Module):
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
         choice = None
         if self.keypoints is not None and points is not None and points.places is not None and state is not None:
-            pose = state[:, cast(torch.Tensor, self.keypoint_pose)]  # the chosen place is the expert's goal token
+            pose = state[:, cast(torch.Tensor, self.pose_index)]  # the chosen place is the expert's goal token
             choice, goal_token = self.keypoints.choose(last[:, plen:], attention_mask, points, pose)
         return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, points, choice)
 
@@ -336,17 +337,14 @@ class HierarchicalPolicy(nn.Module):
         if self.locator is not None and enc.located is not None:
             l_loss = self.locator.loss(enc.located, batch["state"])
         g_loss = enc.last.sum() * 0.0
-        if enc.goal is not None and "goal" in batch:
+        if "goal" in batch and self.learns_goals:  # the goal head or the keypoints (never both: PolicyConfig)
             target = batch["goal"][:, cast(torch.Tensor, self.pose_index)]
             known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
-            if bool(known.any()):
+            places = None if enc.keypoints is None else enc.keypoints.places
+            if bool(known.any()) and enc.goal is not None:
                 g_loss = GoalHead.loss(enc.goal[known], target[known])
-        places = None if enc.keypoints is None else enc.keypoints.places
-        if places is not None and enc.choice is not None and "goal" in batch:
-            target = batch["goal"][:, cast(torch.Tensor, self.keypoint_pose)]
-            known = torch.isfinite(target).all(-1) & batch["predict_actions"].bool()
-            if bool(known.any()):
-                g_loss = g_loss + KeypointTokens.loss(places[known], enc.choice[known], target[known])
+            elif bool(known.any()) and places is not None and enc.choice is not None:
+                g_loss = KeypointTokens.loss(places[known], enc.choice[known], target[known])
         loss = (self.cfg.text_loss_weight * t_loss + self.cfg.flow_loss_weight * f_loss
                 + self.cfg.done_loss_weight * (d_loss + c_loss) + self.cfg.locate_loss_weight * l_loss
                 + self.cfg.goal_loss_weight * g_loss)
