@@ -52,3 +52,13 @@ def viewer_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from viewer_data import session_viewer_dataset
 
     return session_viewer_dataset(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def two_annotated_episodes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two synthetic episodes with oracle language, built once per session: for tests that only read it."""
+    from train_data import annotate_synthetic
+
+    path = tmp_path_factory.mktemp("two_annotated") / "ds"
+    annotate_synthetic(path, episodes=2)
+    return path

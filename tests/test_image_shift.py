@@ -17,14 +17,11 @@ from steerable.errors import ConfigError
 from steerable.policy import processor as processor_module
 from steerable.policy.config import PolicyConfig
 from steerable.policy.processor import shift_images
-from train_data import annotate_synthetic
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("shift") / "ds"
-    annotate_synthetic(path, episodes=2)
-    return path
+@pytest.fixture
+def root(two_annotated_episodes: Path) -> Path:
+    return two_annotated_episodes
 
 
 def test_a_shift_moves_the_picture_by_whole_pixels_and_repeats_its_edges() -> None:

@@ -19,14 +19,11 @@ from steerable.policy.checkpoint import latest_checkpoint, load_policy
 from steerable.policy.config import PolicyConfig
 from steerable.policy.inference import PolicyObservation, PolicyRunner
 from steerable.policy.keypoints import KeypointTokens
-from train_data import annotate_synthetic
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("keypoints") / "ds"
-    annotate_synthetic(path, episodes=2)
-    return path
+@pytest.fixture
+def root(two_annotated_episodes: Path) -> Path:
+    return two_annotated_episodes
 
 
 def test_a_bright_spot_pulls_a_point_that_weights_it() -> None:
