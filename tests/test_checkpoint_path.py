@@ -53,6 +53,21 @@ def test_the_latest_pointer_has_one_reader(tmp_path: Path) -> None:
     assert checkpoint_folder(str(pointer)) == str(out / "checkpoints" / "step_00000002")
 
 
+def test_a_run_killed_before_its_first_pointer_write_resumes_from_its_newest_folder(tmp_path: Path) -> None:
+    """A step folder is whole once it exists (the folder commit); a kill between that commit and the `latest`
+    write left a checkpoint the next run must find (CI once saw a resumed run start over from step 0)."""
+    from steerable.policy.checkpoint import latest_checkpoint
+
+    out = tmp_path / "train"
+    for step in (3, 6):
+        (out / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+        (out / "checkpoints" / f"step_{step:08d}" / "model.safetensors").write_bytes(b"")
+    (out / "checkpoints" / ".step_00000009.steerable-tmp").mkdir()  # a save still in flight: not a checkpoint
+    assert latest_checkpoint(out) == out / "checkpoints" / "step_00000006"
+    (out / "checkpoints" / "latest").write_text("step_00000003\n")  # a pointer set back by hand is obeyed
+    assert latest_checkpoint(out) == out / "checkpoints" / "step_00000003"
+
+
 def test_the_run_settings_import_neither_torch_nor_pyarrow() -> None:
     import subprocess
     import sys

@@ -146,7 +146,10 @@ def latest_checkpoint(path: Path) -> Path | None:
     name = latest_name(pointer) if pointer.is_file() else None
     if name is not None and (path / CHECKPOINTS / name / "model.safetensors").is_file():
         return path / CHECKPOINTS / name
-    return None
+    # No pointer yet (a run killed between its first folder commit and the pointer write) or one that names
+    # nothing: a step folder is whole once it exists (the folder commit), so the newest one is the checkpoint.
+    steps = sorted(p for p in (path / CHECKPOINTS).glob("step_*") if (p / "model.safetensors").is_file())
+    return steps[-1] if steps else None
 
 
 def latest_name(pointer: Path) -> str | None:
