@@ -108,6 +108,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks", default=None, help=f"tasks or LeRobot groups (default {DEFAULT_TASKS})")
     p.add_argument("--episodes", type=int, default=None, help="make-dataset metaworld --episodes (default 20)")
     p.add_argument("--budget_s", type=parse_budget, default=None, help="training budget per policy (default 20m)")
+    p.add_argument("--same_steps", type=int, default=0,
+                   help="also train each policy for N steps, its own schedule whole, and score it (0: not)")
     p.add_argument("--policies", type=lambda t: parse_names(t, POLICIES, "policies"), default=None)
     p.add_argument("--evaluators", type=lambda t: parse_names(t, EVALUATORS, "evaluators"), default=list(EVALUATORS))
     p.add_argument("--eval_episodes", type=int, default=10, help="episodes per task (LeRobot's protocol: 10)")
@@ -133,6 +135,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("episodes", "eval_episodes", "batch_size", "save_every", "max_steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
+    if args.same_steps < 0:
+        p.error("--same_steps must be 0 or more")
     if not (args.lerobot_venv / "bin" / "lerobot-train").is_file():
         p.error(f"no lerobot-train in {args.lerobot_venv}/bin: `make test` builds it, or pass --lerobot_venv")
     return args
@@ -145,11 +149,12 @@ def has_language(data: Path) -> bool:
 
 
 def _evaluate(policy: str, checkpoint: Path, evaluator: str, tasks: list[str], args: argparse.Namespace,
-              work: Path) -> dict[str, Score]:
-    """{task: score} of one checkpoint under one evaluator, the same seeds for every task and policy."""
+              work: Path, run: str = "") -> dict[str, Score]:
+    """{task: score} of one checkpoint under one evaluator, the same seeds for every task and policy; `run`
+    names the training in the logs' names when a policy has two (`--same_steps`)."""
     bin_dir = args.lerobot_venv / "bin"
     env_args = shlex.split(args.env_args)
-    tag = f"{policy}_{evaluator}"
+    tag = f"{run or policy}_{evaluator}"
     seeds = range(args.seed, args.seed + args.eval_episodes)
     if evaluator == "lerobot":
         per_task, wall = lerobot_eval_seeds(
@@ -228,17 +233,25 @@ def main(argv: list[str] | None = None) -> None:
             rows.extend(Row(policy, evaluator, None, None, note=skipped) for evaluator in args.evaluators)
             continue
         trained = train_policy(policy, data, work / policy, how)
+        same = train_policy(policy, data, work / f"{policy}_same_steps", how, steps=args.same_steps) \
+            if args.same_steps else None
         for evaluator in args.evaluators:
+            at_steps = None
+            if same is not None and same.checkpoint is not None:
+                at = _evaluate(policy, same.checkpoint, evaluator, tasks, args, work, f"{policy}_same_steps")
+                columns[f"{policy} at {args.same_steps} steps ({evaluator})"] = at
+                at_steps = pooled(at)
             if trained.checkpoint is None:
-                rows.append(Row(policy, evaluator, None, trained, note="no checkpoint within the budget"))
+                rows.append(Row(policy, evaluator, None, trained, same_steps=at_steps,
+                                note="no checkpoint within the budget"))
                 continue
             scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work)
             columns[f"{policy} ({evaluator})"] = scores
-            rows.append(Row(policy, evaluator, pooled(scores), trained))
+            rows.append(Row(policy, evaluator, pooled(scores), trained, same_steps=at_steps))
     clock = "CPU" if args.clock == "cpu" else "wall-clock"
     print(f"\n## Meta-World, {len(tasks)} tasks, {args.eval_episodes} episodes each; {args.budget_s:.0f} {clock} "
           f"s of training per policy (success: every task's episodes together, 95 % Wilson interval)\n")
-    print(format_table(rows))
+    print(format_table(rows, same_steps=args.same_steps or None))
     print("\nPer task (successes / episodes):\n")
     print(per_task_table(tasks, columns))
     print("\nPublished, for scale only (different training budget and backbone, all 50 tasks):\n")

@@ -149,6 +149,10 @@ def test_metaworld_presets(tmp_path: Path) -> None:
     gpu = mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv), "--gpu", "--budget_s", "1h"])
     assert (gpu.tasks, gpu.clock, gpu.device, gpu.budget_s) == ("easy,medium,hard,very_hard", "wall", "cuda", 3600.0)
     assert "smolvla" in gpu.policies
+    assert cpu.same_steps == 0
+    assert mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv), "--same_steps", "2400"]).same_steps == 2400
+    with pytest.raises(SystemExit):
+        mw._args(["--out", str(tmp_path), "--lerobot_venv", str(venv), "--same_steps", "-1"])
 
 
 def test_metaworld_tables() -> None:
