@@ -232,3 +232,38 @@ def test_the_goal_head_trains_first_then_holds_still_and_a_resumed_run_keeps_it_
     logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
     assert sum(1 for r in logs if "goal_pretrain_s" in r) == 1
     assert all(torch.equal(v, head(3)[k]) for k, v in first.items())
+
+
+def test_the_goal_phase_keeps_the_weights_that_did_best_on_held_out_episodes(
+        world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phase fits its items or finds the thing by luck of its length (docs/policy.md, "From pixels"): it is
+    read on the held-out episodes as it trains, and the policy gets the weights read best, not the last."""
+    import functools
+
+    from safetensors.torch import load_file
+
+    import steerable.policy.goal_training as goal_training
+    import steerable.policy.trainer as trainer
+    from steerable.cli.main import main
+
+    medians = iter([0.5, 0.2, 0.9])
+    snapshots: list[dict[str, torch.Tensor]] = []
+    real_errors = goal_training.goal_errors
+
+    def read(head: Any, items: Any, span: Any, far: Any = None) -> dict[str, float]:
+        snapshots.append({k: v.clone() for k, v in head.state_dict().items()})
+        return {**real_errors(head, items, span, far), "goal_median": next(medians, 0.0)}
+
+    monkeypatch.setattr(goal_training, "goal_errors", read)
+    monkeypatch.setattr(trainer, "pretrain_goal", functools.partial(goal_training.pretrain_goal, check_every=1))
+    out = tmp_path / "best"
+    assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
+                 "--eval_every", "100", "--save_every", "1", "--steps", "1", "--policy.goal_head", "true",
+                 "--goal_pretrain_steps", "3", "--goal_pretrain_items", "64", "--policy.image_shift", "1",
+                 *TINY_FLAGS]) == 0
+    assert len(snapshots) == 4  # steps 1, 2, 3, then the kept weights' final reading
+    assert any(not torch.equal(snapshots[1][k], snapshots[2][k]) for k in snapshots[1])  # it moved after step 2
+    kept = load_file(str(out / "checkpoints" / "step_00000001" / "model.safetensors"))
+    assert all(torch.equal(kept[f"goal.{k}"], v) for k, v in snapshots[1].items())  # step 2's: the best read
+    logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
+    assert logs[0]["goal_best_step"] == 2

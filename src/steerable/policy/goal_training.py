@@ -23,7 +23,7 @@ from steerable.dataset import LeRobotDataset
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.goal import GoalHead
 from steerable.policy.model import HierarchicalPolicy
-from steerable.policy.processor import Processor
+from steerable.policy.processor import Processor, shift_images
 from steerable.recipes import Recipe
 from steerable.train import collate
 
@@ -90,8 +90,10 @@ def goal_errors(head: GoalHead, items: GoalItems, span: torch.Tensor, far: float
 
 def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRobotDataset, recipe: Recipe,
                   episodes: tuple[list[int], list[int]], steps: int, *, items: int = 8000, batch_size: int = 64,
-                  lr: float = 1e-3, seed: int = 0) -> dict[str, float]:
-    """Train `model.goal` alone for `steps`, freeze it, and return its held-out errors (state units)."""
+                  lr: float = 1e-3, seed: int = 0, check_every: int = 500) -> dict[str, float]:
+    """Train `model.goal` alone for `steps` (its training images shifted as `--policy.image_shift` says),
+    keep the weights that did best on the held-out episodes, freeze it, and return their held-out errors
+    (state units) and the step they came from."""
     head = model.goal
     if head is None:
         return {}
@@ -109,20 +111,30 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
     device = next(head.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    held = GoalItems(*(t.to(device) for t in (held.images, held.ids, held.mask, held.goal, held.pose)))
+    span = span.to(device)
     log.info("goal head: %d training items, %d held out, %d steps", len(train), len(held), steps)
+    # The head fits its items or finds the named thing depending on its items and length (docs/policy.md,
+    # "From pixels"): it is read on the held-out episodes every `check_every` steps, the best kept.
+    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
     for step in range(1, steps + 1):
         pick = torch.randint(0, len(train), (batch_size,), generator=generator)
-        guess = head(train.images[pick].to(device), train.ids[pick].to(device), train.mask[pick].to(device))
+        images = shift_images(train.images[pick], cfg.image_shift, generator)  # no-op at image_shift 0
+        guess = head(images.to(device), train.ids[pick].to(device), train.mask[pick].to(device))
         loss = GoalHead.loss(guess, train.goal[pick].to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if step % 500 == 0:
-            log.info("goal head step %d: loss %.4f", step, loss.item())
+        if len(held) and (step % check_every == 0 or step == steps):
+            median = goal_errors(head, held, span)["goal_median"]
+            log.info("goal head step %d: loss %.4f, held-out median %.4f", step, loss.item(), median)
+            if best is None or median < best[0]:
+                best = (median, step, {k: v.detach().clone() for k, v in head.state_dict().items()})
+    if best is not None:
+        head.load_state_dict(best[2])
     freeze_goal(model)
-    errors = goal_errors(head, GoalItems(*(t.to(device) for t in (held.images, held.ids, held.mask, held.goal,
-                                                                   held.pose))), span.to(device))
-    return {**errors, "goal_pretrain_s": time.perf_counter() - started}
+    errors = goal_errors(head, held, span) if len(held) else {}
+    return {**errors, "goal_best_step": float(best[1] if best else 0), "goal_pretrain_s": time.perf_counter() - started}
 
 
 def freeze_goal(model: HierarchicalPolicy) -> None:
