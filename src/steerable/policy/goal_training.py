@@ -8,6 +8,11 @@ with its own optimizer at a constant learning rate, and then freezes it: the pol
 act from an estimate that already points at the right place, and a training step costs no backward
 pass through the head. The head reads its own copy of the token embeddings (`GoalHead.embed`), so
 the text loss moving the backbone's does not move what the frozen head reads.
+
+Whether the head finds the named thing or memorises its items was a matter of luck of its length
+(docs/policy.md, "From pixels"), so the phase reads the head on the held-out episodes every
+`check_every` steps and keeps the best weights, and with `--policy.image_shift N` its training
+images move as the policy's do (memorising shifted images is harder than finding the thing).
 """
 
 from __future__ import annotations
