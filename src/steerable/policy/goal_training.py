@@ -121,7 +121,7 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
     log.info("goal head: %d training items, %d held out, %d steps", len(train), len(held), steps)
     # The head fits its items or finds the named thing depending on its items and length (docs/policy.md,
     # "From pixels"): it is read on the held-out episodes every `check_every` steps, the best kept.
-    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+    best: tuple[dict[str, float], int, dict[str, torch.Tensor]] | None = None  # errors, step, weights
     for step in range(1, steps + 1):
         pick = torch.randint(0, len(train), (batch_size,), generator=generator)
         images = shift_images(train.images[pick], cfg.image_shift, generator)  # no-op at image_shift 0
@@ -131,15 +131,15 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
         loss.backward()
         optimizer.step()
         if len(held) and (step % check_every == 0 or step == steps):
-            median = goal_errors(head, held, span)["goal_median"]
-            log.info("goal head step %d: loss %.4f, held-out median %.4f", step, loss.item(), median)
-            if best is None or median < best[0]:
-                best = (median, step, {k: v.detach().clone() for k, v in head.state_dict().items()})
+            errors = goal_errors(head, held, span)
+            log.info("goal head step %d: loss %.4f, held-out median %.4f", step, loss.item(), errors["goal_median"])
+            if best is None or errors["goal_median"] < best[0]["goal_median"]:
+                best = (errors, step, {k: v.detach().clone() for k, v in head.state_dict().items()})
     if best is not None:
-        head.load_state_dict(best[2])
+        head.load_state_dict(best[2])  # its held-out errors are the ones read then
     freeze_goal(model)
-    errors = goal_errors(head, held, span) if len(held) else {}
-    return {**errors, "goal_best_step": float(best[1] if best else 0), "goal_pretrain_s": time.perf_counter() - started}
+    return {**(best[0] if best else {}), "goal_best_step": float(best[1] if best else 0),
+            "goal_pretrain_s": time.perf_counter() - started}
 
 
 def freeze_goal(model: HierarchicalPolicy) -> None:
