@@ -129,9 +129,14 @@ def _recover_killed_saves(root: Path) -> None:
         recover_folder(root / name)
 
 
+def _step_folders(root: Path) -> list[Path]:
+    """The checkpoints under `root`, oldest first: `step_*` folders holding weights. A step folder is whole
+    once it exists (the folder commit); a save in flight is a hidden sibling, never one of them."""
+    return sorted(p for p in root.glob("step_*") if (p / "model.safetensors").is_file())
+
+
 def _prune(root: Path, keep: int) -> None:
-    done = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
-    for old in done[:-keep] if keep > 0 else []:
+    for old in _step_folders(root)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -147,8 +152,8 @@ def latest_checkpoint(path: Path) -> Path | None:
     if name is not None and (path / CHECKPOINTS / name / "model.safetensors").is_file():
         return path / CHECKPOINTS / name
     # No pointer yet (a run killed between its first folder commit and the pointer write) or one that names
-    # nothing: a step folder is whole once it exists (the folder commit), so the newest one is the checkpoint.
-    steps = sorted(p for p in (path / CHECKPOINTS).glob("step_*") if (p / "model.safetensors").is_file())
+    # nothing: the newest step folder is the checkpoint.
+    steps = _step_folders(path / CHECKPOINTS)
     return steps[-1] if steps else None
 
 
