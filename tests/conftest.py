@@ -19,6 +19,16 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs two workers (`-n 2 --dist loadgroup`): a file's tests stay on one worker, so its
+    module fixtures are built once, and a file that names its own group (the files that start a Ray
+    cluster: "ray") shares a worker with the others of that group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture
 def lingzu() -> Path:
     """Real LeRobot v3 dataset with h264 video (read-only)."""

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from annotate_helpers import copy_dataset, make_synthetic, steerable, summary_of
 from steerable.testing.server import TestServer
 from steerable.testing.server.plausible import plausible_responder
+
+# The files that start a Ray cluster share one worker of `make test` (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 def test_cli_runs_on_a_local_ray_cluster(tmp_path: Path) -> None:

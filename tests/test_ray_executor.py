@@ -29,6 +29,9 @@ from steerable.distributed.ray_executor import endpoints_for, replica_settings
 from steerable.testing.server import TestServer
 from steerable.testing.server.plausible import plausible_responder
 
+# The files that start a Ray cluster share one worker of `make test` (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
 EPISODES = 6
 MODULES = 4
 

@@ -28,6 +28,9 @@ from process_helpers import TreeRecorder, alive, describe, free_port
 from steerable.testing.server import TestServer
 from steerable.testing.server.plausible import plausible_responder
 
+# The files that start a Ray cluster share one worker of `make test` (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
 STOP_WITHIN_S = 5.0
 
 # `vllm serve MODEL ... --port P`: the test server, answering each request after FAKE_LATENCY_S.

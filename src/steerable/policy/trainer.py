@@ -312,9 +312,9 @@ _WEIGHTS = {"text_loss": "text_tokens", "flow_loss": "action_values", "done_loss
 
 
 def _sums(out: dict[str, Any]) -> list[float]:
-    """A share's [loss x weight, weight] per `_LOSSES` name, to be added up."""
-    pairs = [(float(out.get(n, 0.0)), float(out[_WEIGHTS[n]]) if n in _WEIGHTS else 1.0) for n in _LOSSES]
-    return [v for x, w in pairs for v in (x * w, w)]
+    """A share's [loss x weight, weight] per `_LOSSES` name, to be added up (read detached)."""
+    weight = {n: float(out[_WEIGHTS[n]]) if n in _WEIGHTS else 1.0 for n in _LOSSES}
+    return [v for n in _LOSSES for v in (float(torch.as_tensor(out.get(n, 0.0)).detach()) * weight[n], weight[n])]
 
 
 def _pooled(sums: list[float]) -> dict[str, Any]:
