@@ -124,6 +124,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--image_size", type=int, default=64, help="make-dataset metaworld --image_size (pixels)")
     p.add_argument("--dataset_args", default="", help="more `steerable make-dataset metaworld` flags, one string")
     p.add_argument("--env_args", default="", help="more --env.* flags for both evaluations, one string")
+    p.add_argument("--steerable_args", default="", help="more `steerable train` flags, one string")
     p.add_argument("--lerobot_venv", type=Path, default=REPO / ".venv-lerobot")
     args = p.parse_args(argv)
     preset = GPU_PRESET if args.gpu else {"tasks": DEFAULT_TASKS, "episodes": 20, "budget_s": 1200.0, "clock": "cpu",
@@ -220,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     # lerobot-eval it sees frames 480/side times larger (measured: 0/10 there, 7/10 with its own size through
     # `steerable run`, button-press-topdown-v3), so the `steerable` evaluator is its like-for-like score.
     side = args.image_size
-    extra = {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"]}
+    extra = {"diffusion": [f"--policy.resize_shape=[{side},{side}]", "--policy.crop_ratio=0.9"],
+             "steerable": shlex.split(args.steerable_args)}
     skipped = ""
     if "steerable" in args.policies and not has_language(data):
         skipped = "not trained: the dataset has no subtask rows (none of its tasks names phases) to condition on"

@@ -10,6 +10,8 @@ objects' positions; each is trained from random weights (LeRobot's policies in t
 `benchmarks/_peers.py`, built by `lerobot-train --policy.type=...`; steerable's by `steerable train` with its
 defaults) for `--budget_s` CPU seconds (start-up included; `_peers.py` says how the budget stops a run),
 one training at a time on one thread. `--same_steps N` adds a column: each trained again for N steps.
+`--steerable_args` adds `steerable train` flags to steerable's training (a change of its camera path measured
+beside the peers, e.g. `--steerable_args "--policy.image_size 64"`).
 
 Settings (`--settings`):
 - `one_task`: one task, `--task` (default "put the orange cube in the blue bin"), in randomised scenes:
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -93,6 +96,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch_size", type=int, default=8, help="lerobot-train's batch (steerable train: its default)")
     p.add_argument("--save_every", type=int, default=50, help="steps between checkpoints (the budget's granularity)")
     p.add_argument("--max_steps", type=int, default=100_000, help="steps a budgeted run is given (never reached)")
+    p.add_argument("--steerable_args", default="",
+                   help="more `steerable train` flags for steerable's policy (e.g. '--policy.image_size 64')")
     p.add_argument("--lerobot_venv", type=Path, default=REPO / ".venv-lerobot")
     args = p.parse_args(argv)
     for name in ("episodes", "eval_episodes", "batch_size", "save_every", "max_steps"):
@@ -178,7 +183,8 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
         scored = list(range(args.seed, args.seed + args.eval_episodes))
     python = args.lerobot_venv / "bin" / "python"
     how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size,
-                   vlm=tiny_vlm(python, args.out.resolve()) if "smolvla" in args.policies else None)
+                   vlm=tiny_vlm(python, args.out.resolve()) if "smolvla" in args.policies else None,
+                   policy_args={"steerable": shlex.split(args.steerable_args)})
     rows: list[Row] = []
     for policy in args.policies:
         trained = train_policy(policy, data, work / policy, how)

@@ -34,6 +34,7 @@ from steerable.policy.episodes import EpisodeActions, EpisodeSubtasks, episode_a
 from steerable.policy.names import SLOT_COMPONENTS, NameSlots
 from steerable.policy.objects import RELATION_WIDTH, command_objects, command_relation, object_layout
 from steerable.policy.processor import Normalizer
+from steerable.policy.text_noise import noisy_messages
 from steerable.recipes import Recipe
 from steerable.train import RecipeDataset
 from steerable.train.images import resized_frames
@@ -115,7 +116,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
     def __init__(self, dataset: LeRobotDataset, recipe: Recipe, cfg: PolicyConfig, image_size: int,
                  episodes: Sequence[int] | None = None, cache_episodes: int | None = None, event_repeat: int = 0,
                  component: str | None = None, image_cache_bytes: int = IMAGE_CACHE_BYTES,
-                 images_from: PolicyDataset | None = None) -> None:
+                 images_from: PolicyDataset | None = None, text_noise: float = 0.0) -> None:
         # The action chunks come from `episode_actions`; the items read the state features alone.
         features = tuple(cfg.state_keys)
         # Every episode's timeline stays built (`cache_episodes` None: all of them): batches draw frames
@@ -132,6 +133,7 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         self.component = component
         # The text-decided components' names, canonical (steerable.policy.names), with `name_slots`.
         self.slots = NameSlots(cfg.name_slots)
+        self.text_noise = text_noise  # `steerable.policy.text_noise`, training items only
         self.layout = object_layout(cfg)  # the described objects (steerable.policy.objects), None without
         self._actions: dict[int, EpisodeActions] = {}
         self._subtasks: dict[int, EpisodeSubtasks] = {}
@@ -204,6 +206,10 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
                                     for m, stream in zip(item["messages"], item["message_streams"], strict=True)]
         if item is None:
             return None
+        if self.text_noise and item["target_message_indices"]:
+            said = {item["task"], *self.frames.user_texts(item["episode_index"])}
+            item["messages"] = noisy_messages(item["messages"], item["target_message_indices"], said,
+                                              self.text_noise, np.random.default_rng((7, i)))
         if self.slots and component in SLOT_COMPONENTS:
             item["messages"], mapping = self.slots.canonical(item["messages"])
             item["task"] = self.slots.text(item["task"], mapping)

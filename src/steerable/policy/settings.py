@@ -180,6 +180,11 @@ class TrainConfig(Settings):
         16, description="extra samples per event frame (interjection, spoken reply) for the components "
         "that read events (0: none)"
     )
+    text_noise: float = Field(
+        0.0, ge=0, lt=1, description="training only: each word of a task or of a user row (an interjection) that "
+        "a sample's text target does not repeat is, with this probability, replaced by a made-up word, dropped "
+        "or preceded by a made-up word (docs/policy.md, \"Held-out phrasings\"; 0: none)"
+    )
     threads: int | None = Field(
         None, description="torch CPU threads (default: 1 for the tiny backbone, torch's default otherwise)"
     )

@@ -93,10 +93,10 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     if cfg.threads is not None or model.cfg.is_tiny:
         # A tiny model gains nothing from intra-op threads, and on a busy machine they spin-wait.
         torch.set_num_threads(cfg.threads or 1)
-    # A resumed run keeps the repeat it started with: the data order depends on it.
+    # A resumed run keeps the repeat (the data order depends on it) and the text noise it started with.
     event_repeat = int(built.state.get("event_repeat", cfg.event_repeat))
     train_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.train_episodes,
-                               event_repeat=event_repeat)
+                               event_repeat=event_repeat, text_noise=built.state.get("text_noise", cfg.text_noise))
     eval_data = PolicyDataset(dataset, recipe, model.cfg, processor.image_size, built.eval_episodes)
     # Low-level samples are a share of the blend's draws (30 % in `hierarchical`); each step adds
     # `action_batch_size` more, through the action component alone: short prompts, a cheap pass.
@@ -212,7 +212,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
         if step % cfg.save_every == 0 or step == cfg.steps:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, event_repeat=event_repeat,
-                         ema_decay=ema_decay, **plan)
+                         text_noise=train_data.text_noise, ema_decay=ema_decay, **plan)
             with _averaged(average), parallel.whole(model, device, optimizer) as full:
                 if full is not None:
                     last = _save(output, step, last, full[0], processor, recipe_text, optimizer=full[1],

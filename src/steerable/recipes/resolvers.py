@@ -136,6 +136,12 @@ class EpisodeTimeline:
         """True when the frame at `t` (dataset `index`) has no language rows: no persistent rows and no events."""
         return not self._rows and not self.frame_events(t, index)
 
+    def user_texts(self) -> frozenset[str]:
+        """What the episode's user rows say (task rephrasings, interjections), persistent and event rows alike."""
+        events = self._by_index.values() if self._by_index is not None else self._events.values()
+        rows = [*(row for _, row in self._rows), *normalize_rows(row for frame in events for row in frame)]
+        return frozenset(r["content"] for r in rows if r.get("role") == "user" and isinstance(r.get("content"), str))
+
     def events_at(self, t: float) -> Sequence[Any]:
         """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
         return self._events.get(float(t), ())

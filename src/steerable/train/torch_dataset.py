@@ -163,6 +163,10 @@ class RecipeDataset(Dataset[dict[str, Any] | None]):
         times = set(ep.timeline.event_times())
         return [int(start) + r for r, t in enumerate(ep.columns["timestamp"]) if float(t) in times]
 
+    def user_texts(self, episode_index: int) -> frozenset[str]:
+        """What the episode's user rows say (`EpisodeTimeline.user_texts`): a person's words, beside its task."""
+        return self._episode(episode_index).timeline.user_texts()
+
     def _episode(self, episode_index: int) -> _Episode:
         with self._lock:
             cached = self._cache.get(episode_index)
