@@ -25,9 +25,11 @@ rng([0, e])). Each success rate is printed with its 95 % Wilson interval. Parts 
   the same evaluation (`--annotated_dataset DIR` adds it as a row).
 
 `--name_slots` trains every part with `--policy.name_slots` over the simulator's names
-(docs/policy.md, "Name slots"). `--step_check` trains the `both` part with `--policy.step_check true`
-and evaluates its checkpoint as both levels with the check and without it (`run --policy.step_check
-false`), so the check's effect is read on one training (docs/policy.md, "Checking a step").
+(docs/policy.md, "Name slots"); `--train_args` adds `steerable train` flags to every part's training
+(e.g. `--train_args "--text_noise 0.3"`: docs/policy.md, "Held-out phrasings"). `--step_check` trains the
+`both` part with `--policy.step_check true` and evaluates its checkpoint as both levels with the check and
+without it (`run --policy.step_check false`), so the check's effect is read on one training
+(docs/policy.md, "Checking a step").
 `--eval_phrasings both` runs every evaluation with `run --eval_phrasings both`: each seed once with its
 task (and interjection) in the phrasings the training data holds and once in held-out paraphrases
 (`steerable.synthetic.phrasings`), printed as two columns, seen | unseen (`--eval_phrasings unseen`:
@@ -48,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -184,12 +187,13 @@ class Report:
 
 
 def _slot_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    """`--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots")."""
+    """`--train_args`, and `--policy.name_slots` over the simulator's names (docs/policy.md, "Name slots")."""
+    extra = tuple(shlex.split(args.train_args))
     if not args.name_slots:
-        return ()
+        return extra
     from steerable.synthetic.commands import NAME_GROUPS
 
-    return ("--policy.name_slots", json.dumps([list(group) for group in NAME_GROUPS]))
+    return (*extra, "--policy.name_slots", json.dumps([list(group) for group in NAME_GROUPS]))
 
 
 def part_high(args: argparse.Namespace, rep: Report) -> Path:
@@ -334,6 +338,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", type=int, default=200, help="held-out subtask cases")
     parser.add_argument("--difficulty", default="easy", help="task mix of the high/cameras parts (and their eval)")
+    parser.add_argument("--train_args", default="", help="more `steerable train` flags for every part, one string")
     parser.add_argument("--name_slots", action=argparse.BooleanOptionalAction, default=False,
                         help="train with --policy.name_slots over the simulator's names")
     parser.add_argument("--step_check", action=argparse.BooleanOptionalAction, default=False,
