@@ -5,6 +5,7 @@ the target, the recipe's own prompts, the low level's command and the held-out i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,15 @@ def test_only_words_the_target_does_not_repeat_change() -> None:
     assert words != TASK.split() and added and all(w.isalpha() and w.islower() for w in added)
 
 
+def test_capitalised_words_are_replaced_with_their_punctuation() -> None:
+    said = "Wait, put it in the blue bin."
+    outs = [noisy_messages([{"role": "user", "content": said}, {"role": "assistant", "content": PLAN}], [1], {said},
+                           0.99, np.random.default_rng(s))[0]["content"] for s in range(20)]
+    assert all(o.endswith("in the blue bin.") for o in outs)  # the words the plan repeats, as they were
+    # "Wait," replaced by a made-up word that keeps its comma (kvlc, ...), not only dropped or preceded.
+    assert any(re.match(r"^[a-z]{2,8}, ", o) and not o.lower().startswith("wait") for o in outs)
+
+
 def test_the_noise_is_drawn_per_item_and_reproducible() -> None:
     draws = {noisy_messages(_messages(), [2], {TASK}, 0.5, np.random.default_rng(s))[0]["content"] for s in range(40)}
     assert TASK in draws and len(draws) > 10  # some items keep the task, most differ from each other
@@ -69,8 +79,8 @@ def test_training_items_get_the_noise_and_held_out_items_do_not(corrected: Any) 
     said_changed = interjection_changed = 0
     for i in range(len(clean)):
         a, b = clean[i], noisy[i]
-        if a is None:
-            assert b is None
+        if a is None or b is None:
+            assert a is None and b is None
             continue
         assert [m["role"] for m in a["messages"]] == [m["role"] for m in b["messages"]]
         said = {a["task"], *clean.frames.user_texts(a["episode_index"])}

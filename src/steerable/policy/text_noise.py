@@ -22,6 +22,7 @@ import numpy as np
 __all__ = ["noisy_messages", "word_key"]
 
 _EDGE = re.compile(r"^\W+|\W+$")
+_PARTS = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)  # punctuation before, the word, punctuation after
 
 
 def word_key(word: str) -> str:
@@ -40,9 +41,9 @@ def _noisy(text: str, keep: set[str], p: float, rng: np.random.Generator) -> str
             out.append(word)
             continue
         kind = int(rng.integers(3))
-        if kind == 0:  # replaced, keeping the punctuation around it ("bin," -> "zone,")
-            key = word_key(word)
-            out.append(word.replace(key, _made_up(rng), 1) if key else word)
+        if kind == 0:  # replaced, keeping the punctuation around it ("Wait," -> "qzv,")
+            before, core, after = _PARTS.match(word).groups()  # type: ignore[union-attr]  # matches any text
+            out.append(f"{before}{_made_up(rng)}{after}" if core else word)
         elif kind == 2:  # preceded by another word
             out += [_made_up(rng), word]
         # kind 1: dropped
