@@ -103,7 +103,8 @@ class EpisodeTimeline:
     frame instead of a ±0.1 s window.
     """
 
-    __slots__ = ("_by_index", "_event_indexes", "_events", "_indexes", "_rows", "fps", "task_rephrasings")
+    __slots__ = ("_by_index", "_event_indexes", "_events", "_indexes", "_rows", "_user_texts", "fps",
+                 "task_rephrasings")
 
     def __init__(
         self,
@@ -119,6 +120,7 @@ class EpisodeTimeline:
         self._indexes: dict[tuple[Selector, bool], _Index] = {}
         self._event_indexes: dict[tuple[Any, bool], _Index] = {}
         self.fps = fps
+        self._user_texts: frozenset[str] | None = None  # built on first use (`user_texts`)
         # `${task}` rotates over user task_aug rows in stored order, whatever their timestamp.
         self.task_rephrasings = tuple(
             row for _, row in self._rows if row.get("style") == "task_aug" and row.get("role") == "user"
@@ -137,10 +139,14 @@ class EpisodeTimeline:
         return not self._rows and not self.frame_events(t, index)
 
     def user_texts(self) -> frozenset[str]:
-        """What the episode's user rows say (task rephrasings, interjections), persistent and event rows alike."""
-        events = self._by_index.values() if self._by_index is not None else self._events.values()
-        rows = [*(row for _, row in self._rows), *normalize_rows(row for frame in events for row in frame)]
-        return frozenset(r["content"] for r in rows if r.get("role") == "user" and isinstance(r.get("content"), str))
+        """What the episode's user rows say (task rephrasings, interjections), persistent and event rows alike;
+        built once per timeline (a training item asks for it on every draw)."""
+        if self._user_texts is None:
+            events = self._by_index.values() if self._by_index is not None else self._events.values()
+            rows = [*(row for _, row in self._rows), *normalize_rows(row for frame in events for row in frame)]
+            self._user_texts = frozenset(r["content"] for r in rows
+                                         if r.get("role") == "user" and isinstance(r.get("content"), str))
+        return self._user_texts
 
     def events_at(self, t: float) -> Sequence[Any]:
         """The event rows of the frame whose stored timestamp is exactly `t` (empty if none)."""
