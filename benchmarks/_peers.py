@@ -314,6 +314,7 @@ class Row:
     chunk_ms: float | None = None
     same_steps: Score | None = None
     note: str = ""
+    train_scenes: Score | None = None  # the same checkpoint on scenes it was trained on (fit, not generalisation)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -326,12 +327,15 @@ def _rate(result: Score | None) -> str:
     return f"{result.successes}/{result.episodes} = {result.rate:.2f} ({low:.2f}-{high:.2f})"
 
 
-def format_table(rows: Sequence[Row], *, same_steps: int | None = None) -> str:
+def format_table(rows: Sequence[Row], *, same_steps: int | None = None, train_scenes: int | None = None) -> str:
     """A markdown table: success with its 95 % Wilson interval, CPU seconds and steps of training, the
-    scored checkpoint's ms per chunk, and (when `same_steps`) success after that many steps."""
+    scored checkpoint's ms per chunk, (when `same_steps`) success after that many steps, and (when
+    `train_scenes`) success on that many of the scenes it was trained on."""
     head = ["policy", "evaluated by", "success (95 % CI)", "train CPU s", "steps", "ms / chunk"]
     if same_steps is not None:
         head.append(f"success at {same_steps} steps")
+    if train_scenes is not None:
+        head.append(f"on {train_scenes} training scenes")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         train = row.train
@@ -340,6 +344,8 @@ def format_table(rows: Sequence[Row], *, same_steps: int | None = None) -> str:
                  str(train.steps) if train else "-", f"{row.chunk_ms:.1f}" if row.chunk_ms is not None else "-"]
         if same_steps is not None:
             cells.append(_rate(row.same_steps))
+        if train_scenes is not None:
+            cells.append(_rate(row.train_scenes))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -31,6 +31,10 @@ Evaluators (`--evaluators`), the same seeds for every policy: `steerable` is `st
 `--high_level none --low_level lerobot`, given the task itself), `lerobot` is `lerobot-eval
 --env.type=steerable_tabletop` (every checkpoint, steerable's included, through LeRobot's `select_action`).
 An episode lasts at most `--max_seconds` simulated seconds in both. ms / chunk: `_peers.py chunk-ms`.
+`--train_scenes N` (one_task) scores each checkpoint again on the first N scenes it was trained on, by the
+same evaluators: a policy that fails there has not fit its data (more training or capacity), one that
+succeeds there and not on the held-out seeds has memorised its scenes (more data or augmentation). The
+language_mix setting has no such column: its scenes are drawn per dataset episode, not by a run seed.
 Prints one markdown table, writes OUT/results.json, and ends with a `RESULT` line (the `steerable`
 evaluator's success rate of each setting and policy). Not part of `make test`: minutes per policy.
 """
@@ -92,6 +96,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval_episodes", type=int, default=50, help="scored episodes per policy, setting, evaluator")
     p.add_argument("--seed", type=int, default=1000, help="first evaluation seed (no training scene repeats)")
     p.add_argument("--task", default="put the orange cube in the blue bin", help="the one_task setting's task")
+    p.add_argument("--train_scenes", type=int, default=0,
+                   help="one_task: also score each checkpoint on its first N training scenes (0: not)")
     p.add_argument("--max_seconds", type=float, default=20.0, help="simulated seconds of an evaluation episode")
     p.add_argument("--batch_size", type=int, default=8, help="lerobot-train's batch (steerable train: its default)")
     p.add_argument("--save_every", type=int, default=50, help="steps between checkpoints (the budget's granularity)")
@@ -105,6 +111,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name} must be at least 1")
     if args.same_steps < 0:
         p.error("--same_steps must be 0 or more")
+    if not 0 <= args.train_scenes <= args.episodes:
+        p.error(f"--train_scenes must be from 0 to --episodes ({args.episodes}): the scenes trained on")
     if not (args.lerobot_venv / "bin" / "lerobot-train").is_file():
         p.error(f"no lerobot-train in {args.lerobot_venv}/bin: `make test` builds it, or pass --lerobot_venv")
     return args
@@ -124,11 +132,16 @@ def fitting_seeds(task: str, start: int, count: int) -> list[int]:
     return found
 
 
+def training_seeds(task: str, count: int) -> list[int]:
+    """The seeds of the one_task setting's first `count` training scenes (its demonstrations, in order)."""
+    return fitting_seeds(task, 0, count)
+
+
 def _one_task_dataset(args: argparse.Namespace, work: Path, bin_dir: Path) -> Path:
     data = work / "data"
     if (data / "meta" / "info.json").is_file():
         return data
-    seeds = fitting_seeds(args.task, 0, args.episodes)
+    seeds = training_seeds(args.task, args.episodes)
     lines = [f"/task {args.task}"] + [x for s in seeds[1:] for x in (f"/reset {s}", f"/task {args.task}")]
     commands = work / "demonstrations.txt"
     commands.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -148,11 +161,11 @@ def _mix_dataset(args: argparse.Namespace, work: Path, bin_dir: Path) -> Path:
 
 
 def _evaluate(policy: str, evaluator: str, checkpoint: Path, setting: str, args: argparse.Namespace, work: Path,
-              scored: list[int]) -> Score:
+              scored: list[int], what: str = "") -> Score:
     bin_dir = args.lerobot_venv / "bin"
     length = int(args.max_seconds * FPS)
     step = checkpoint.parent.name if checkpoint.name == "pretrained_model" else checkpoint.name
-    tag = f"{policy}_{evaluator}_{step}"
+    tag = f"{policy}_{evaluator}_{step}" + (f"_{what}" if what else "")
     if evaluator == "steerable":
         levels = (["--high_level", "policy", "--low_level", "policy", "--policy.path", str(checkpoint)]
                   if policy == "steerable" else
@@ -175,9 +188,11 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
     work = (args.out / setting).resolve()
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = args.lerobot_venv / "bin"
+    seen: list[int] = []
     if setting == "one_task":
         data, task = _one_task_dataset(args, work, bin_dir), args.task
         scored = fitting_seeds(args.task, args.seed, args.eval_episodes)
+        seen = training_seeds(args.task, args.train_scenes) if args.train_scenes else []
     else:
         data, task = _mix_dataset(args, work, bin_dir), MIX_TASK
         scored = list(range(args.seed, args.seed + args.eval_episodes))
@@ -200,7 +215,9 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
             result = _evaluate(policy, evaluator, trained.checkpoint, setting, args, work, scored)
             at_steps = (_evaluate(policy, evaluator, same.checkpoint, setting, args, work, scored)
                         if same is not None and same.checkpoint is not None else None)
-            rows.append(Row(policy, evaluator, result, trained, ms, at_steps, note=floor))
+            fit = (_evaluate(policy, evaluator, trained.checkpoint, setting, args, work, seen, "train_scenes")
+                   if seen else None)
+            rows.append(Row(policy, evaluator, result, trained, ms, at_steps, note=floor, train_scenes=fit))
     return rows
 
 
@@ -211,7 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     for setting in args.settings:
         results[setting] = run_setting(setting, args)
         print(f"\n## {setting}: budget {args.budget_s:.0f} CPU s per policy\n", flush=True)
-        print(format_table(results[setting], same_steps=args.same_steps or None) + "\n", flush=True)
+        print(format_table(results[setting], same_steps=args.same_steps or None,
+                           train_scenes=args.train_scenes if setting == "one_task" and args.train_scenes else None)
+              + "\n", flush=True)
     (args.out / "results.json").write_text(json.dumps(
         {s: [asdict(r) for r in rows] for s, rows in results.items()}, default=str, indent=2), encoding="utf-8")
     figures = [f"{s}.{r.policy}={r.result.rate:.2f}" for s, rows in results.items() for r in rows

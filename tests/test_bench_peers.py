@@ -106,6 +106,33 @@ def test_table_rows() -> None:
     assert "success at" not in peers.format_table(rows[:1])
 
 
+def test_table_training_scenes_column() -> None:
+    trained = peers.TrainResult(Path("ckpt"), 150, 31.2, 40.0, stopped=True)
+    rows = [peers.Row("steerable", "steerable", peers.Score(0, 20, 1.0), trained, train_scenes=peers.Score(9, 10, 1.0)),
+            peers.Row("act", "steerable", peers.Score(1, 20, 1.0), trained)]
+    table = peers.format_table(rows, train_scenes=10).splitlines()
+    assert table[0].endswith("| ms / chunk | on 10 training scenes |")
+    assert table[2].endswith("| 9/10 = 0.90 (0.60-0.98) |")
+    assert table[3].endswith("| - |")
+    assert "training scenes" not in peers.format_table(rows)
+
+
+@pytest.mark.parametrize("value", ["-1", "101"])
+def test_training_scenes_must_be_trained_on(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load("policy_peers")
+    with pytest.raises(SystemExit) as exit_:
+        bench._args(["--out", "/tmp/x", "--episodes", "100", "--train_scenes", value])
+    assert exit_.value.code == 2
+    assert "--train_scenes must be from 0 to --episodes (100)" in capsys.readouterr().err
+
+
+def test_training_scenes_are_the_recorded_ones() -> None:
+    # The column replays the first scenes of the demonstrations, recorded from training_seeds(task, episodes).
+    bench = _load("policy_peers")
+    task = "put the orange cube in the blue bin"
+    assert bench.training_seeds(task, 3) == bench.training_seeds(task, 6)[:3] == bench.fitting_seeds(task, 0, 3)
+
+
 def test_fixed_task_seeds_fit_the_task() -> None:
     from steerable.synthetic.env import SimEnv
 
