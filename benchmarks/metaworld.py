@@ -37,7 +37,8 @@ seconds there: CPU seconds say little of a GPU's work), batch 32, SmolVLA includ
 The published MT50 averages (SmolVLA 57.3 %, pi0 47.9 %, from the SmolVLA paper; /work/shared/reference/
 anchors.md) are printed beside ours, labelled: pretrained backbones, a GPU budget, all 50 tasks: a
 different budget and backbone, not a like-for-like comparison. Prints the tables and ends with a `RESULT`
-line (each policy's average over the tasks under LeRobot's protocol). Not part of `make test`.
+line (each policy's average over the tasks under LeRobot's protocol). OUT/results.json is written again after
+each policy, so a run stopped part way keeps the policies it finished. Not part of `make test`.
 """
 
 from __future__ import annotations
@@ -200,6 +201,17 @@ def per_task_table(tasks: list[str], columns: dict[str, dict[str, Score]]) -> st
     return "\n".join(lines)
 
 
+def save_results(path: Path, tasks: list[str], rows: list[Row], columns: dict[str, dict[str, Score]]) -> None:
+    """Write the rows and per-task scores so far to `path` (after each policy, so a run stopped part way keeps
+    the policies it finished), replacing it whole."""
+    text = json.dumps({"tasks": tasks, "rows": [asdict(r) for r in rows],
+                       "per_task": {k: {t: asdict(s) for t, s in v.items()} for k, v in columns.items()}},
+                      default=str, indent=2)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     # MuJoCo renders offscreen: OSMesa on a CPU (EGL without a GPU failed here), EGL beside a GPU.
@@ -250,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
             scores = _evaluate(policy, trained.checkpoint, evaluator, tasks, args, work)
             columns[f"{policy} ({evaluator})"] = scores
             rows.append(Row(policy, evaluator, pooled(scores), trained, same_steps=at_steps))
+        save_results(work / "results.json", tasks, rows, columns)
     clock = "CPU" if args.clock == "cpu" else "wall-clock"
     print(f"\n## Meta-World, {len(tasks)} tasks, {args.eval_episodes} episodes each; {args.budget_s:.0f} {clock} "
           f"s of training per policy (success: every task's episodes together, 95 % Wilson interval)\n")
@@ -260,10 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| policy | MT50 success |\n|---|---|")
     for name, rate in PUBLISHED.items():
         print(f"| {name} | {rate:.1f} % |")
-    (work / "results.json").write_text(json.dumps({"tasks": tasks, "rows": [asdict(r) for r in rows],
-                                                   "per_task": {k: {t: asdict(s) for t, s in v.items()}
-                                                                for k, v in columns.items()}},
-                                                  default=str, indent=2), encoding="utf-8")
+    save_results(work / "results.json", tasks, rows, columns)
     main_eval = args.evaluators[0]
     figures = [f"{r.policy}={r.result.rate:.2f}" for r in rows if r.evaluator == main_eval and r.result]
     print(f"\nRESULT {' '.join(figures)} evaluator={main_eval} tasks={len(tasks)} "

@@ -199,3 +199,19 @@ def test_metaworld_language_check(tmp_path: Path) -> None:
     assert not mw.has_language(tmp_path)
     (tmp_path / "meta" / "info.json").write_text(json.dumps({"features": {"language_persistent": {}}}))
     assert mw.has_language(tmp_path)
+
+
+def test_metaworld_results_are_saved_after_each_policy(tmp_path: Path) -> None:
+    mw = _load("metaworld")
+    trained = peers.TrainResult(Path("ckpt"), 150, 31.2, 40.0, stopped=True)
+    rows = [peers.Row("steerable", "steerable", peers.Score(3, 10, 1.0), trained)]
+    columns = {"steerable (steerable)": {"push-v3": peers.Score(3, 10, 1.0)}}
+    out = tmp_path / "results.json"
+    mw.save_results(out, ["push-v3"], rows, columns)
+    first = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["policy"] for r in first["rows"]] == ["steerable"]
+    assert first["per_task"]["steerable (steerable)"]["push-v3"]["successes"] == 3
+    rows.append(peers.Row("act", "steerable", peers.Score(0, 10, 1.0), trained))
+    mw.save_results(out, ["push-v3"], rows, columns)
+    assert [r["policy"] for r in json.loads(out.read_text(encoding="utf-8"))["rows"]] == ["steerable", "act"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
