@@ -21,13 +21,18 @@ import numpy as np
 
 __all__ = ["noisy_messages", "word_key"]
 
-_EDGE = re.compile(r"^\W+|\W+$")
 _PARTS = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)  # punctuation before, the word, punctuation after
+
+
+def _parts(word: str) -> tuple[str, str, str]:
+    """(punctuation before, the word, punctuation after); the pattern matches any text."""
+    before, core, after = _PARTS.match(word).groups()  # type: ignore[union-attr]
+    return before, core, after
 
 
 def word_key(word: str) -> str:
     """A word as compared with the target's: lower case, without surrounding punctuation."""
-    return _EDGE.sub("", word.lower())
+    return _parts(word.lower())[1]
 
 
 def _made_up(rng: np.random.Generator) -> str:
@@ -42,7 +47,7 @@ def _noisy(text: str, keep: set[str], p: float, rng: np.random.Generator) -> str
             continue
         kind = int(rng.integers(3))
         if kind == 0:  # replaced, keeping the punctuation around it ("Wait," -> "qzv,")
-            before, core, after = _PARTS.match(word).groups()  # type: ignore[union-attr]  # matches any text
+            before, core, after = _parts(word)
             out.append(f"{before}{_made_up(rng)}{after}" if core else word)
         elif kind == 2:  # preceded by another word
             out += [_made_up(rng), word]
