@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     line = f"trained {summary['steps']} steps in {summary['seconds']:.0f} s; checkpoint {summary['checkpoint']}"
     if summary["resumed_from"]:
         line += f" (resumed from {summary['resumed_from']})"
+    if summary.get("time_budget_ended"):
+        line += f"; --time_budget {cfg.time_budget:g} s ({cfg.time_clock}) ended it before --steps {cfg.steps}"
     print(line)
     if "eval_exact_match" in m and not math.isnan(m["eval_exact_match"]):
         print(f"held-out: text exact match {m['eval_exact_match']:.2f} (majority baseline "

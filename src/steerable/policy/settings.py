@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from steerable.policy.config import AUTO_ACTION_KEY, AUTO_STATE_KEY, PolicyConfig
+from steerable.policy.schedule import parse_duration
 from steerable.settings import Episodes, Settings, episodes_field
 
 __all__ = ["PolicySettings", "TrainConfig", "TrainSettings"]
@@ -139,6 +140,15 @@ class TrainConfig(Settings):
     )
     policy: PolicySettings = Field(default_factory=PolicySettings)
     steps: int = Field(2500, description="optimizer steps")
+    time_budget: Annotated[float | None, BeforeValidator(parse_duration)] = Field(
+        None, description="end the run after this much training time (seconds, or 20m, 1.5h) if --steps has not "
+        "ended it first; the learning rate decays over whichever runs out first (a resumed run counts its "
+        "checkpoint's time)"
+    )
+    time_clock: Literal["wall", "cpu"] = Field(
+        "wall", description="what --time_budget counts: wall-clock seconds of the training loop, or CPU seconds "
+        "of this process (fair on a machine shared with other jobs)"
+    )
     batch_size: int = Field(
         32, description="samples per step and process (the global batch is processes x batch_size x grad_accum; "
         "a resumed run keeps its global batch)"

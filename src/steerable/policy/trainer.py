@@ -1,9 +1,9 @@
 """The training loop behind `steerable train`: plain torch, CPU or CUDA, resumable.
 
-Per step: a batch of recipe samples -> the processor -> the policy's loss dict -> AdamW with
-warm-up + cosine decay and gradient clipping (bf16 autocast on CUDA). Every `eval_every` steps
-the held-out episodes are scored (losses, and exact match of generated text); every `save_every`
-steps a checkpoint is written atomically. The data order is a seeded permutation per epoch, so a
+Per step: a batch of recipe samples -> the processor -> the policy's loss dict -> AdamW with warm-up +
+cosine decay (`schedule`: over --steps, or a --time_budget) and gradient clipping (bf16 autocast on CUDA).
+Every `eval_every` steps the held-out episodes are scored (losses, and exact match of generated text); every
+`save_every` steps a checkpoint is written atomically. The data order is a seeded permutation per epoch, so a
 resumed run (automatic when `output_dir` holds a checkpoint) continues with the same batches.
 
 Under torchrun or `accelerate launch` (`steerable.policy.parallel`) each process trains its share of
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from steerable.policy.goal_training import freeze_goal, pretrain_goal
 from steerable.policy.loss_checks import LossChecks
 from steerable.policy.parallel import Parallel, launched, share, split
 from steerable.policy.preflight import check_dataset, check_language, check_recipe, teaches_text
+from steerable.policy.schedule import Schedule
 from steerable.policy.settings import TrainConfig
 from steerable.policy.setup import build_fresh, resume_from
 from steerable.progress import ProgressLine, eta_seconds, format_eta
@@ -51,13 +51,6 @@ logger = logging.getLogger(__name__)
 def _epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch)).tolist()
     return [order[i:i + batch_size] for i in range(0, n - batch_size + 1, batch_size)] or [order]
-
-
-def _lr_factor(step: int, warmup: int, total: int) -> float:
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -134,11 +127,9 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
         noise.set_state(torch.tensor(built.state["noise_rng"], dtype=torch.uint8))
     if parallel.rank:  # its own draws (rank 0's stream is the checkpoint's), seeded by rank and step
         noise.manual_seed(cfg.seed * 100_003 + parallel.rank * 7_919 + int(built.state.get("step", 0)))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, cfg.steps))
     step = int(built.state.get("step", 0))
-    scheduler.last_epoch = step
-    for group in optimizer.param_groups:
-        group["lr"] = cfg.lr * _lr_factor(step, cfg.warmup_steps, cfg.steps)
+    schedule = Schedule(cfg.steps, cfg.warmup_steps, cfg.time_budget, cfg.time_clock,
+                        float(built.state.get("time_spent_s", 0.0)))
     provenance = dataset_provenance(dataset)
     log_path = output / "logs.jsonl"
     eval_cases = text_cases((eval_data[i] for i in range(0, len(eval_data), 3)), limit=cfg.eval_text_cases)
@@ -156,7 +147,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     if parallel.is_main:
         _log(log_path, {"step": step, **(goal_phase or {}), **plan})
     last = built.checkpoint
-    while step < cfg.steps:
+    while not schedule.over(step):
         (epoch, index), micro = next(batches)
         optimizer.zero_grad(set_to_none=True)
         if not parallel.everyone(bool(micro)):  # every rank skips a step that left one of them nothing
@@ -175,12 +166,17 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                 samples, asked = samples + len(acts), asked + int(acts.sum())
             sums = [a + b for a, b in zip(sums, _sums(out), strict=True)]
         out = _pooled(sums)
+        # Under a time budget every process decays and stops on the same figure: their mean.
+        schedule.seen(schedule.elapsed() if cfg.time_budget is None
+                      else parallel.total([schedule.elapsed()])[0] / parallel.world)
+        final = schedule.over(step + 1)
         # Before the weights change: a step that learns nothing, or a loss that is not a number, stops the run.
-        checks.step(step + 1, out, samples, asked, last=step + 1 == cfg.steps)
+        checks.step(step + 1, out, samples, asked, last=final)
         parallel.drop_unreached(params)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * schedule.factor(step)
         optimizer.step()
-        scheduler.step()
         step += 1
         if average is not None:
             average.update(step)
@@ -189,7 +185,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{out['loss']:.3f}", text=f"{out['text_loss']:.3f}", flow=f"{out['flow_loss']:.3f}")
-        if step % cfg.log_every == 0 or step == cfg.steps:
+        if step % cfg.log_every == 0 or final:
             now = time.perf_counter()
             off = {"locate_loss": not model.cfg.locate_key, "check_loss": not model.cfg.step_check,
                    "goal_loss": not model.learns_goals, "text_tokens": True, "action_values": True}
@@ -200,7 +196,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
             if parallel.is_main:
                 _log(log_path, metrics)
             window_start, window_steps = now, 0
-        if step % cfg.eval_every == 0 or step == cfg.steps:
+        if step % cfg.eval_every == 0 or final:
             with _averaged(average), parallel.whole(model, device) as full:
                 if full is not None:  # rank 0
                     metrics = _evaluate(full[0], processor, eval_data, eval_cases, cfg, step, batch, device)
@@ -209,10 +205,11 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                     if bar is not None:
                         bar.write(_eval_line(metrics))
             parallel.barrier()
-        if step % cfg.save_every == 0 or step == cfg.steps:
+        if step % cfg.save_every == 0 or final:
             state.update(noise_rng=noise.get_state().tolist(), train_episodes=built.train_episodes,
                          eval_episodes=built.eval_episodes, seed=cfg.seed, event_repeat=event_repeat,
-                         text_noise=train_data.text_noise, ema_decay=ema_decay, **plan)
+                         text_noise=train_data.text_noise, ema_decay=ema_decay, time_spent_s=round(schedule.spent, 3),
+                         **plan)
             with _averaged(average), parallel.whole(model, device, optimizer) as full:
                 if full is not None:
                     last = _save(output, step, last, full[0], processor, recipe_text, optimizer=full[1],
@@ -222,6 +219,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     if bar is not None:
         bar.close()
     return {"steps": step, "seconds": time.perf_counter() - started, "checkpoint": str(last),
+            "time_budget_ended": step < cfg.steps and schedule.over(step),
             "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None,
             "main": parallel.is_main}
 
