@@ -104,3 +104,16 @@ def test_a_bad_budget_is_one_line_and_exit_2(dataset: Path, tmp_path: Path) -> N
     result = _train(dataset, tmp_path / "run", "--time_budget", "soon")
     assert result.returncode == 2 and "--time_budget" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_progress_line_counts_down_the_time_budget() -> None:
+    from steerable.policy.trainer import _StepLines
+
+    schedule = Schedule(steps=100000, warmup=0, budget_s=60.0)
+    line = _StepLines(100000, 0, schedule)
+    try:
+        line.update(1)
+        schedule.seen(50.0)
+        assert line.text().endswith("ETA 10 s"), line.text()
+    finally:
+        line.close()

@@ -137,7 +137,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
     shares = (parallel.rank, parallel.world, cfg.grad_accum)
     batches = _batches(train_data, cfg, built.state, global_batch, shares)
     metrics: dict[str, Any] = {}
-    bar = _progress(cfg, step) if parallel.is_main else None
+    bar = _progress(cfg, step, schedule) if parallel.is_main else None
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
     state = {**built.state, **({"goal_pretrained": True} if goal_phase is not None else {})}
     plan = {"global_batch": global_batch, "processes": parallel.world, "batch_size": batch,
@@ -361,11 +361,11 @@ def _log(path: Path, record: dict[str, Any]) -> None:
         fh.write(json.dumps(record) + "\n")
 
 
-def _progress(cfg: TrainConfig, step: int) -> Any:
+def _progress(cfg: TrainConfig, step: int, schedule: Schedule) -> Any:
     if not cfg.progress:
         return None
     if not sys.stderr.isatty():  # a pipe or a log: whole lines, not a bar redrawn with carriage returns
-        return _StepLines(cfg.steps, step)
+        return _StepLines(cfg.steps, step, schedule)
     from tqdm import tqdm
 
     return tqdm(total=cfg.steps, initial=step, desc="train", file=sys.stderr, dynamic_ncols=True)
@@ -375,9 +375,9 @@ class _StepLines(ProgressLine):
     """`train: steps 300/1000, loss 1.234, ..., ETA 95 s` on stderr every 30 s and at the end (tqdm's
     calls, for a run without a terminal)."""
 
-    def __init__(self, total: int, initial: int) -> None:
+    def __init__(self, total: int, initial: int, schedule: Schedule | None = None) -> None:
         super().__init__("train", total - initial, unit="steps")
-        self.initial, self.postfix = initial, ""
+        self.initial, self.postfix, self.schedule = initial, "", schedule
         self.__enter__()
 
     def update(self, n: int = 1) -> None:
@@ -394,5 +394,9 @@ class _StepLines(ProgressLine):
 
     def text(self) -> str:
         done, elapsed = self.done, max(time.monotonic() - self.started_at, 1e-6)
+        eta = eta_seconds(done, self.total, elapsed)
+        if self.schedule is not None and self.schedule.budget_s is not None:  # or when the time budget ends it
+            left = max(0.0, self.schedule.budget_s - self.schedule.spent)
+            eta = left if eta is None else min(eta, left)
         return (f"train: steps {self.initial + done}/{self.initial + self.total}{self.postfix}, "
-                f"{done / elapsed:.2f} steps/s, ETA {format_eta(eta_seconds(done, self.total, elapsed))}")
+                f"{done / elapsed:.2f} steps/s, ETA {format_eta(eta)}")
