@@ -35,7 +35,7 @@ An episode lasts at most `--max_seconds` simulated seconds in both. ms / chunk: 
 same evaluators: a policy that fails there has not fit its data (more training or capacity), one that
 succeeds there and not on the held-out seeds has memorised its scenes (more data or augmentation). The
 language_mix setting has no such column: its scenes are drawn per dataset episode, not by a run seed.
-Prints one markdown table, writes OUT/results.json, and ends with a `RESULT` line (the `steerable`
+Prints one markdown table, writes OUT/results.json (again after each policy), and ends with a `RESULT` line (the `steerable`
 evaluator's success rate of each setting and policy). Not part of `make test`: minutes per policy.
 """
 
@@ -184,7 +184,10 @@ def _evaluate(policy: str, evaluator: str, checkpoint: Path, setting: str, args:
         work / f"{tag}.eval.log")
 
 
-def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
+def run_setting(setting: str, args: argparse.Namespace, rows: list[Row] | None = None,
+                saved: Callable[[], None] = lambda: None) -> list[Row]:
+    """Train and score every policy of one setting, appending to `rows` and calling `saved` after each policy."""
+    rows = [] if rows is None else rows
     work = (args.out / setting).resolve()
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = args.lerobot_venv / "bin"
@@ -200,12 +203,12 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
     how = Training(bin_dir, args.budget_s, args.save_every, args.max_steps, args.batch_size,
                    vlm=tiny_vlm(python, args.out.resolve()) if "smolvla" in args.policies else None,
                    policy_args={"steerable": shlex.split(args.steerable_args)})
-    rows: list[Row] = []
     for policy in args.policies:
         trained = train_policy(policy, data, work / policy, how)
         if trained.checkpoint is None:
             note = "no checkpoint within the budget: lower --save_every or raise --budget_s"
             rows.extend(Row(policy, e, None, trained, note=note) for e in args.evaluators)
+            saved()
             continue
         ms = chunk_ms_in_venv(python, trained.checkpoint, data, task, work / f"{policy}.chunk.log")
         same = train_policy(policy, data, work / f"{policy}_same_steps", how, steps=args.same_steps) \
@@ -218,21 +221,31 @@ def run_setting(setting: str, args: argparse.Namespace) -> list[Row]:
             fit = (_evaluate(policy, evaluator, trained.checkpoint, setting, args, work, seen, "train_scenes")
                    if seen else None)
             rows.append(Row(policy, evaluator, result, trained, ms, at_steps, note=floor, train_scenes=fit))
+        saved()
     return rows
+
+
+def save_results(path: Path, results: dict[str, list[Row]]) -> None:
+    """Write every setting's rows so far to `path`, replacing it whole (after each policy, so a run stopped part
+    way keeps what it finished)."""
+    from steerable.dataset.atomic import atomic_write_bytes
+
+    text = json.dumps({s: [asdict(r) for r in rows] for s, rows in results.items()}, default=str, indent=2)
+    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[Row]] = {}
+    where = args.out / "results.json"
     for setting in args.settings:
-        results[setting] = run_setting(setting, args)
+        results[setting] = []
+        run_setting(setting, args, results[setting], lambda: save_results(where, results))
         print(f"\n## {setting}: budget {args.budget_s:.0f} CPU s per policy\n", flush=True)
         print(format_table(results[setting], same_steps=args.same_steps or None,
                            train_scenes=args.train_scenes if setting == "one_task" and args.train_scenes else None)
               + "\n", flush=True)
-    (args.out / "results.json").write_text(json.dumps(
-        {s: [asdict(r) for r in rows] for s, rows in results.items()}, default=str, indent=2), encoding="utf-8")
     figures = [f"{s}.{r.policy}={r.result.rate:.2f}" for s, rows in results.items() for r in rows
                if r.evaluator == args.evaluators[0] and r.result is not None]
     print(f"\nRESULT {' '.join(figures)} evaluator={args.evaluators[0]} budget_s={args.budget_s:.0f} "

@@ -215,3 +215,26 @@ def test_metaworld_results_are_saved_after_each_policy(tmp_path: Path) -> None:
     mw.save_results(out, ["push-v3"], rows, columns)
     assert [r["policy"] for r in json.loads(out.read_text(encoding="utf-8"))["rows"]] == ["steerable", "act"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_peers_results_are_saved_after_each_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """policy_peers.py rewrites OUT/results.json after each policy (a run stopped part way keeps what it
+    finished); trainings stand in here by runs that saved no checkpoint."""
+    bench = _load("policy_peers")
+    out, venv = tmp_path / "out", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "lerobot-train").touch()
+    seen: list[list[str]] = []
+
+    def train(policy: str, *_: object, **__: object) -> object:
+        where = out / "results.json"
+        seen.append([r["policy"] for r in json.loads(where.read_text())["language_mix"]] if where.exists() else [])
+        return peers.TrainResult(None, 0, 1.0, 1.0, stopped=True)
+
+    monkeypatch.setattr(bench, "train_policy", train)
+    monkeypatch.setattr(bench, "_mix_dataset", lambda *_: tmp_path / "data")
+    bench.main(["--out", str(out), "--settings", "language_mix", "--policies", "steerable,act",
+                "--evaluators", "steerable", "--lerobot_venv", str(venv)])
+    assert seen == [[], ["steerable"]]
+    rows = json.loads((out / "results.json").read_text())["language_mix"]
+    assert [r["policy"] for r in rows] == ["steerable", "act"] and "no checkpoint" in rows[0]["note"]
