@@ -73,15 +73,18 @@ LEROBOT_POLICIES: dict[str, list[str]] = {
                 "--policy.chunk_size=10", "--policy.n_action_steps=5", "--policy.num_steps=4",
                 "--policy.resize_imgs_with_padding=[64,64]", "--policy.tokenizer_max_length=24"],
 }
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
 def parse_budget(text: str) -> float:
-    """Seconds from '30', '30s', '5m', '1.5h' (argparse's `type`: a bad value is a one-line usage error)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*", text)
-    if match is None or float(match.group(1)) <= 0:
+    """Seconds from '30', '30s', '5m', '1.5h' (argparse's `type`: a bad value is a one-line usage error); read
+    as `steerable train --time_budget` reads a duration."""
+    from steerable.policy.schedule import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        seconds = None
+    if seconds is None:
         raise ValueError(f"budget {text!r}: a positive number of seconds, or with s, m or h (30, 5m, 1.5h)")
-    return float(match.group(1)) * _UNITS[match.group(2) or ""]
+    return seconds
 
 
 parse_budget.__name__ = "budget"  # argparse names the type in its error
