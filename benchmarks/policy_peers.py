@@ -35,8 +35,8 @@ An episode lasts at most `--max_seconds` simulated seconds in both. ms / chunk: 
 same evaluators: a policy that fails there has not fit its data (more training or capacity), one that
 succeeds there and not on the held-out seeds has memorised its scenes (more data or augmentation). The
 language_mix setting has no such column: its scenes are drawn per dataset episode, not by a run seed.
-Prints one markdown table, writes OUT/results.json (again after each policy), and ends with a `RESULT` line (the `steerable`
-evaluator's success rate of each setting and policy). Not part of `make test`: minutes per policy.
+Prints one markdown table, writes OUT/results.json (again after each policy), and ends with a `RESULT` line
+(the `steerable` evaluator's success rate of each setting and policy). Not part of `make test`: minutes per policy.
 """
 
 from __future__ import annotations
