@@ -109,7 +109,9 @@ def test_a_bad_budget_is_one_line_and_exit_2(dataset: Path, tmp_path: Path) -> N
 def test_the_progress_line_counts_down_the_time_budget() -> None:
     from steerable.policy.trainer import _StepLines
 
+    assert Schedule(10, 0).sooner_end(5.0) == 5.0 and Schedule(10, 0).sooner_end(None) is None
     schedule = Schedule(steps=100000, warmup=0, budget_s=60.0)
+    assert schedule.sooner_end(None) == 60.0 and schedule.sooner_end(5.0) == 5.0
     line = _StepLines(100000, 0, schedule)
     try:
         line.update(1)

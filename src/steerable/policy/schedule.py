@@ -90,3 +90,10 @@ class Schedule:
     def over(self, step: int) -> bool:
         """Whether the run ends once `step` steps are done: the steps reached, or the time spent."""
         return step >= self.steps or (self.budget_s is not None and self._now >= self.budget_s)
+
+    def sooner_end(self, eta_s: float | None) -> float | None:
+        """Seconds to the run's end: `eta_s` (to its last step) or what is left of the time budget, the sooner."""
+        if self.budget_s is None:
+            return eta_s
+        left = max(0.0, self.budget_s - self._now)
+        return left if eta_s is None else min(eta_s, left)

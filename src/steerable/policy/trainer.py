@@ -375,7 +375,7 @@ class _StepLines(ProgressLine):
     """`train: steps 300/1000, loss 1.234, ..., ETA 95 s` on stderr every 30 s and at the end (tqdm's
     calls, for a run without a terminal)."""
 
-    def __init__(self, total: int, initial: int, schedule: Schedule | None = None) -> None:
+    def __init__(self, total: int, initial: int, schedule: Schedule) -> None:
         super().__init__("train", total - initial, unit="steps")
         self.initial, self.postfix, self.schedule = initial, "", schedule
         self.__enter__()
@@ -394,9 +394,6 @@ class _StepLines(ProgressLine):
 
     def text(self) -> str:
         done, elapsed = self.done, max(time.monotonic() - self.started_at, 1e-6)
-        eta = eta_seconds(done, self.total, elapsed)
-        if self.schedule is not None and self.schedule.budget_s is not None:  # or when the time budget ends it
-            left = max(0.0, self.schedule.budget_s - self.schedule.spent)
-            eta = left if eta is None else min(eta, left)
+        eta = self.schedule.sooner_end(eta_seconds(done, self.total, elapsed))
         return (f"train: steps {self.initial + done}/{self.initial + self.total}{self.postfix}, "
                 f"{done / elapsed:.2f} steps/s, ETA {format_eta(eta)}")
