@@ -48,6 +48,7 @@ __all__ = [
     "parse_budget",
     "parse_names",
     "run_logged",
+    "save_json",
     "score",
     "seed_blocks",
     "steerable_checkpoints",
@@ -88,6 +89,14 @@ def parse_budget(text: str) -> float:
 
 
 parse_budget.__name__ = "budget"  # argparse names the type in its error
+
+
+def save_json(path: Path, data: Any) -> None:
+    """`data` as indented JSON at `path`, replacing it whole (a benchmark's results, rewritten after each policy:
+    a run stopped part way keeps what it finished, never half a file)."""
+    from steerable.dataset.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, json.dumps(data, default=str, indent=2).encode("utf-8"), durable=False)
 
 
 def parse_names(text: str, known: Sequence[str], what: str) -> list[str]:

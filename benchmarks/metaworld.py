@@ -63,6 +63,7 @@ from _peers import (  # noqa: E402  # the shared helpers sit beside this script
     parse_budget,
     parse_names,
     run_logged,
+    save_json,
     tiny_vlm,
     train_policy,
 )
@@ -204,12 +205,8 @@ def per_task_table(tasks: list[str], columns: dict[str, dict[str, Score]]) -> st
 def save_results(path: Path, tasks: list[str], rows: list[Row], columns: dict[str, dict[str, Score]]) -> None:
     """Write the rows and per-task scores so far to `path` (after each policy, so a run stopped part way keeps
     the policies it finished), replacing it whole."""
-    from steerable.dataset.atomic import atomic_write_bytes
-
-    text = json.dumps({"tasks": tasks, "rows": [asdict(r) for r in rows],
-                       "per_task": {k: {t: asdict(s) for t, s in v.items()} for k, v in columns.items()}},
-                      default=str, indent=2)
-    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
+    save_json(path, {"tasks": tasks, "rows": [asdict(r) for r in rows],
+                     "per_task": {k: {t: asdict(s) for t, s in v.items()} for k, v in columns.items()}})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -42,7 +42,6 @@ Prints one markdown table, writes OUT/results.json (again after each policy), an
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from collections.abc import Callable
@@ -62,6 +61,7 @@ from _peers import (  # noqa: E402  # the shared helpers sit beside this script
     parse_budget,
     parse_names,
     run_logged,
+    save_json,
     steerable_eval,
     tiny_vlm,
     train_policy,
@@ -228,10 +228,7 @@ def run_setting(setting: str, args: argparse.Namespace, rows: list[Row] | None =
 def save_results(path: Path, results: dict[str, list[Row]]) -> None:
     """Write every setting's rows so far to `path`, replacing it whole (after each policy, so a run stopped part
     way keeps what it finished)."""
-    from steerable.dataset.atomic import atomic_write_bytes
-
-    text = json.dumps({s: [asdict(r) for r in rows] for s, rows in results.items()}, default=str, indent=2)
-    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
+    save_json(path, {s: [asdict(r) for r in rows] for s, rows in results.items()})
 
 
 def main(argv: list[str] | None = None) -> None:
