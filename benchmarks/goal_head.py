@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--train_items", type=int, default=8000)
     parser.add_argument("--eval_items", type=int, default=800)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--far", type=float, default=0.05, help="distance from the goal of a 'far' item (state units)")
     args = parser.parse_args()
     torch.set_num_threads(1)

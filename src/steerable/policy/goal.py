@@ -7,7 +7,7 @@ cameras: docs/policy.md). Demonstrations carry the answer without any object lab
 segment ends where the robot was sent, so the robot's own state at the end of the segment (the
 pose dimensions the actions command) is the command's goal (hindsight; `EpisodeSubtasks.end_row`).
 
-The head (CoordConv over every camera, FiLM-modulated by the command, a few soft arg-max
+The head (convolutions over every camera, FiLM-modulated by the command, a few soft arg-max
 keypoints per camera) predicts that goal in the normalised units of the state, and the action
 expert reads the prediction and its offset from the current pose, at fine magnifications, as one
 more context token: the same input that made the privileged-state policy act (an object's offset
@@ -44,7 +44,7 @@ class GoalHead(nn.Module):
     """(B, cameras, 3, H, W) images and a command's (B, T) token ids -> (B, P) normalised goal pose.
 
     Each word looks for itself in each camera: a word's query (its embedding read in context by one
-    self-attention layer) against every pixel's features (CoordConv) gives a soft arg-max, where that
+    self-attention layer) against every pixel's features (three convolutions) gives a soft arg-max, where that
     word is in the image, and the features there. Per word, those give a goal candidate and a weight;
     the goal is the weighted candidates. "red" learns to point at red from every command that says it,
     the way the privileged policy read each word's object position (`objects`), here from pixels.
@@ -63,7 +63,8 @@ class GoalHead(nn.Module):
         self.pose_dim = len(cfg.pose_pairs)
         self.positions = nn.Parameter(torch.randn(cfg.max_length, width) * 0.02)
         self.reader = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True)
-        self.trunk = nn.Sequential(nn.Conv2d(5, channels, 3, padding=1), nn.GELU(),
+        self.coords = cfg.goal_coords
+        self.trunk = nn.Sequential(nn.Conv2d(5 if self.coords else 3, channels, 3, padding=1), nn.GELU(),
                                    nn.Conv2d(channels, channels, 3, padding=1), nn.GELU(),
                                    nn.Conv2d(channels, channels, 3, padding=1))
         self.camera_embed = nn.Parameter(torch.zeros(self.cameras, channels, 1, 1))
@@ -81,7 +82,8 @@ class GoalHead(nn.Module):
         x = images.float().flatten(0, 1)
         gy, gx = torch.meshgrid(torch.linspace(-1, 1, height, device=x.device),
                                 torch.linspace(-1, 1, width, device=x.device), indexing="ij")
-        x = torch.cat([x, gx.expand(x.shape[0], 1, -1, -1), gy.expand(x.shape[0], 1, -1, -1)], dim=1)
+        if self.coords:
+            x = torch.cat([x, gx.expand(x.shape[0], 1, -1, -1), gy.expand(x.shape[0], 1, -1, -1)], dim=1)
         feats = (self.trunk(x) + self.camera_embed[:cams].repeat(batch, 1, 1, 1)).flatten(2)  # (B*cams, C, HW)
         feats = feats.unflatten(0, (batch, cams))  # (B, cams, C, HW)
         query = self.query(words)  # (B, T, C)

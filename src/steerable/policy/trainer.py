@@ -236,7 +236,7 @@ def _goal_phase(cfg: TrainConfig, model: Any, processor: Any, dataset: Any, reci
             return {}
         return None  # a run started without the phase does not gain one half way
     return pretrain_goal(model, processor, dataset, recipe, (built.train_episodes, built.eval_episodes),
-                         cfg.goal_pretrain_steps, items=cfg.goal_pretrain_items, seed=cfg.seed)
+                         cfg.goal_pretrain_steps, items=cfg.goal_pretrain_items, lr=cfg.goal_pretrain_lr, seed=cfg.seed)
 
 
 def _save(output: Path, step: int, previous: Path | None, *args: Any, **kwargs: Any) -> Path:
