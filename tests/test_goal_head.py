@@ -267,3 +267,39 @@ def test_the_goal_phase_keeps_the_weights_that_did_best_on_held_out_episodes(
     assert all(torch.equal(kept[f"goal.{k}"], v) for k, v in snapshots[1].items())  # step 2's: the best read
     logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
     assert logs[0]["goal_best_step"] == 2 and logs[0]["goal_median"] == 0.2
+
+
+def test_the_head_reads_no_pixel_coordinates_and_a_head_from_before_keeps_its_own(world: Path, tmp_path: Path) -> None:
+    """Without coordinate channels a feature says what is there, not where (better on new scenes); a
+    checkpoint written before the setting existed had them and loads with them, the same head."""
+    from steerable.cli.main import main
+
+    out = tmp_path / "old"
+    assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
+                 "--eval_every", "100", "--steps", "1", "--policy.goal_head", "true", "--policy.goal_coords", "true",
+                 *TINY_FLAGS]) == 0
+    where = out / "checkpoints" / "step_00000001"
+    config = json.loads((where / "config.json").read_text())
+    settings = config.get("policy", config)
+    assert settings.pop("goal_coords") is True  # as a checkpoint from before the setting was written
+    (where / "config.json").write_text(json.dumps(config))
+    old = load_policy(where)
+    assert old.model.goal is not None and old.model.goal.trunk[0].in_channels == 5
+
+    from policy_helpers import build
+
+    fresh = build(open_dataset(world), goal_head=True).model
+    assert fresh.goal is not None and fresh.goal.trunk[0].in_channels == 3
+
+
+def test_the_goal_phase_runs_at_its_own_learning_rate(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    import steerable.policy.trainer as trainer
+    from steerable.cli.main import main
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(trainer, "pretrain_goal", lambda *a, **k: seen.update(k) or {})
+    flags = ["train", "--dataset", str(world), "--batch_size", "4", "--no_progress", "--eval_every", "100",
+             "--steps", "1", "--policy.goal_head", "true", "--goal_pretrain_steps", "2", *TINY_FLAGS]
+    assert main([*flags, "--output_dir", str(tmp_path / "a")]) == 0 and seen["lr"] == 3e-3
+    assert main([*flags, "--output_dir", str(tmp_path / "b"), "--goal_pretrain_lr", "0.01"]) == 0 and seen["lr"] == 0.01

@@ -165,8 +165,8 @@ class TrainConfig(Settings):
     grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
     goal_pretrain_steps: int = Field(
         0, ge=0, description="with --policy.goal_head true: first train the goal head alone this many steps "
-        "(batch 64, at --goal_pretrain_lr, images shifted by --policy.image_shift), keep the weights that read best on the "
-        "held-out episodes, then hold it fixed (docs/policy.md, 'From pixels'; 0: trained with the rest)"
+        "(batch 64, at --goal_pretrain_lr, images shifted by --policy.image_shift), keep the weights that read best "
+        "on the held-out episodes, then hold it fixed (docs/policy.md, 'From pixels'; 0: trained with the rest)"
     )
     goal_pretrain_lr: float = Field(3e-3, gt=0, description="the goal head's own phase's constant learning rate")
     goal_pretrain_items: int = Field(8000, ge=64, description="low-level items the goal head's own phase decodes")
