@@ -117,8 +117,9 @@ class PolicyConfig:
     done_loss_weight: float = 1.0
     # Where the current command ends, predicted from the cameras and the command (`steerable.policy.goal`),
     # learnt from where each command's segment ended in the demonstrations; the expert reads it. Off by
-    # default: alone it finds the named thing (1.3 cm), inside the default 2,500-step training it did not
-    # (15 cm, chance), at twice the step time (docs/policy.md, "From pixels").
+    # default: trained with the rest it learnt nothing (15 cm, chance); trained first, alone
+    # (`--goal_pretrain_steps`), 1.0-1.5 cm and 0.18-0.30 under the scripted planner from cameras alone
+    # (docs/policy.md, "From pixels").
     goal_head: bool = False
     goal_loss_weight: float = 1.0
     # The head's convolutions also read each pixel's coordinates (CoordConv; heads before stop 51). Without
