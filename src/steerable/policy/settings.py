@@ -51,6 +51,8 @@ _POLICY_HELP = {
                  "the command's words, and let the action expert read it (docs/policy.md, \"From pixels\"; built "
                  "only for a policy with cameras whose state does not hold the named objects)",
     "goal_loss_weight": "weight of the goal head's loss",
+    "goal_coords": "true: the goal head's convolutions also read each pixel's coordinates (heads before stop 51; "
+    "without them it found the goal on new scenes better)",
     "step_check": "true: the done head also learns whether a command reported done took, so the learned high "
                   "level does a step again when the scene shows it did not (docs/policy.md, \"Checking a step\"; "
                   "off with --policy.locate_key)",
