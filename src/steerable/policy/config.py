@@ -118,7 +118,7 @@ class PolicyConfig:
     # Where the current command ends, predicted from the cameras and the command (`steerable.policy.goal`),
     # learnt from where each command's segment ended in the demonstrations; the expert reads it. Off by
     # default: trained with the rest it learnt nothing (15 cm, chance); trained first, alone
-    # (`--goal_pretrain_steps`), 1.0-1.5 cm and 0.18-0.30 under the scripted planner from cameras alone
+    # (`--goal_pretrain_steps`), 1.0-1.9 cm and 0.18-0.32 under the scripted planner from cameras alone
     # (docs/policy.md, "From pixels").
     goal_head: bool = False
     goal_loss_weight: float = 1.0

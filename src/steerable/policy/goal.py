@@ -7,8 +7,8 @@ cameras: docs/policy.md). Demonstrations carry the answer without any object lab
 segment ends where the robot was sent, so the robot's own state at the end of the segment (the
 pose dimensions the actions command) is the command's goal (hindsight; `EpisodeSubtasks.end_row`).
 
-The head (convolutions over every camera, FiLM-modulated by the command, a few soft arg-max
-keypoints per camera) predicts that goal in the normalised units of the state, and the action
+The head (convolutions over every camera, a soft arg-max per word of the command and camera)
+predicts that goal in the normalised units of the state, and the action
 expert reads the prediction and its offset from the current pose, at fine magnifications, as one
 more context token: the same input that made the privileged-state policy act (an object's offset
 from the gripper), estimated from pixels and words instead of read. The prediction is detached
