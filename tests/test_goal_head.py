@@ -125,14 +125,20 @@ def test_the_goal_reads_the_cameras_and_the_words_not_the_state(world: Path) -> 
 def test_the_default_policy_trains_on_another_world_and_runs_in_steerable_run(world: Path, tmp_path: Path) -> None:
     from steerable.cli.main import main
 
-    for name, flags in (("default", []), ("goal", ["--policy.goal_head", "true"])):
+    # By default a policy with cameras whose state names no object learns where commands end, in a phase
+    # of its own first (as many steps as the training's, at most GOAL_PHASE_STEPS); false: no goal head.
+    for name, flags in (("default", []), ("without", ["--policy.goal_head", "false"])):
         out = tmp_path / name
         assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--steps", "3", "--batch_size", "4",
-                     "--no_progress", "--eval_every", "100", *TINY_FLAGS, *flags]) == 0
-        cfg = load_policy(out).model.cfg
-        assert cfg.goal_head == bool(flags) and cfg.objects == {} and cfg.state_keys == ["observation.state"]
+                     "--no_progress", "--eval_every", "100", "--goal_pretrain_items", "64", *TINY_FLAGS, *flags]) == 0
+        model = load_policy(out).model
+        cfg = model.cfg
+        assert cfg.goal_head == (not flags) and cfg.objects == {} and cfg.state_keys == ["observation.state"]
+        assert (model.goal is not None) == (not flags)
         logs = [json.loads(line) for line in (out / "logs.jsonl").read_text().splitlines()]
-        assert any("goal_loss" in r and np.isfinite(r["goal_loss"]) for r in logs) == bool(flags)
+        phase = [r for r in logs if "goal_pretrain_s" in r]
+        assert bool(phase) == (not flags)
+        assert all(np.isfinite(r["goal_median"]) for r in phase)
         run = subprocess.run([sys.executable, "-m", "steerable.cli.main", "run", "--env", "sim", "--high_level",
                               "policy", "--low_level", "policy", "--policy.path", str(out), "--eval_episodes", "1",
                               "--max_seconds", "1", "--json"], capture_output=True, text=True, timeout=120)
@@ -199,17 +205,17 @@ def test_the_goal_head_trains_first_then_holds_still_and_a_resumed_run_keeps_it_
         world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from safetensors.torch import load_file
 
-    import steerable.policy.trainer as trainer
+    import steerable.policy.goal_training as goal_training
     from steerable.cli.main import main
 
     seen: dict[str, dict[str, torch.Tensor]] = {}
-    real = trainer.pretrain_goal
+    real = goal_training.pretrain_goal
 
     def watched(model: Any, *args: Any, **kwargs: Any) -> Any:
         seen["before"] = {k: v.clone() for k, v in model.goal.state_dict().items()}
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(trainer, "pretrain_goal", watched)
+    monkeypatch.setattr(goal_training, "pretrain_goal", watched)
 
     out = tmp_path / "pre"
     flags = ["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
@@ -243,7 +249,6 @@ def test_the_goal_phase_keeps_the_weights_that_did_best_on_held_out_episodes(
     from safetensors.torch import load_file
 
     import steerable.policy.goal_training as goal_training
-    import steerable.policy.trainer as trainer
     from steerable.cli.main import main
 
     medians = iter([0.5, 0.2, 0.9])
@@ -255,7 +260,7 @@ def test_the_goal_phase_keeps_the_weights_that_did_best_on_held_out_episodes(
         return {**real_errors(head, items, span, far), "goal_median": next(medians, 0.0)}
 
     monkeypatch.setattr(goal_training, "goal_errors", read)
-    monkeypatch.setattr(trainer, "pretrain_goal", functools.partial(goal_training.pretrain_goal, check_every=1))
+    monkeypatch.setattr(goal_training, "pretrain_goal", functools.partial(goal_training.pretrain_goal, check_every=1))
     out = tmp_path / "best"
     assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
                  "--eval_every", "100", "--save_every", "1", "--steps", "1", "--policy.goal_head", "true",
@@ -294,11 +299,11 @@ def test_the_head_reads_no_pixel_coordinates_and_a_head_from_before_keeps_its_ow
 
 def test_the_goal_phase_runs_at_its_own_learning_rate(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                       ) -> None:
-    import steerable.policy.trainer as trainer
+    import steerable.policy.goal_training as goal_training
     from steerable.cli.main import main
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(trainer, "pretrain_goal", lambda *a, **k: seen.update(k) or {})
+    monkeypatch.setattr(goal_training, "pretrain_goal", lambda *a, **k: seen.update(k) or {})
     flags = ["train", "--dataset", str(world), "--batch_size", "4", "--no_progress", "--eval_every", "100",
              "--steps", "1", "--policy.goal_head", "true", "--goal_pretrain_steps", "2", *TINY_FLAGS]
     assert main([*flags, "--output_dir", str(tmp_path / "a")]) == 0 and seen["lr"] == 3e-3

@@ -110,9 +110,12 @@ def test_each_goal_pulls_only_the_nearest_place_and_the_choice_learns_to_name_it
     assert (logits.grad[:, 1] < 0).all() and (logits.grad[:, 0] > 0).all()  # toward naming place 1
 
 
-def test_keypoints_and_a_goal_head_together_are_refused() -> None:
-    with pytest.raises(ConfigError, match="policy.keypoints and policy.goal_head"):
-        PolicyConfig(keypoints=4, goal_head=True)
+def test_keypoints_or_a_locator_take_the_place_of_the_goal_head() -> None:
+    """The goal head is on by default; keypoints choose a goal themselves, a locator estimates the objects."""
+    assert PolicyConfig().goal_head
+    assert not PolicyConfig(keypoints=4).goal_head
+    assert not PolicyConfig(state_key="observation.state,observation.environment_state",
+                            locate_key="observation.environment_state").goal_head
 
 
 def test_a_negative_count_is_refused() -> None:

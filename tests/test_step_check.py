@@ -224,8 +224,8 @@ def test_a_placement_that_did_not_take_is_done_again_from_its_pick() -> None:
     runner = _Checked(took=0.1)
     high = PolicyHighLevel(runner)
     picked = _done(high, "pick up the red cube", PLAN)
-    # The first step has none before it to do again: not checked.
-    assert picked.subtask == "place the red cube in the blue bin" and runner.checked == []
+    # The first step is checked too (this check cannot tell for a pick: it goes on).
+    assert picked.subtask == "place the red cube in the blue bin" and runner.checked == ["pick up the red cube"]
     after = picked.plan
     again = _done(high, "place the red cube in the blue bin", after)
     assert again.subtask == "pick up the red cube" and again.memory is None  # the memory stays as it was

@@ -90,6 +90,8 @@ def runs(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_processes_step_like_one_with_twice_the_batch(runs: Path) -> None:
     assert (runs / "ddp.stdout").read_text().count("trained 3 steps") == 1  # rank 0 alone reports
     plan = _logs(runs / "ddp")[0]
+    goal_phase = {k: plan.pop(k) for k in list(plan) if k.startswith("goal_")}  # the goal head's own phase first
+    assert goal_phase["goal_best_step"] == 3 and np.isfinite(goal_phase["goal_median"])
     assert plan == {"step": 0, "global_batch": 8, "processes": 2, "batch_size": 4, "grad_accum": 1,
                     "action_batch_size": 2, "global_action_batch": 4}
     _compare(runs / "ddp", runs / "one")

@@ -29,7 +29,7 @@ UNSAVED_BEFORE: dict[str, Any] = {
     "action_mode": "absolute", "skip_pauses": False, "motion_input": False, "ground_objects": False,
     "expert_reads_state": False, "flow_samples": 1, "done_head": False, "step_check": False, "flow_noise": 1.0,
     "fine_offsets": False, "object_name_slots": False, "check_context": True, "goal_head": False,
-    "goal_coords": True,
+    "goal_coords": True, "check_reads_goal": False,
 }
 
 
@@ -116,16 +116,20 @@ class PolicyConfig:
     locate_loss_weight: float = 1.0
     done_loss_weight: float = 1.0
     # Where the current command ends, predicted from the cameras and the command (`steerable.policy.goal`),
-    # learnt from where each command's segment ended in the demonstrations; the expert reads it. Off by
-    # default: trained with the rest it learnt nothing (15 cm, chance); trained first, alone
-    # (`--goal_pretrain_steps`), 1.0-1.9 cm and 0.18-0.32 under the scripted planner from cameras alone
-    # (docs/policy.md, "From pixels").
-    goal_head: bool = False
+    # learnt from where each command's segment ended in the demonstrations; the expert reads it. Built for
+    # a policy with cameras whose state holds no named object (`HierarchicalPolicy`); trained first, alone
+    # (`--goal_pretrain_steps`), 1.0-1.9 cm and 0.18-0.32 under the scripted planner from cameras alone,
+    # where without it 0.00 (docs/policy.md, "From pixels"). Keypoints and a locator give the goal instead.
+    goal_head: bool = True
     goal_loss_weight: float = 1.0
     # The head's convolutions also read each pixel's coordinates (CoordConv; heads before stop 51). Without
     # them a feature cannot say where it is, only what is there, and the head generalised to new scenes
     # better (4.9 against 8.8 cm on one task's held-out scenes, docs/policy.md "From pixels").
     goal_coords: bool = False
+    # With a goal head, the step check reads what the head found of the command's words in each camera
+    # (a cube a pick names, in the gripper or not), learnt from the frames where each command started
+    # (it had not taken yet) against those where it was done: a check without an object description.
+    check_reads_goal: bool = True
     state_bins: int = 256
     expert_layers: int = 2
     expert_hidden: int = 64
@@ -177,8 +181,10 @@ class PolicyConfig:
         if self.keypoints < 0 or self.keypoint_width < 1:
             raise ConfigError(f"policy.keypoints must be at least 0 and policy.keypoint_width at least 1, got "
                               f"{self.keypoints} and {self.keypoint_width}")
-        if self.keypoints and self.goal_head:
-            raise ConfigError("policy.keypoints and policy.goal_head each give the action expert a goal: choose one")
+        if self.goal_head and (self.keypoints or self.locate_key):
+            # Keypoints choose a goal themselves, and a locator estimates the objects the goal would come
+            # from: with either the policy has no goal head (on by default, so no choice to refuse).
+            self.goal_head = False
         if not 0.0 <= self.flow_noise <= 10.0:
             raise ConfigError(f"policy.flow_noise must be between 0 and 10, got {self.flow_noise}")
         if self.n_action_steps > self.chunk_size:

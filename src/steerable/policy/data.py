@@ -31,6 +31,7 @@ from steerable.errors import ConfigError, DatasetError
 from steerable.policy.config import PolicyConfig
 from steerable.policy.counterexamples import CHECK_STRIDE, moved_away
 from steerable.policy.episodes import EpisodeActions, EpisodeSubtasks, episode_actions, episode_subtasks
+from steerable.policy.goal import checks_from_cameras
 from steerable.policy.names import SLOT_COMPONENTS, NameSlots
 from steerable.policy.objects import RELATION_WIDTH, command_objects, command_relation, object_layout
 from steerable.policy.processor import Normalizer
@@ -155,13 +156,17 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # The last command of an episode is done on its final stillness (`EpisodeSubtasks.label`), not
         # in `done_items`: its first frames there are counter-examples too. One frame in CHECK_STRIDE:
         # with every frame they were a sixth of the low-level items, which train no actions.
+        # From the cameras (`checks_from_cameras`) the counter-examples are each command's first frames instead,
+        # as they were recorded: before it took.
         self.check_items: list[tuple[int, str]] = []
+        self.check_cameras = checks_from_cameras(cfg)
         if cfg.step_check and cfg.done_head and component is not None:
-            found = [(p, c) for p, c in self.done_items if command_objects(c, self.layout)]
+            found = [(p, c) for p, c in self.done_items if not self.check_cameras and command_objects(c, self.layout)]
             for k, e in enumerate(dataset.episodes):
                 if wanted is None or e.episode_index in wanted:
-                    found += [(int(starts[k]) + r, c) for r, c in self._episode_subtasks(e.episode_index).final()
-                              if command_objects(c, self.layout)]
+                    subtasks = self._episode_subtasks(e.episode_index)
+                    found += [(int(starts[k]) + r, c) for r, c in subtasks.beginnings()] if self.check_cameras else [
+                        (int(starts[k]) + r, c) for r, c in subtasks.final() if command_objects(c, self.layout)]
             self.check_items = found[::CHECK_STRIDE]
         # (frame position, blend component) items added on event frames.
         self.extra: list[tuple[int, str]] = []
@@ -232,14 +237,15 @@ class PolicyDataset(Dataset[dict[str, Any] | None]):
         # (`actions`, `state`, `motion`...) cannot replace it.
         features = item.pop(FEATURES)
         item["state"] = torch.cat([features[k].reshape(-1) for k in self.cfg.state_keys])
-        if undone and done_command is not None:
+        if undone and done_command is not None and not self.check_cameras:
             item["state"] = moved_away(item["state"], done_command, self.cfg, self.layout, np.random.default_rng(i))
         if self.cfg.step_check:
             # The check learns where a command reported done left its object: on the frames that teach
             # "done", and on their counter-examples.
             relation = None if command is None else command_relation(command, self.layout, item["state"].tolist())
             reported = undone or float(item["done"]) == 1.0  # step_check implies done_head (PolicyConfig)
-            item["check"] = torch.tensor((0.0 if undone else 1.0) if relation is not None and reported else -1.0)
+            known = relation is not None or self.check_cameras
+            item["check"] = torch.tensor((0.0 if undone else 1.0) if known and reported else -1.0)
             item["relation"] = torch.tensor(relation if relation is not None else [0.0] * RELATION_WIDTH)
         if self.cfg.goal_head or self.cfg.keypoints:
             # Where this command's segment ends (`EpisodeSubtasks.end_row`): the goal head's label, NaN unknown.

@@ -134,6 +134,13 @@ class EpisodeSubtasks:
         end = min(self.final_still + self.after, self.length)
         return [(r, self.starts[-1][1]) for r in range(self.final_still, end)]
 
+    def beginnings(self) -> list[tuple[int, str]]:
+        """(row, command) pairs on each command's first `after` frames, where it has not taken yet: the camera
+        step check's counter-examples (`PolicyDataset`)."""
+        ends = [start for start, _ in self.starts[1:]] + [self.length]
+        return [(r, text) for (start, text), end in zip(self.starts, ends, strict=True)
+                for r in range(start, min(start + self.after, end))]
+
     def positives(self) -> list[tuple[int, str]]:
         """(row, command) pairs where `command` is done: the previous subtask on the next one's first frames."""
         out = []

@@ -25,13 +25,28 @@ import torch
 from torch import nn
 
 from steerable.policy.config import PolicyConfig
+from steerable.policy.grounding import grounded_layout
 
-__all__ = ["GoalHead", "OFFSET_GAINS", "goal_features"]
+__all__ = ["GoalHead", "OFFSET_GAINS", "checks_from_cameras", "goal_features", "has_goal_head"]
 
 # The offset from the current pose is read again at these magnifications (through tanh): the state is
 # normalised over its range, so a gripper a few hundredths of the range beside its goal and one right on
 # it read nearly the same at gain 1 (what a small net stopped short on, docs/policy.md).
 OFFSET_GAINS = (4.0, 16.0)
+
+
+def has_goal_head(cfg: PolicyConfig) -> bool:
+    """Whether a policy of `cfg` has a goal head: asked for, with cameras, commanded pose dimensions and a
+    state, and a state that does not hold the named objects' positions (`grounded_layout`: those it reads
+    exactly)."""
+    return bool(cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
+                and grounded_layout(cfg) is None)
+
+
+def checks_from_cameras(cfg: PolicyConfig) -> bool:
+    """Whether the step check reads the goal head's evidence (`GoalHead.read`) instead of an object's place
+    in the state, and learns from the frames where each command started (`PolicyDataset`)."""
+    return bool(cfg.step_check and cfg.done_head and cfg.check_reads_goal and has_goal_head(cfg))
 
 
 def goal_features(goal: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
@@ -69,13 +84,25 @@ class GoalHead(nn.Module):
                                    nn.Conv2d(channels, channels, 3, padding=1))
         self.camera_embed = nn.Parameter(torch.zeros(self.cameras, channels, 1, 1))
         self.query = nn.Linear(width, channels)
-        reads = self.cameras * (2 + channels) + width
+        self.reads = reads = self.cameras * (2 + channels) + width  # per word: (point, features) per camera, the word
         self.candidate = nn.Sequential(nn.Linear(reads, 4 * channels), nn.GELU(),
                                        nn.Linear(4 * channels, self.pose_dim))
         self.weight = nn.Linear(width, 1)
         self.scale = channels ** -0.5
 
+    @property
+    def evidence_width(self) -> int:
+        """The width of `read`'s evidence: two summaries of what each word read."""
+        return 2 * self.reads
+
     def forward(self, images: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.read(images, ids, mask)[0]
+
+    def read(self, images: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (B, P) goal and the (B, `evidence_width`) evidence it came from: what the words read in each
+        camera (where each one is, the features there), weighted as the goal weighs them, and their mean.
+        The camera step check (`HierarchicalPolicy.check_out`) reads the evidence: whether the cube a pick
+        names is in the gripper shows in where the wrist camera finds it."""
         embeds = self.embed(ids)
         batch, cams, _, height, width = images.shape
         words = self.reader(embeds.float() + self.positions[: embeds.shape[1]], src_key_padding_mask=~mask.bool())
@@ -91,8 +118,11 @@ class GoalHead(nn.Module):
         point = torch.stack([attend @ gx.flatten(), attend @ gy.flatten()], dim=-1)  # (B, T, cams, 2)
         under = torch.einsum("btkp,bkcp->btkc", attend, feats)
         per_word = torch.cat([torch.cat([point, under], dim=-1).flatten(2), words], dim=-1)
-        logits = self.weight(words).squeeze(-1).masked_fill(~mask.bool(), float("-inf"))
-        return torch.einsum("bt,btp->bp", logits.softmax(-1), self.candidate(per_word))
+        weights = self.weight(words).squeeze(-1).masked_fill(~mask.bool(), float("-inf")).softmax(-1)
+        real = mask.to(per_word.dtype)[..., None]
+        evidence = torch.cat([torch.einsum("bt,btr->br", weights, per_word),
+                              (per_word * real).sum(1) / real.sum(1).clamp(min=1.0)], dim=-1)
+        return torch.einsum("bt,btp->bp", weights, self.candidate(per_word)), evidence
 
     @staticmethod
     def loss(estimate: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,12 +30,25 @@ from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.goal import GoalHead
 from steerable.policy.model import HierarchicalPolicy
 from steerable.policy.processor import Processor, shift_images
+from steerable.policy.settings import GOAL_PHASE_STEPS, TrainConfig
 from steerable.recipes import Recipe
 from steerable.train import collate
 
-__all__ = ["GoalItems", "freeze_goal", "goal_errors", "goal_items", "pretrain_goal"]
+__all__ = ["GoalItems", "freeze_goal", "goal_errors", "goal_items", "goal_phase_of", "pretrain_goal"]
 
 log = logging.getLogger(__name__)
+
+# The phase's gradient norm bound: at its constant 3e-3 one large step can throw the attention off what it found.
+GRAD_CLIP = 1.0
+# Whether the head finds the named thing or stays at its plateau (and later memorises its items) is settled in
+# its first 500 steps by its starting weights: on the 200 easy episodes the same items gave 1.7 cm or 6.7 cm held
+# out at step 500 from two starts (docs/policy.md, "From pixels"). A head whose held-out error after
+# RESTART_AFTER steps is still above RESTART_SHARE of chance's (always answering the training goals' mean) starts
+# again from new weights, at most MAX_RESTARTS times, within the same steps.
+WARMUP_STEPS = 1
+RESTART_AFTER = 500
+RESTART_SHARE = 0.25
+MAX_RESTARTS = 3
 
 @dataclass(frozen=True)
 class GoalItems:
@@ -52,9 +66,12 @@ class GoalItems:
 
 def goal_items(data: PolicyDataset, processor: Processor, pose: list[int], count: int, seed: int,
                width: int) -> GoalItems:
-    """`count` random items of `data` (a low-level component's) whose goal is known, decoded once."""
+    """`count` random items of `data` (a low-level component's) whose goal is known, decoded once: its
+    frames and the done head's copies (a command just finished), drawn as before the step check from the
+    cameras, not that check's counter-examples (a command's first frames again). None known: no item."""
     rng = np.random.default_rng(seed)
-    pick = rng.choice(len(data), size=min(count, len(data)), replace=False)
+    population = len(data) - len(data.check_items)
+    pick = rng.choice(population, size=min(count, population), replace=False)
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("images", "ids", "mask", "goal", "pose")}
     for j in range(0, len(pick), 64):
         collated = collate([data[int(i)] for i in pick[j:j + 64]])
@@ -69,6 +86,8 @@ def goal_items(data: PolicyDataset, processor: Processor, pose: list[int], count
         ids, mask = batch["input_ids"][known], batch["attention_mask"][known]
         parts["ids"].append(torch.nn.functional.pad(ids, (0, width - ids.shape[1])))
         parts["mask"].append(torch.nn.functional.pad(mask, (0, width - mask.shape[1])))
+    if not parts["goal"]:
+        return GoalItems(*(torch.zeros(0) for _ in range(5)))
     out = {k: torch.cat(v) for k, v in parts.items()}
     longest = max(int(out["mask"].sum(1).max()), 1) if len(out["mask"]) else 1
     return GoalItems(out["images"], out["ids"][:, :longest], out["mask"][:, :longest], out["goal"], out["pose"])
@@ -95,33 +114,45 @@ def goal_errors(head: GoalHead, items: GoalItems, span: torch.Tensor, far: float
 
 def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRobotDataset, recipe: Recipe,
                   episodes: tuple[list[int], list[int]], steps: int, *, items: int = 8000, batch_size: int = 64,
-                  lr: float = 1e-3, seed: int = 0, check_every: int = 500) -> dict[str, float]:
-    """Train `model.goal` alone for `steps` (its training images shifted as `--policy.image_shift` says),
-    keep the weights that did best on the held-out episodes, freeze it, and return their held-out errors
-    (state units) and the step they came from."""
+                  lr: float = 1e-3, seed: int = 0, check_every: int = 500, seconds: float | None = None
+                  ) -> dict[str, float]:
+    """Train `model.goal` alone for `steps` (its training images shifted as `--policy.image_shift` says; at most
+    `seconds` of wall time, decoding included), keep the weights that did best on the held-out episodes, freeze
+    it, and return their held-out errors (state units) and the step they came from."""
     head = model.goal
     if head is None:
         return {}
     cfg = model.cfg
     pose = [s for _, s in cfg.pose_pairs]
-    component = action_components(recipe)[0]
+    components = action_components(recipe)
+    if not components:
+        log.warning("the recipe trains no command's actions alone: the goal head has no phase of its own")
+        return {}
+    component = components[0]
     train_eps, eval_eps = episodes
     started = time.perf_counter()
     sets = [goal_items(PolicyDataset(dataset, recipe, cfg, processor.image_size, eps, component=component),
                        processor, pose, n, seed, cfg.max_length)
             for eps, n in ((train_eps, items), (eval_eps, max(items // 10, 1)))]
     train, held = sets
+    if not len(train):
+        log.warning("no command of the training episodes has a known goal (no subtask rows to learn where a "
+                    "command ends): the goal head has no phase of its own")
+        return {}
     span = torch.tensor(np.array(processor.normalizer.state_max) - np.array(processor.normalizer.state_min),
                         dtype=torch.float32)[pose][:2] / 2  # normalised units -> state units
     device = next(head.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    optimizer, schedule = _optimizer(head, lr)
+    chance = float(((train.goal.mean(0) - held.goal)[:, :2] * span).norm(dim=-1).median()) if len(held) else 0.0
     held = GoalItems(*(t.to(device) for t in (held.images, held.ids, held.mask, held.goal, held.pose)))
     span = span.to(device)
     log.info("goal head: %d training items, %d held out, %d steps", len(train), len(held), steps)
     # The head fits its items or finds the named thing depending on its items and length (docs/policy.md,
-    # "From pixels"): it is read on the held-out episodes every `check_every` steps, the best kept.
+    # "From pixels"): it is read on the held-out episodes every `check_every` steps, the best kept, and
+    # started again when it has not found the thing by RESTART_AFTER steps.
     best: tuple[dict[str, float], int, dict[str, torch.Tensor]] | None = None  # errors, step, weights
+    began, restarts, attempt_best = 0, 0, float("inf")
     for step in range(1, steps + 1):
         pick = torch.randint(0, len(train), (batch_size,), generator=generator)
         images = shift_images(train.images[pick], cfg.image_shift, generator)  # no-op at image_shift 0
@@ -129,17 +160,69 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
         loss = GoalHead.loss(guess, train.goal[pick].to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
         optimizer.step()
-        if len(held) and (step % check_every == 0 or step == steps):
+        schedule.step()
+        out_of_time = seconds is not None and time.perf_counter() - started > seconds
+        if len(held) and (step % check_every == 0 or step == steps or out_of_time):
             errors = goal_errors(head, held, span)
             log.info("goal head step %d: loss %.4f, held-out median %.4f", step, loss.item(), errors["goal_median"])
             if best is None or errors["goal_median"] < best[0]["goal_median"]:
                 best = (errors, step, {k: v.detach().clone() for k, v in head.state_dict().items()})
+            attempt_best = min(attempt_best, errors["goal_median"])
+            if (step - began >= RESTART_AFTER and attempt_best > RESTART_SHARE * chance and restarts < MAX_RESTARTS
+                    and steps - step >= RESTART_AFTER):
+                restarts += 1
+                log.info("goal head step %d: held-out median %.4f is over %.2f of chance's %.4f: new weights",
+                         step, attempt_best, RESTART_SHARE, chance)
+                _new_weights(model, seed + restarts)
+                optimizer, schedule = _optimizer(head, lr)
+                began, attempt_best = step, float("inf")
+        if out_of_time:
+            log.info("goal head: its %.0f s are spent at step %d", seconds, step)
+            break
     if best is not None:
         head.load_state_dict(best[2])  # its held-out errors are the ones read then
     freeze_goal(model)
     return {**(best[0] if best else {}), "goal_best_step": float(best[1] if best else 0),
-            "goal_pretrain_s": time.perf_counter() - started}
+            "goal_restarts": float(restarts), "goal_chance": chance, "goal_pretrain_s": time.perf_counter() - started}
+
+
+def goal_phase_of(cfg: TrainConfig, model: HierarchicalPolicy, processor: Processor, dataset: LeRobotDataset,
+                  recipe: Recipe, built: Any) -> dict[str, float] | None:
+    """The goal head's own phase of a training run (`--goal_pretrain_steps`, by default GOAL_PHASE_STEPS or
+    `--steps` when fewer; under `--time_budget` at most a quarter of it) on a fresh run: its held-out errors;
+    a resumed run that had one keeps the head frozen. None: no such phase."""
+    steps = min(GOAL_PHASE_STEPS, cfg.steps) if cfg.goal_pretrain_steps is None else cfg.goal_pretrain_steps
+    if model.goal is None or not (steps or built.state.get("goal_pretrained")):
+        return None
+    if built.checkpoint is not None:
+        if built.state.get("goal_pretrained"):
+            freeze_goal(model)
+            return {}
+        return None  # a run started without the phase does not gain one half way
+    return pretrain_goal(model, processor, dataset, recipe, (built.train_episodes, built.eval_episodes), steps,
+                         items=cfg.goal_pretrain_items, lr=cfg.goal_pretrain_lr, seed=cfg.seed,
+                         seconds=None if cfg.time_budget is None else cfg.time_budget / 4)
+
+
+def _optimizer(head: GoalHead, lr: float) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW at `lr`, reached linearly over the first WARMUP_STEPS steps (1: at once; 200 did not help the
+    starts that stayed at the plateau)."""
+    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / max(WARMUP_STEPS, 1)))
+
+
+def _new_weights(model: HierarchicalPolicy, seed: int) -> None:
+    """The goal head's weights as a fresh head's from `seed` (its embeddings again the backbone's)."""
+    assert model.goal is not None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = GoalHead(model.cfg, model.backbone.hidden_size, model.backbone.vocab_size)
+    ids = torch.arange(model.backbone.vocab_size, device=model.goal.embed.weight.device)
+    with torch.no_grad():
+        fresh.embed.weight.copy_(model.backbone.embed(ids).to(fresh.embed.weight.device))
+    model.goal.load_state_dict(fresh.state_dict())
 
 
 def freeze_goal(model: HierarchicalPolicy) -> None:

@@ -134,18 +134,21 @@ class PolicyRunner:
 
     def step_took(self, command: str, observation: PolicyObservation) -> float | None:
         """The probability that `command`, reported done, took (the scene shows its object where the
-        command puts it); None when the policy cannot tell: trained without `step_check`, or a command
-        that does not move one object of its state to another."""
-        if not self.cfg.step_check:
+        command puts it, or, checked from the cameras, shows it as where that command was done in the
+        demonstrations); None when the policy cannot tell: trained without `step_check`, or, without
+        the cameras' check, a command that does not move one object of its state to another."""
+        if not self.cfg.step_check or self.model.check_out is None:
             return None
-        state = np.asarray(observation["state"]).reshape(-1).tolist()
-        relation = command_relation(command, object_layout(self.cfg), state)
-        if relation is None:
-            return None
+        relation = None
+        if not self.model.check_cameras:
+            state = np.asarray(observation["state"]).reshape(-1).tolist()
+            relation = command_relation(command, object_layout(self.cfg), state)
+            if relation is None:
+                return None
         obs = self.inputs(observation)
         ids, mask = self.processor.prompt([self.command_chat(command)], generation=False, device=self.device)
         p = self.model.check_probability(obs.get("images"), obs.get("state"), ids, mask,
-                                         torch.tensor([relation], device=self.device))
+                                         None if relation is None else torch.tensor([relation], device=self.device))
         return float(p[0])
 
     def robot_actions(self, chunk: torch.Tensor, observation: PolicyObservation) -> torch.Tensor:

@@ -8,8 +8,7 @@ object description (`steerable.policy.objects`), that object's state: the named 
 directly, as the plain baseline needed them (benchmarks/README.md, "bc_baseline.py"), and the text
 the backbone writes never depends on them. The text head is scored on the target turns (shift done in
 `losses`); the action expert reads the last `expert_layers` backbone layers for samples that carry
-actions. A high-level sample (no actions) trains text only, a low-level sample without a target trains
-actions only.
+actions. A high-level sample (no actions) trains text only, one without a target actions only.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from torch import nn
 from steerable.policy.backbone import Backbone
 from steerable.policy.config import PolicyConfig
 from steerable.policy.expert import ActionExpert, sample_time
-from steerable.policy.goal import OFFSET_GAINS, GoalHead, goal_features
+from steerable.policy.goal import OFFSET_GAINS, GoalHead, checks_from_cameras, goal_features, has_goal_head
 from steerable.policy.grounding import OBJECT_FEATURES, grounded_layout, object_fields, object_match
 from steerable.policy.keypoints import Keypoints, KeypointTokens
 from steerable.policy.locate import Locator
@@ -51,10 +50,12 @@ class Encoded:
     state_token: torch.Tensor | None = None
     # The locator's estimate of the located state values (B, located), before detaching; None without one.
     located: torch.Tensor | None = None
-    # The goal head's (B, P) estimate of where the command ends, before detaching, and what the expert
-    # reads of it as one (B, 1, hidden) token; None without a goal head.
+    # The goal head's (B, P) estimate of where the command ends (before detaching), what the expert reads of it
+    # as one (B, 1, hidden) token, and what it came from (`GoalHead.read`, detached: a camera step check's
+    # input); None without a goal head.
     goal: torch.Tensor | None = None
     goal_token: torch.Tensor | None = None
+    evidence: torch.Tensor | None = None
     # The keypoint net's tokens and places, and the command's (B, N) choice among them; None without.
     keypoints: Keypoints | None = None
     choice: torch.Tensor | None = None
@@ -90,14 +91,10 @@ class HierarchicalPolicy(nn.Module):
             self.done_norm = nn.LayerNorm(width)
             self.done_attn = nn.MultiheadAttention(width, heads, batch_first=True)
             self.done_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
-        self.check_out: nn.Module | None = None
-        if cfg.done_head and cfg.step_check:
-            # The command's relation (`objects.command_relation`: where the moved object stands from its
-            # target) and, with `check_context`, the pooled context (docs/policy.md, "Checking a step").
-            reads = (width if cfg.check_context else 0) + RELATION_WIDTH
-            self.check_norm = nn.LayerNorm(width)
-            self.check_out = nn.Sequential(nn.Linear(reads, width), nn.GELU(), nn.Linear(width, width),
-                                           nn.GELU(), nn.Linear(width, 1))
+        # The step check reads the command's relation (`objects.command_relation`: where the moved object stands
+        # from its target) or, from the cameras, the goal head's evidence (`GoalHead.read`; that check is built
+        # last, so every other part starts as before), and, with `check_context`, the pooled context.
+        self.check_out = self._check_head(RELATION_WIDTH) if cfg.done_head and cfg.step_check else None
         self.object_in: nn.Module | None = None
         grounded = grounded_layout(cfg)
         # With `fine_offsets`, the magnifications of the object description's scales (see `OBJECT_FEATURES`).
@@ -114,10 +111,7 @@ class HierarchicalPolicy(nn.Module):
         # The state dimensions the actions command: what a goal (the goal head's, a keypoint's place) is in.
         self.register_buffer("pose_index", torch.tensor([s for _, s in cfg.pose_pairs], dtype=torch.long),
                              persistent=False)
-        # From pixels what grounding reads from the state: a policy whose state holds the named objects'
-        # positions (`grounded_layout`) has them exactly and builds no goal head.
-        if (cfg.goal_head and cfg.cameras and cfg.pose_pairs and cfg.state_mode != "none" and cfg.state_dim
-                and grounded_layout(cfg) is None):
+        if has_goal_head(cfg):  # from pixels what grounding reads from a state that holds the objects
             self.goal = GoalHead(cfg, width, backbone.vocab_size)
             with torch.no_grad():
                 self.goal.embed.weight.copy_(backbone.embed(torch.arange(backbone.vocab_size)))
@@ -127,7 +121,7 @@ class HierarchicalPolicy(nn.Module):
         if cfg.keypoints and cfg.cameras:
             pose = len(cfg.pose_pairs) if cfg.state_mode != "none" and cfg.state_dim else 0
             self.keypoints = KeypointTokens(len(cfg.cameras), cfg.keypoints, cfg.keypoint_width, width, pose)
-        # Whether a loss learns where commands end (`goal_loss`): the goal head's, or the keypoints' places.
+        # Whether a loss learns where commands end (`goal_loss`): the goal head's or the keypoints' places.
         self.learns_goals = self.goal is not None or bool(self.keypoints and self.keypoints.chosen_in)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(cfg.cameras), 1), 1, width))
         self.expert = ActionExpert(cfg.action_dim, cfg.chunk_size, width, cfg.expert_hidden, cfg.expert_heads,
@@ -135,6 +129,15 @@ class HierarchicalPolicy(nn.Module):
         if cfg.freeze_vision:
             for p in backbone.inner.vision_model.parameters():
                 p.requires_grad_(False)
+        self.check_cameras = self.goal is not None and self.check_out is not None and checks_from_cameras(cfg)
+        if self.check_cameras and self.goal:
+            self.check_out = self._check_head(self.goal.evidence_width)
+
+    def _check_head(self, evidence: int) -> nn.Module:
+        width = self.backbone.hidden_size
+        self.check_norm = nn.LayerNorm(width)
+        return nn.Sequential(nn.Linear((width if self.cfg.check_context else 0) + evidence, width), nn.GELU(),
+                             nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
 
     def calibrate(self, normalizer: Any) -> None:
         """Give the parts that work in state units the processor's normalisation (the locator)."""
@@ -215,24 +218,27 @@ class HierarchicalPolicy(nn.Module):
         token = None
         if self.expert_state is not None and state is not None:
             token = self.expert_state(state.to(self.backbone.text.dtype))[:, None]
-        goal = goal_token = None
+        goal = goal_token = evidence = None
         if self.goal is not None and images is not None and state is not None:
             # Where the command ends, from the cameras and its words alone (`GoalHead`), for the rows that
             # act, their text cut to its longest (prompts are right-padded); zeros elsewhere.
             pose = state[:, cast(torch.Tensor, self.pose_index)].float()
             goal = pose.new_zeros(pose.shape)
+            evidence = pose.new_zeros(len(pose), self.goal.evidence_width)
             rows = torch.arange(len(pose), device=pose.device) if acting is None else torch.nonzero(acting.bool())[:, 0]
             if rows.numel():
                 words = attention_mask[rows]
                 width = max(int(words.sum(1).max()), 1)
-                found = self.goal(images[rows], input_ids[rows, :width], words[:, :width])
+                found, read = self.goal.read(images[rows], input_ids[rows, :width], words[:, :width])
                 goal = goal.index_put((rows,), found.to(goal.dtype))
+                evidence = evidence.index_put((rows,), read.detach().to(evidence.dtype))
             goal_token = self.goal_in(goal_features(goal.detach(), pose).to(last.dtype))[:, None]
         choice = None
         if self.keypoints is not None and points is not None and points.places is not None and state is not None:
             pose = state[:, cast(torch.Tensor, self.pose_index)]  # the chosen place is the expert's goal token
             choice, goal_token = self.keypoints.choose(last[:, plen:], attention_mask, points, pose)
-        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, points, choice)
+        return Encoded(last, hidden, valid, plen, cache, named, token, located, goal, goal_token, evidence, points,
+                       choice)
 
     def contexts(self, enc: Encoded, rows: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """What each expert layer cross-attends to (rows `rows` of the batch), and which keys are real:
@@ -253,15 +259,11 @@ class HierarchicalPolicy(nn.Module):
             valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)
         return layers, valid
 
-    def done_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
-        """(B,) logit that the command is complete, from what the expert reads (its last context)."""
-        return self.done_head_logits(ctx, valid)[0]
-
     def done_head_logits(self, ctx: list[torch.Tensor], valid: torch.Tensor, relation: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B,) logits that the command is complete and, with `step_check` and the commands' (B, 4)
-        `relation`, that a command reported done took: one pooling of what the expert reads (its last
-        context), two outputs."""
+        """(B,) logits that the command is complete (from what the expert reads: its last context) and, with
+        `step_check` and the commands' `relation` (or the goal head's evidence), that a command reported done
+        took: one pooling, two outputs."""
         assert self.done_attn is not None
         keys = self.done_norm(ctx[-1])
         query = self.done_query.expand(keys.shape[0], -1, -1).to(keys.dtype)
@@ -278,14 +280,14 @@ class HierarchicalPolicy(nn.Module):
 
     @torch.no_grad()
     def check_probability(self, images: torch.Tensor | None, state: torch.Tensor | None, input_ids: torch.Tensor,
-                          attention_mask: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+                          attention_mask: torch.Tensor, relation: torch.Tensor | None) -> torch.Tensor:
         """(B,) probability that each command (the low-level prompt), reported done, took (`step_check`),
-        given its (B, 4) `relation` (`objects.command_relation`)."""
+        given its (B, 4) `relation` (`objects.command_relation`), or from the cameras (`checks_from_cameras`)."""
         if self.check_out is None:
             raise ValueError("this policy has no step check (trained without --policy.step_check)")
         enc = self.encode(images, state, input_ids, attention_mask)
         ctx, valid = self.contexts(enc)
-        check = self.done_head_logits(ctx, valid, relation)[1]
+        check = self.done_head_logits(ctx, valid, enc.evidence if self.check_cameras else relation)[1]
         assert check is not None
         return torch.sigmoid(check.float())
 
@@ -321,7 +323,8 @@ class HierarchicalPolicy(nn.Module):
             labelled = torch.nonzero(either, as_tuple=True)[0]
             if labelled.numel():
                 ctx, valid = self.contexts(enc, labelled)
-                relation = batch["relation"][labelled] if checked is not None and "relation" in batch else None
+                relation = enc.evidence if self.check_cameras else batch.get("relation")  # the check's input
+                relation = relation[labelled] if checked is not None and relation is not None else None
                 logits, check = self.done_head_logits(ctx, valid, relation)
                 done = batch["done"][labelled].float()
                 has_done = done >= 0
@@ -376,7 +379,7 @@ class HierarchicalPolicy(nn.Module):
         enc = self.encode(images, state, input_ids, attention_mask)
         ctx, valid = self.contexts(enc)
         if done is not None and self.done_attn is not None:
-            done.append(torch.sigmoid(self.done_logits(ctx, valid).float()))
+            done.append(torch.sigmoid(self.done_head_logits(ctx, valid)[0].float()))
         batch = input_ids.shape[0]
         shape = (batch, self.cfg.chunk_size, self.cfg.action_dim)
         if noise is not None:

@@ -36,7 +36,9 @@ __all__ = ["TIMEOUT", "Parallel", "launched", "share", "split"]
 # Long enough for rank 0's held-out evaluation and checkpoint of a SmolVLM-size policy while the
 # others wait at a barrier; a dead peer is noticed by the launcher (or by gloo's closed socket) at once.
 TIMEOUT = timedelta(minutes=30)
-# The blocks FSDP shards one by one: Hugging Face's transformer layers (text decoder, vision encoder).
+# The blocks FSDP shards one by one: Hugging Face's transformer layers (text decoder, vision encoder), not
+# torch's own (the goal head's reader, run only for the rows that act: sharded alone, its gathers would differ
+# between ranks whose batches have none).
 _LAYERS = ("DecoderLayer", "EncoderLayer")
 # What gloo and NCCL raise (as a RuntimeError, from DDP's reducer) when a peer's connection goes away.
 _LOST = re.compile(r"gloo|nccl|Connection (closed|reset)|Broken pipe", re.IGNORECASE)
@@ -89,7 +91,8 @@ class Parallel:
 
             if self.is_main:  # what evaluation and checkpoints load the gathered weights into
                 self._replica = copy.deepcopy(getattr(module, "model", module)).cpu()  # the trainer's step: .model
-            for layer in [m for m in module.modules() if type(m).__name__.endswith(_LAYERS)]:
+            for layer in [m for m in module.modules() if type(m).__name__.endswith(_LAYERS)
+                          and type(m).__module__.startswith("transformers.")]:
                 fully_shard(layer)
             module.register_forward_hook(_reach_every_parameter)  # before FSDP's own: the root still whole
             fully_shard(module)

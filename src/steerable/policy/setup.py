@@ -98,8 +98,8 @@ def dataset_policy_config(dataset: LeRobotDataset, overrides: dict[str, Any]) ->
     schema = read_object_schema(dataset.root)
     layout = None if schema is None else resolve_objects(schema, cfg.state_keys, dataset.features)
     if layout is None:
-        logger.info("the dataset describes no object in the policy's state (%s): no object grounding, step check "
-                    "or object name slots", OBJECTS_PATH)
+        logger.info("the dataset describes no object in the policy's state (%s): no object grounding or object "
+                    "name slots; with cameras, a goal head and a step check from the cameras", OBJECTS_PATH)
     slots = cfg.name_slots or (layout.name_groups() if layout is not None and cfg.object_name_slots else [])
     return cfg.override(cameras=cameras, state_key=",".join(cfg.state_keys), state_dim=dims["state"],
                         located=located_dim, action_dim=dims["action"], state_names=names["state"] or [],

@@ -32,7 +32,7 @@ from steerable.policy.averaging import TRAINING_WEIGHTS, WeightAverage
 from steerable.policy.checkpoint import dataset_provenance, load_optimizer, save_checkpoint
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.evaluate import exact_match, heldout_losses, text_cases
-from steerable.policy.goal_training import freeze_goal, pretrain_goal
+from steerable.policy.goal_training import goal_phase_of
 from steerable.policy.loss_checks import LossChecks
 from steerable.policy.parallel import Parallel, launched, share, split
 from steerable.policy.preflight import check_dataset, check_language, check_recipe, teaches_text
@@ -108,7 +108,7 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
                           f"({parallel.world} processes x --batch_size {batch} x --grad_accum {cfg.grad_accum})")
     check_recipe(train_data, recipe, cfg.recipe)
     checks = LossChecks(teaches_text(recipe))
-    goal_phase = _goal_phase(cfg, model, processor, dataset, recipe, built)
+    goal_phase = goal_phase_of(cfg, model, processor, dataset, recipe, built)
     # A resumed run keeps the average it started with; its checkpoint's model holds the average.
     ema_decay = float(built.state.get("ema_decay", cfg.ema_decay if built.checkpoint is None else 0.0))
     stepper = parallel.wrap(_Step(model), device)
@@ -222,21 +222,6 @@ def _train(cfg: TrainConfig, parallel: Parallel, device: str) -> dict[str, Any]:
             "time_budget_ended": step < cfg.steps and schedule.over(step),
             "metrics": metrics, "resumed_from": str(built.checkpoint) if built.checkpoint else None,
             "main": parallel.is_main}
-
-
-def _goal_phase(cfg: TrainConfig, model: Any, processor: Any, dataset: Any, recipe: Any, built: Any
-                ) -> dict[str, float] | None:
-    """The goal head's own phase (`goal_training`) on a fresh run with `--goal_pretrain_steps`: its
-    held-out errors; a resumed run that had one keeps the head frozen. None: no such phase."""
-    if model.goal is None or not (cfg.goal_pretrain_steps or built.state.get("goal_pretrained")):
-        return None
-    if built.checkpoint is not None:
-        if built.state.get("goal_pretrained"):
-            freeze_goal(model)
-            return {}
-        return None  # a run started without the phase does not gain one half way
-    return pretrain_goal(model, processor, dataset, recipe, (built.train_episodes, built.eval_episodes),
-                         cfg.goal_pretrain_steps, items=cfg.goal_pretrain_items, lr=cfg.goal_pretrain_lr, seed=cfg.seed)
 
 
 def _save(output: Path, step: int, previous: Path | None, *args: Any, **kwargs: Any) -> Path:

@@ -177,11 +177,11 @@ class PolicyHighLevel:
 
     def _took(self, finished: str, obs: PolicyObservation) -> float | None:
         """The step check's probability that `finished`, reported done, took; None when it is not
-        asked: no check (`--policy.step_check`, or a policy without one), no step finished before it
-        under the same plan (nothing says what it depends on), or `MAX_REDO` redos of it already."""
+        asked: no check (`--policy.step_check`, or a policy without one), or `MAX_REDO` redos of it
+        already. A first step is checked too (a pick the cameras' check sees missed is done again)."""
         if not (self.step_check and isinstance(self.runner, ChecksSteps)):
             return None
-        if self._before is None or self._redone.get(_step(finished), 0) >= MAX_REDO:
+        if self._redone.get(_step(finished), 0) >= MAX_REDO:
             return None
         took = self.runner.step_took(finished, obs)
         return None if took is None else float(took)
