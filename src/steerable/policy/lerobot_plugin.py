@@ -82,12 +82,15 @@ class SteerableHierarchicalConfig(PreTrainedConfig):
     scheduler_decay_steps: int = 2500
 
     # One field per PolicyConfig setting, with its default; the state keys default to `auto`, as in
-    # `steerable train`.
+    # `steerable train`. The goal head is off: `lerobot-train` runs no phase of its own for it, and trained
+    # with the rest it learnt nothing (docs/policy.md, "From pixels"); `--policy.goal_head=true` asks for it.
     _hints = typing.get_type_hints(PolicyConfig)
     for _f in dataclasses.fields(PolicyConfig):
         __annotations__[_f.name] = _hints[_f.name]
         if _f.name == "state_key":
             locals()[_f.name] = AUTO_STATE_KEY
+        elif _f.name == "goal_head":
+            locals()[_f.name] = False
         elif _f.default is not dataclasses.MISSING:
             locals()[_f.name] = _f.default
         else:
