@@ -45,7 +45,6 @@ GRAD_CLIP = 1.0
 # out at step 500 from two starts (docs/policy.md, "From pixels"). A head whose held-out error after
 # RESTART_AFTER steps is still above RESTART_SHARE of chance's (always answering the training goals' mean) starts
 # again from new weights, at most MAX_RESTARTS times, within the same steps.
-WARMUP_STEPS = 1
 RESTART_AFTER = 500
 RESTART_SHARE = 0.25
 MAX_RESTARTS = 3
@@ -143,7 +142,7 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
                         dtype=torch.float32)[pose][:2] / 2  # normalised units -> state units
     device = next(head.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    optimizer, schedule = _optimizer(head, lr)
+    optimizer = _optimizer(head, lr)
     chance = float(((train.goal.mean(0) - held.goal)[:, :2] * span).norm(dim=-1).median()) if len(held) else 0.0
     held = GoalItems(*(t.to(device) for t in (held.images, held.ids, held.mask, held.goal, held.pose)))
     span = span.to(device)
@@ -162,7 +161,6 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
         optimizer.step()
-        schedule.step()
         out_of_time = seconds is not None and time.perf_counter() - started > seconds
         if len(held) and (step % check_every == 0 or step == steps or out_of_time):
             errors = goal_errors(head, held, span)
@@ -176,7 +174,7 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
                 log.info("goal head step %d: held-out median %.4f is over %.2f of chance's %.4f: new weights",
                          step, attempt_best, RESTART_SHARE, chance)
                 _new_weights(model, seed + restarts)
-                optimizer, schedule = _optimizer(head, lr)
+                optimizer = _optimizer(head, lr)
                 began, attempt_best = step, float("inf")
         if out_of_time:
             log.info("goal head: its %.0f s are spent at step %d", seconds, step)
@@ -206,11 +204,9 @@ def goal_phase_of(cfg: TrainConfig, model: HierarchicalPolicy, processor: Proces
                          seconds=None if cfg.time_budget is None else cfg.time_budget / 4)
 
 
-def _optimizer(head: GoalHead, lr: float) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW at `lr`, reached linearly over the first WARMUP_STEPS steps (1: at once; 200 did not help the
-    starts that stayed at the plateau)."""
-    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / max(WARMUP_STEPS, 1)))
+def _optimizer(head: GoalHead, lr: float) -> torch.optim.Optimizer:
+    """AdamW at a constant `lr` (a 200-step warm-up did not help the starts that stayed at the plateau)."""
+    return torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
 
 
 def _new_weights(model: HierarchicalPolicy, seed: int) -> None:

@@ -129,13 +129,13 @@ class HierarchicalPolicy(nn.Module):
         if cfg.freeze_vision:
             for p in backbone.inner.vision_model.parameters():
                 p.requires_grad_(False)
-        self.check_cameras = self.goal is not None and self.check_out is not None and checks_from_cameras(cfg)
-        if self.check_cameras and self.goal:
+        self.check_cameras = checks_from_cameras(cfg)  # implies the goal head and the check
+        if self.check_cameras and self.goal is not None:
             self.check_out = self._check_head(self.goal.evidence_width)
 
     def _check_head(self, evidence: int) -> nn.Module:
         width = self.backbone.hidden_size
-        self.check_norm = nn.LayerNorm(width)
+        self.check_norm = nn.LayerNorm(width)  # over the pooled context (`check_context`)
         return nn.Sequential(nn.Linear((width if self.cfg.check_context else 0) + evidence, width), nn.GELU(),
                              nn.Linear(width, width), nn.GELU(), nn.Linear(width, 1))
 
