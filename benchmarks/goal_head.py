@@ -37,11 +37,12 @@ def main() -> None:
     parser.add_argument("--train_items", type=int, default=8000)
     parser.add_argument("--eval_items", type=int, default=800)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--image_size", type=int, default=32, help="the policy's (and so the head's) image size")
     parser.add_argument("--far", type=float, default=0.05, help="distance from the goal of a 'far' item (state units)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dataset = open_dataset(args.data)
-    built = build_fresh(dataset, {"goal_head": True}, eval_fraction=0.1, seed=0)
+    built = build_fresh(dataset, {"goal_head": True, "image_size": args.image_size}, eval_fraction=0.1, seed=0)
     cfg, processor = built.model.cfg, built.processor
     pose = [s for _, s in cfg.pose_pairs]
     recipe = load_recipe("hierarchical")
@@ -74,7 +75,7 @@ def main() -> None:
             print(f"step {step}: loss {loss.item():.4f}, held-out far median {found['goal_far_median']:.4f}, "
                   f"near median {found['goal_near_median']:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
     found = goal_errors(head, held, span, args.far)
-    print(f"RESULT steps={args.steps} far_median={found['goal_far_median']:.4f} "
+    print(f"RESULT image_size={args.image_size} steps={args.steps} far_median={found['goal_far_median']:.4f} "
           f"near_median={found['goal_near_median']:.4f}")
 
 

@@ -180,7 +180,7 @@ def test_the_goal_head_benchmark_runs_and_prints_its_result(world: Path) -> None
     run = subprocess.run([sys.executable, str(script), "--data", str(world), "--steps", "2", "--train_items", "16",
                           "--eval_items", "16", "--batch_size", "4"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "RESULT steps=2 far_median=" in run.stdout
+    assert "RESULT image_size=32 steps=2 far_median=" in run.stdout
 
 
 def test_only_the_rows_that_act_get_a_goal_and_theirs_is_the_same(world: Path) -> None:
