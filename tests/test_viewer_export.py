@@ -202,9 +202,18 @@ def test_export_shows_a_live_line_on_a_terminal(viewer_ds: Path, tmp_path: Path)
 def test_stopping_an_export_leaves_nothing_behind(lingzu: Path, tmp_path: Path, sig: signal.Signals) -> None:
     parent = tmp_path / "out"
     parent.mkdir()
+    # Each episode's page takes half a second more in the child, so the signal lands mid-export however
+    # loaded the machine is (the whole export of these four episodes took 3 s: under load it once ended first).
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import time\nimport steerable.viewer.export as export\nwrite = export._script\n"
+        "def _slow(*args, **kwargs):\n    time.sleep(0.5)\n    return write(*args, **kwargs)\n"
+        "export._script = _slow\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "steerable.cli.main", "view", str(lingzu), "--export", str(parent / "site")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))},
     )
     deadline = time.monotonic() + 60
     while not any("-new-" in p.name for p in parent.iterdir()) and time.monotonic() < deadline:
