@@ -27,7 +27,7 @@ from steerable.policy import goal as goal_module
 from steerable.runtime.environments import EnvSpec
 from steerable.runtime.stack import StackSpec
 from steerable.synthetic import world
-from steerable.synthetic.commands import CommandError, parse_command
+from steerable.synthetic.commands import Command, CommandError, parse_command
 from steerable.synthetic.expert import place_position
 from steerable.synthetic.replay import wilson_interval
 from steerable.synthetic.tasks import Step, step_satisfied
@@ -46,23 +46,27 @@ class Probe:
         self.releases: list[dict[str, float]] = []  # per release during a place: landed where it should, how far
         self.seed = 0
 
-    def true_goal(self) -> tuple[float, float] | None:
-        """The simulator's own goal (x, y) of the running command, when `--oracle` asks for it."""
-        if self.env is None or self.command is None or self.oracle == "none":
-            return None
-        state = self.env.world
+    def parsed(self, scene: world.Scene) -> Command | None:
+        """The running command as the simulator's controller reads it (None: none, or not one it reads)."""
         try:
-            cmd = parse_command(self.command, state.scene)
+            return parse_command(self.command, scene) if self.command else None
         except CommandError:
             return None
-        names = [c.name for c in state.scene.cubes]
-        if cmd.kind == "pick" and cmd.cube in names:
-            x, y, _ = state.positions[names.index(cmd.cube)]
+
+    def true_goal(self) -> tuple[float, float] | None:
+        """The simulator's own goal (x, y) of the running command, when `--oracle` asks for it."""
+        if self.env is None or self.oracle == "none":
+            return None
+        state = self.env.world
+        cmd = self.parsed(state.scene)
+        if cmd is not None and cmd.kind == "pick" and cmd.cube is not None:
+            x, y, _ = state.positions[state.scene.cube_index(cmd.cube)]
             return (x, y)
-        held = names[state.held] if state.held is not None else None
-        cube = cmd.cube or held
-        if cmd.kind == "place" and self.oracle == "both" and cube is not None and cmd.target is not None:
-            return place_position(state, Step(cube, cmd.target, stack=cmd.stack), exclude=names.index(cube))
+        held = state.scene.cubes[state.held].name if state.held is not None else None
+        cube = cmd.cube or held if cmd is not None else None  # "place it ...": the held cube
+        if cmd is not None and cmd.kind == "place" and self.oracle == "both" and cube and cmd.target is not None:
+            index = state.scene.cube_index(cube)
+            return place_position(state, Step(cube, cmd.target, stack=cmd.stack), exclude=index)
         return None
 
     def read(self, goal: torch.Tensor) -> torch.Tensor:
@@ -78,27 +82,21 @@ class Probe:
         return goal
 
     def grasp(self, state: world.WorldState, gripper: world.Gripper, held: bool) -> None:
-        if not (self.command or "").startswith("pick up the ") or self.goal is None:
+        """The fingers closed during a pick: the distances between the gripper, the named cube and the goal read."""
+        cmd = self.parsed(state.scene)
+        if cmd is None or cmd.kind != "pick" or cmd.cube is None or self.goal is None:
             return
-        names = [c.name for c in state.scene.cubes]
-        name = (self.command or "")[len("pick up the "):]
-        if name not in names:
-            return
-        cx, cy, _ = state.positions[names.index(name)]
+        cx, cy, _ = state.positions[state.scene.cube_index(cmd.cube)]
         gx, gy = self.goal
         self.grasps.append({"seed": self.seed, "grip_cube": float(np.hypot(gripper.x - cx, gripper.y - cy)),
                             "goal_cube": float(np.hypot(gx - cx, gy - cy)),
                             "grip_goal": float(np.hypot(gripper.x - gx, gripper.y - gy)), "held": float(held),
                             "dx": gripper.x - cx, "dy": gripper.y - cy})
 
-
     def release(self, before: world.WorldState, after: world.WorldState, cube: int) -> None:
         """A cube let go during a place command: whether the step holds, and the cube's distance from its spot."""
-        try:
-            cmd = parse_command(self.command or "", after.scene)
-        except CommandError:
-            return
-        if cmd.kind != "place" or cmd.target is None:
+        cmd = self.parsed(after.scene)
+        if cmd is None or cmd.kind != "place" or cmd.target is None:
             return
         name = after.scene.cubes[cube].name
         step = Step(name, cmd.target, stack=cmd.stack)

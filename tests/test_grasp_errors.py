@@ -16,11 +16,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grasp_errors.py"
 sys.path.insert(0, str(SCRIPT.parent))
 
 import grasp_errors  # noqa: E402
+from steerable.synthetic.env import SimEnv  # noqa: E402
 
 
-def _probe_on(oracle: str, command: str) -> tuple[grasp_errors.Probe, object]:
-    from steerable.synthetic.env import SimEnv
-
+def _probe_on(oracle: str, command: str) -> tuple[grasp_errors.Probe, SimEnv]:
     env = SimEnv()
     env.reset(3)
     probe = grasp_errors.Probe(oracle)
@@ -31,7 +30,8 @@ def _probe_on(oracle: str, command: str) -> tuple[grasp_errors.Probe, object]:
 
 def test_the_oracle_reads_the_simulators_goal_and_none_keeps_the_heads() -> None:
     probe, env = _probe_on("pick", "")
-    world = env.world  # type: ignore[attr-defined]
+    world = env.world
+    assert world is not None
     cube = world.scene.cubes[0].name
     probe.command = f"pick up the {cube}"
     estimate = torch.zeros(1, 3)
@@ -53,7 +53,8 @@ def test_a_grasp_is_measured_from_the_named_cube() -> None:
     from steerable.synthetic.world import Gripper
 
     probe, env = _probe_on("none", "")
-    world = env.world  # type: ignore[attr-defined]
+    world = env.world
+    assert world is not None
     cube = world.scene.cubes[1].name
     probe.command, probe.goal = f"pick up the {cube}", np.array([0.1, 0.1])
     x, y, _ = world.positions[1]
