@@ -6,6 +6,8 @@ on the low-level items of a dataset's training episodes, as `steerable train` sp
 and reports the error of the predicted goal's first two pose dimensions (x, y on the simulator, in the
 state's units: metres there) on items of the held-out episodes. "far" items are those where the robot
 stands more than `--far` (5 cm) from the goal: a command's start, where the goal can only come from the image.
+Each reading is of the last step's weights and of their moving average (`--average`, the phase's
+`goal_training.AVERAGE_DECAY`: what the phase reads and keeps); the RESULT line gives both.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/goal_head.py --data /tmp/easy200 --steps 2500
 
@@ -22,9 +24,10 @@ import numpy as np
 import torch
 
 from steerable.dataset import open_dataset
+from steerable.policy.averaging import WeightAverage
 from steerable.policy.data import PolicyDataset, action_components
 from steerable.policy.goal import GoalHead
-from steerable.policy.goal_training import goal_errors, goal_items
+from steerable.policy.goal_training import AVERAGE_DECAY, goal_errors, goal_items
 from steerable.policy.setup import build_fresh
 from steerable.recipes import load_recipe
 
@@ -38,6 +41,8 @@ def main() -> None:
     parser.add_argument("--eval_items", type=int, default=800)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--image_size", type=int, default=32, help="the policy's (and so the head's) image size")
+    parser.add_argument("--average", type=float, default=AVERAGE_DECAY,
+                        help="decay of the weights' moving average that is read beside the last step's")
     parser.add_argument("--far", type=float, default=0.05, help="distance from the goal of a 'far' item (state units)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -60,6 +65,7 @@ def main() -> None:
     with torch.no_grad():
         head.embed.weight.copy_(backbone.embed(torch.arange(backbone.vocab_size)))
     optimizer = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.01)
+    average = WeightAverage(head, args.average)
     train, held = sets["train"], sets["eval"]
     started = time.perf_counter()
     far_items = int(((held.pose - held.goal)[:, :2] * span).norm(dim=-1).gt(args.far).sum())
@@ -70,13 +76,20 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        average.update(step)
         if step % max(1, args.steps // 5) == 0 or step == args.steps:
-            found = goal_errors(head, held, span, args.far)
-            print(f"step {step}: loss {loss.item():.4f}, held-out far median {found['goal_far_median']:.4f}, "
-                  f"near median {found['goal_near_median']:.4f} ({time.perf_counter() - started:.0f} s)", flush=True)
-    found = goal_errors(head, held, span, args.far)
+            last = goal_errors(head, held, span, args.far)
+            with average.applied():
+                found = goal_errors(head, held, span, args.far)
+            print(f"step {step}: loss {loss.item():.4f}, held-out far / near / all median: last step "
+                  f"{_medians(last)}, average {_medians(found)} ({time.perf_counter() - started:.0f} s)", flush=True)
     print(f"RESULT image_size={args.image_size} steps={args.steps} far_median={found['goal_far_median']:.4f} "
-          f"near_median={found['goal_near_median']:.4f}")
+          f"near_median={found['goal_near_median']:.4f} median={found['goal_median']:.4f} "
+          f"last_step_median={last['goal_median']:.4f}")
+
+
+def _medians(errors: dict[str, float]) -> str:
+    return " / ".join(f"{errors[k]:.4f}" for k in ("goal_far_median", "goal_near_median", "goal_median"))
 
 
 if __name__ == "__main__":

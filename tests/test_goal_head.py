@@ -274,6 +274,55 @@ def test_the_goal_phase_keeps_the_weights_that_did_best_on_held_out_episodes(
     assert logs[0]["goal_best_step"] == 2 and logs[0]["goal_median"] == 0.2
 
 
+def test_the_goal_phase_reads_and_keeps_the_average_of_its_weights_not_the_last_step(
+        world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the phase's constant learning rate the last iterate's held-out error wandered from check to check; the
+    moving average of the head's weights is what is read and what the policy gets (stop 54)."""
+    import functools
+
+    from safetensors.torch import load_file
+
+    import steerable.policy.goal_training as goal_training
+    from steerable.cli.main import main
+
+    start: dict[str, torch.Tensor] = {}
+    iterates: list[dict[str, torch.Tensor]] = []
+    read_weights: list[dict[str, torch.Tensor]] = []
+    real_optimizer, real_errors = goal_training._optimizer, goal_training.goal_errors
+
+    def watched_optimizer(head: Any, lr: float) -> torch.optim.Optimizer:
+        start.update({k: v.detach().clone() for k, v in head.named_parameters()})
+        optimizer = real_optimizer(head, lr)
+        step = optimizer.step
+
+        def stepped(*a: Any, **k: Any) -> Any:
+            out = step(*a, **k)
+            iterates.append({k: v.detach().clone() for k, v in head.named_parameters()})
+            return out
+
+        optimizer.step = stepped  # type: ignore[method-assign]
+        return optimizer
+
+    def read(head: Any, items: Any, span: Any, far: Any = None) -> dict[str, float]:
+        read_weights.append({k: v.detach().clone() for k, v in head.named_parameters()})
+        return {**real_errors(head, items, span, far), "goal_median": 1.0 / len(read_weights)}  # the last is best
+
+    monkeypatch.setattr(goal_training, "_optimizer", watched_optimizer)
+    monkeypatch.setattr(goal_training, "goal_errors", read)
+    monkeypatch.setattr(goal_training, "pretrain_goal", functools.partial(goal_training.pretrain_goal, check_every=1))
+    out = tmp_path / "average"
+    assert main(["train", "--dataset", str(world), "--output_dir", str(out), "--batch_size", "4", "--no_progress",
+                 "--eval_every", "100", "--save_every", "1", "--steps", "1", "--policy.goal_head", "true",
+                 "--goal_pretrain_steps", "3", "--goal_pretrain_items", "64", *TINY_FLAGS]) == 0
+    assert len(iterates) == len(read_weights) == 3
+    keep = 2 / 11  # the average's warm-up at its first step, (1 + 1) / (10 + 1)
+    for name, first in iterates[0].items():
+        assert torch.allclose(read_weights[0][name], keep * start[name] + (1 - keep) * first, atol=1e-6)
+    assert any(not torch.equal(read_weights[2][k], v) for k, v in iterates[2].items())  # not the last step's
+    kept = load_file(str(out / "checkpoints" / "step_00000001" / "model.safetensors"))
+    assert all(torch.equal(kept[f"goal.{k}"], v) for k, v in read_weights[2].items())
+
+
 def test_the_head_reads_no_pixel_coordinates_and_a_head_from_before_keeps_its_own(world: Path, tmp_path: Path) -> None:
     """Without coordinate channels a feature says what is there, not where (better on new scenes); a
     checkpoint written before the setting existed had them and loads with them, the same head."""
