@@ -174,9 +174,9 @@ class TrainConfig(Settings):
     grad_clip: float = Field(1.0, gt=0, description="gradient norm clip")
     goal_pretrain_steps: int | None = Field(
         None, ge=0, description="a policy with a goal head (--policy.goal_head) first trains it alone this many "
-        "steps (batch 64, at --goal_pretrain_lr, images shifted by --policy.image_shift), keeps the weights that read "
-        "best on the held-out episodes, then holds it fixed (docs/policy.md, 'From pixels'; default: "
-        f"{GOAL_PHASE_STEPS}, or --steps when fewer; 0: trained with the rest)"
+        "steps (batch 64, at --goal_pretrain_lr, images shifted by --policy.image_shift), keeps the moving average "
+        "of its weights that read best on the held-out episodes, then holds it fixed (docs/policy.md, 'From pixels'; "
+        f"default: {GOAL_PHASE_STEPS}, or --steps when fewer; 0: trained with the rest)"
     )
     goal_pretrain_lr: float = Field(3e-3, gt=0, description="the goal head's own phase's constant learning rate")
     goal_pretrain_items: int = Field(8000, ge=64, description="low-level items the goal head's own phase decodes")
