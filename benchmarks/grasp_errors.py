@@ -6,7 +6,10 @@ threshold during a "pick up" command), records three distances in the table plan
 cube (what decides the grasp), the goal head's last estimate to the cube (the goal's error) and the gripper to
 that estimate (the low level's own aim). With `--oracle pick` (or `both`) the estimate the action expert reads
 is replaced by the simulator's true goal of each pick (and place): what the low level does with a perfect goal,
-the ceiling of goal precision. The simulator's truth is read here only to measure; the policy never sees it.
+the ceiling of goal precision. At every release during a place it records whether the step took, the cube's
+distance from the spot the demonstrations use, and, along the line from where the gripper stood when the place
+command began to that spot, how far short of the spot (and how far across) the release came. The simulator's
+truth is read here only to measure; the policy never sees it.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/grasp_errors.py --policy R --episodes 50 [--oracle pick]
 
@@ -32,6 +35,9 @@ from steerable.synthetic.expert import place_position
 from steerable.synthetic.replay import wilson_interval
 from steerable.synthetic.tasks import Step, step_satisfied
 
+# A place that starts this close to its spot (metres) has no direction to measure a release along.
+MIN_PATH = 0.03
+
 
 class Probe:
     """What the running episode is doing: its command, world, the goal estimate; the grasps seen."""
@@ -45,6 +51,12 @@ class Probe:
         self.grasps: list[dict[str, float]] = []
         self.releases: list[dict[str, float]] = []  # per release during a place: landed where it should, how far
         self.seed = 0
+        self.began: tuple[str | None, float, float] = (None, 0.0, 0.0)  # a command and where the gripper stood then
+
+    def track(self, gripper: world.Gripper) -> None:
+        """Remember where the gripper stood when the running command began (called before every step)."""
+        if self.command != self.began[0]:
+            self.began = (self.command, gripper.x, gripper.y)
 
     def parsed(self, scene: world.Scene) -> Command | None:
         """The running command as the simulator's controller reads it (None: none, or not one it reads)."""
@@ -102,9 +114,17 @@ class Probe:
         step = Step(name, cmd.target, stack=cmd.stack)
         x, y, _ = after.positions[cube]
         sx, sy = place_position(after, step, exclude=cube)
-        self.releases.append({"seed": self.seed, "took": float(step_satisfied(after, step)),
-                              "drop": before.positions[cube][2] - after.positions[cube][2],
-                              "off": float(np.hypot(x - sx, y - sy)), "stack": float(cmd.stack)})
+        found = {"seed": self.seed, "took": float(step_satisfied(after, step)),
+                 "drop": before.positions[cube][2] - after.positions[cube][2],
+                 "off": float(np.hypot(x - sx, y - sy)), "stack": float(cmd.stack)}
+        path = np.array([sx - self.began[1], sy - self.began[2]])
+        length = float(np.linalg.norm(path))
+        if self.began[0] == self.command and length >= MIN_PATH:  # the release, on the line from the start to the spot
+            along = path / length
+            moved = np.array([after.gripper.x - self.began[1], after.gripper.y - self.began[2]])
+            across = abs(float(moved @ np.array([-along[1], along[0]])))
+            found.update(short=length - float(moved @ along), across=across, travelled=float(moved @ along) / length)
+        self.releases.append(found)
 
 
 def instrument(probe: Probe) -> None:
@@ -120,6 +140,7 @@ def instrument(probe: Probe) -> None:
     step = world.step
 
     def stepping(state: world.WorldState, gripper: world.Gripper) -> world.WorldState:
+        probe.track(state.gripper)
         after = step(state, gripper)
         if gripper.closure >= world.GRASP_THRESHOLD > state.gripper.closure and state.held is None:
             probe.grasp(state, gripper, after.held is not None)
@@ -173,6 +194,14 @@ def main() -> None:
             print(f"releases on a {kind}: {int(sum(r['took'] for r in done))}/{len(done)} took, median "
                   f"{np.median([r['off'] for r in done]) * 100:.2f} cm from the spot, "
                   f"{sum(r['drop'] > 0.03 for r in done)} let go more than 3 cm above where the cube came to rest")
+            measured = [r for r in done if "short" in r]
+            if measured:
+                short = np.array([r["short"] for r in measured]) * 100
+                q1, q3 = np.percentile(short, [25, 75])
+                print(f"  along the way from the place's start to the spot ({len(measured)} releases): short by "
+                      f"{np.median(short):.2f} cm (quartiles {q1:.2f}-{q3:.2f}),"
+                      f" across {np.median([r['across'] for r in measured]) * 100:.2f} cm, share of the way "
+                      f"travelled {np.median([r['travelled'] for r in measured]):.2f}")
     print(f"RESULT oracle={args.oracle} success {succeeded}/{args.episodes} = {succeeded / args.episodes:.2f} "
           f"({low:.2f}-{high:.2f}); first grasps held {int(sum(first))}/{len(first)}; all grasps "
           f"{len(table)}, median cm: gripper-cube {medians[0]:.2f}, goal-cube {medians[1]:.2f}, "

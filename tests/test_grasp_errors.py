@@ -67,6 +67,37 @@ def test_a_grasp_is_measured_from_the_named_cube() -> None:
     assert grasp["dx"] == pytest.approx(0.03) and grasp["dy"] == pytest.approx(-0.04)
 
 
+def test_a_release_is_measured_along_the_way_from_where_the_place_began() -> None:
+    """A place that began 10 cm from its spot and let go 3 cm before it (1 cm aside) came up 3 cm short."""
+    from dataclasses import replace
+
+    from steerable.synthetic.world import Gripper
+
+    probe, env = _probe_on("none", "")
+    world = env.world
+    assert world is not None
+    moved, target = world.scene.cubes[0].name, world.scene.cubes[1].name
+    sx, sy, _ = world.positions[1]
+    probe.command = f"place the {moved} on the {target}"
+    probe.track(Gripper(sx + 0.10, sy, 0.12, 1.0))
+    probe.track(Gripper(sx + 0.08, sy, 0.12, 1.0))  # the same command: its start stays
+    let_go = Gripper(sx + 0.03, sy + 0.01, 0.06, 0.0)
+    positions = list(world.positions)
+    positions[0] = (let_go.x, let_go.y, 0.0)
+    before = replace(world, gripper=replace(let_go, closure=1.0), held=0)
+    probe.release(before, replace(world, gripper=let_go, positions=tuple(positions), held=None), 0)
+    release = probe.releases[-1]
+    assert release["stack"] == 1.0 and release["took"] == 0.0
+    assert release["short"] == pytest.approx(0.03) and release["across"] == pytest.approx(0.01)
+    assert release["travelled"] == pytest.approx(0.7)
+    probe.command = f"pick up the {moved}"
+    probe.track(Gripper(sx + 0.05, sy, 0.02, 1.0))
+    probe.command = f"place the {moved} on the {target}"  # again: a new start, where the gripper is now
+    probe.track(Gripper(sx + 0.01, sy, 0.12, 1.0))
+    probe.release(before, replace(world, gripper=let_go, positions=tuple(positions), held=None), 0)
+    assert len(probe.releases) == 2 and "short" not in probe.releases[-1]  # 1 cm from its spot: no direction
+
+
 def test_the_benchmark_runs_a_camera_checkpoint_and_prints_its_result(tmp_path: Path) -> None:
     data, out = tmp_path / "ds", tmp_path / "ckpt"
     made = steerable_cli("make-dataset", "synthetic", "--out", str(data), "--episodes", "2", "--difficulty", "easy",
