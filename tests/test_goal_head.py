@@ -323,6 +323,18 @@ def test_the_goal_phase_reads_and_keeps_the_average_of_its_weights_not_the_last_
     assert all(torch.equal(kept[f"goal.{k}"], v) for k, v in read_weights[2].items())
 
 
+def test_a_policy_with_a_goal_head_reads_no_last_motion_unless_asked(world: Path) -> None:
+    """From the cameras the last commanded motion was a shortcut (places let go short; 0.62 against 0.38 without
+    it, stop 54): a goal-head policy leaves it out by default, keeps it when asked, and one without a head keeps it."""
+    from steerable.policy.setup import dataset_policy_config
+
+    dataset = open_dataset(world)
+    assert dataset_policy_config(dataset, {}).motion_input is False
+    assert dataset_policy_config(dataset, {"motion_input": None}).motion_input is False  # a flag left unset
+    assert dataset_policy_config(dataset, {"motion_input": True}).motion_input is True
+    assert dataset_policy_config(dataset, {"goal_head": False}).motion_input is True
+
+
 def test_the_head_reads_no_pixel_coordinates_and_a_head_from_before_keeps_its_own(world: Path, tmp_path: Path) -> None:
     """Without coordinate channels a feature says what is there, not where (better on new scenes); a
     checkpoint written before the setting existed had them and loads with them, the same head."""

@@ -89,6 +89,7 @@ class PolicyConfig:
     state_mode: StateMode = "projector"
     action_mode: ActionMode = "relative"
     skip_pauses: bool = True
+    # Off for a policy with a goal head unless asked for (`setup.dataset_policy_config`, stop 54).
     motion_input: bool = True
     ground_objects: bool = True
     fine_offsets: bool = True

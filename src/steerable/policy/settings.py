@@ -41,7 +41,8 @@ _POLICY_HELP = {
     "state_mode": "projector (one state token), bins (one 256-bin token per state value), or none",
     "action_mode": "relative (pose dimensions as offsets from the current state) or absolute",
     "skip_pauses": "true: frames where the demonstration held still train no actions, chunks skip them",
-    "motion_input": "true: the last commanded motion joins the state",
+    "motion_input": "true: the last commanded motion joins the state (default: true, false for a policy with a "
+                    "goal head, one with cameras whose state holds no object)",
     "ground_objects": "true: the action expert reads, at each word that names an object the dataset describes "
                       "(meta/objects.json), that object's state",
     "fine_offsets": "true: a named object's offset from the end effector is also read magnified (tanh of the "
