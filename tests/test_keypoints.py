@@ -58,7 +58,8 @@ def _point(net: KeypointTokens, image: torch.Tensor) -> tuple[float, float]:
 
 def test_the_prefix_holds_the_points_and_the_flow_loss_trains_their_net(root: Path) -> None:
     ds = open_dataset(root)
-    plain, with_points = build(ds), build(ds, keypoints=3)
+    # The same state on both (a goal-head policy reads no last motion by default, one with keypoints does).
+    plain, with_points = build(ds, motion_input=True), build(ds, keypoints=3)
     data = items(ds, with_points)
     batch = with_points.processor.training_batch(batch_of(data, find(data, "actions", 4)))
     cams = len(with_points.model.cfg.cameras)

@@ -152,7 +152,8 @@ def test_samples_train_the_head_their_targets_ask_for(built: Any, ds: Any) -> No
 
 
 def test_tiny_model_overfits_one_batch_in_both_heads(ds: Any) -> None:
-    built = build(ds)
+    # Capacity, with every input the model can read (the last motion too, off by default with a goal head).
+    built = build(ds, motion_input=True)
     model, proc = built.model, built.processor
     data = items(ds, built)
     batch = proc.training_batch(batch_of(data, find(data, "text", 4) + find(data, "actions", 4)))
