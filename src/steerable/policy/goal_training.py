@@ -172,10 +172,9 @@ def pretrain_goal(model: HierarchicalPolicy, processor: Processor, dataset: LeRo
         if len(held) and (step % check_every == 0 or step == steps or out_of_time):
             with average.applied():  # the average is what is read and kept
                 errors = goal_errors(head, held, span)
-                weights = {k: v.detach().clone() for k, v in head.state_dict().items()}
+                if best is None or errors["goal_median"] < best[0]["goal_median"]:
+                    best = (errors, step, {k: v.detach().clone() for k, v in head.state_dict().items()})
             log.info("goal head step %d: loss %.4f, held-out median %.4f", step, loss.item(), errors["goal_median"])
-            if best is None or errors["goal_median"] < best[0]["goal_median"]:
-                best = (errors, step, weights)
             attempt_best = min(attempt_best, errors["goal_median"])
             if (step - began >= RESTART_AFTER and attempt_best > RESTART_SHARE * chance and restarts < MAX_RESTARTS
                     and steps - step >= RESTART_AFTER):
